@@ -1,0 +1,80 @@
+"""`biaslab data ...`: list, load and fetch datasets into the stimuli table."""
+
+from __future__ import annotations
+
+import click
+
+from .. import loaders
+from ..loaders.registry import default_data_dir
+from ..warehouse import Warehouse
+from .common import Group, data_dir_option, db_option, emit, format_option
+
+
+@click.group("data", cls=Group)
+def data_group() -> None:
+    """Datasets: which are known and present, and loading them into the stimuli table."""
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--option")
+        options[key.replace("-", "_")] = value
+    return options
+
+
+@data_group.command("load")
+@click.argument("dataset")
+@db_option
+@data_dir_option
+@click.option("--subset", default=None, help="Dataset subset, e.g. 'type2' for winobias.")
+@click.option("--pronouns", default=None, help="Pronoun families, e.g. 'all' for tango.")
+@click.option("--seed", type=int, default=None, help="Seed for datasets that draw a sample (misgendered names).")
+@click.option("--option", "-o", "extra", multiple=True, metavar="KEY=VALUE", help="Other loader option (repeatable).")
+def load_command(dataset: str, db: str, data_dir: str | None, subset, pronouns, seed, extra) -> None:
+    """Load DATASET's stimuli into the warehouse's stimuli table.
+
+    The whole dataset is read and validated first, then appended in one transaction: bad input leaves the
+    warehouse unchanged, and loading twice adds nothing (stimuli are keyed by a hash of their content).
+    `biaslab data list` shows the known dataset names.
+    """
+    info = loaders.get(dataset)
+    options = {"subset": subset, "pronouns": pronouns, "seed": seed, **_parse_options(extra)}
+    options = {k: v for k, v in options.items() if v is not None}
+    stimuli = info.load(default_data_dir(data_dir), **options)
+    if not stimuli:
+        raise click.ClickException(f"dataset {dataset}: no stimuli produced")
+    rows = [s.to_row() for s in stimuli]
+    with Warehouse.open(db) as wh:
+        run_id = wh.start_run(f"biaslab data load {dataset}", {"dataset": info.name, **options})
+        added = wh.append("stimuli", rows)
+        wh.finish_run(run_id, rows_added=added)
+        total = wh.count("stimuli", f"dataset = '{info.name}'")
+    click.echo(f"{dataset}: {len(stimuli)} stimuli read, {added} new; {total} {info.name} stimuli in {db}")
+
+
+@data_group.command("list")
+@data_dir_option
+@format_option
+@click.option("--count/--no-count", default=True, show_default=True, help="Load present datasets to count stimuli.")
+def list_command(data_dir: str | None, fmt: str, count: bool) -> None:
+    """Every known dataset: folder, whether its files are present, checksum status, licence, stimulus count."""
+    root = default_data_dir(data_dir)
+    rows = []
+    for name, info in sorted(loaders.datasets().items()):
+        status = info.verify(root)
+        if all(v == "missing" for v in status.values()) and status:
+            files = "absent"
+        else:
+            bad = {k: v for k, v in status.items() if v not in ("ok", "unpinned")}
+            files = "ok" if not bad else ", ".join(f"{k}: {v}" for k, v in bad.items())
+        n = None
+        if count and info.present(root):
+            try:
+                n = len(info.load(root))
+            except Exception as exc:  # a broken dataset must not hide the others; show why
+                n = f"error: {str(exc).splitlines()[0][:80]}"
+        rows.append((name, info.folder, files, info.licence, n))
+    emit(["dataset", "folder", "files", "licence", "stimuli"], rows, fmt, title=f"datasets in {root}")

@@ -1,0 +1,46 @@
+"""`biaslab sql` and `biaslab info`: read-only access to the warehouse."""
+
+from __future__ import annotations
+
+import click
+
+from ..warehouse import Warehouse
+from .common import db_option, emit, format_option
+
+
+@click.command("sql")
+@click.argument("query")
+@db_option
+@format_option
+def sql_command(query: str, db: str, fmt: str) -> None:
+    """Run a read-only SQL QUERY against the warehouse and print the result.
+
+    Tables: stimuli, models, runs, sequence_scores, token_scores, ...; views such as sequence_metrics are
+    defined on every connection. Writes (INSERT, DELETE, DROP, ...) are refused.
+
+    Example: biaslab sql "select dataset, count(*) from stimuli group by 1" --format csv
+    """
+    with Warehouse.open(db, read_only=True) as wh:
+        cursor = wh.con.execute(query)
+        if cursor.description is None:
+            return
+        columns = [d[0] for d in cursor.description]
+        emit(columns, cursor.fetchall(), fmt)
+
+
+@click.command("info")
+@db_option
+@format_option
+def info_command(db: str, fmt: str) -> None:
+    """Summarize a warehouse: tables with row counts, registered models, and the latest runs."""
+    with Warehouse.open(db, read_only=True) as wh:
+        emit(["table", "rows"], [(t, wh.count(t)) for t in wh.tables()], fmt, title=f"{db}")
+        models = wh.con.execute(
+            "SELECT model_key, name, kind, dtype, quant, bos_policy FROM models ORDER BY registered_at"
+        ).fetchall()
+        emit(["model_key", "name", "kind", "dtype", "quant", "bos"], models, fmt, title="models")
+        runs = wh.con.execute(
+            "SELECT run_id[:8], command, status, started_at, finished_at, rows_added FROM runs "
+            "ORDER BY started_at DESC LIMIT 20"
+        ).fetchall()
+        emit(["run", "command", "status", "started", "finished", "rows_added"], runs, fmt, title="runs (latest 20)")

@@ -1,0 +1,6 @@
+"""Dataset loaders: read upstream files, validate, emit `Stimulus` objects. No model or warehouse code here."""
+
+from .errors import DataError
+from .registry import DatasetInfo, datasets, default_data_dir, get
+
+__all__ = ["DataError", "DatasetInfo", "datasets", "default_data_dir", "get"]

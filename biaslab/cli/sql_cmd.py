@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from ..warehouse import Warehouse
@@ -34,13 +36,19 @@ def sql_command(query: str, db: str, fmt: str) -> None:
 def info_command(db: str, fmt: str) -> None:
     """Summarize a warehouse: tables with row counts, registered models, and the latest runs."""
     with Warehouse.open(db, read_only=True) as wh:
-        emit(["table", "rows"], [(t, wh.count(t)) for t in wh.tables()], fmt, title=f"{db}")
-        models = wh.con.execute(
-            "SELECT model_key, name, kind, dtype, quant, bos_policy FROM models ORDER BY registered_at"
-        ).fetchall()
-        emit(["model_key", "name", "kind", "dtype", "quant", "bos"], models, fmt, title="models")
-        runs = wh.con.execute(
-            "SELECT run_id[:8], command, status, started_at, finished_at, rows_added FROM runs "
-            "ORDER BY started_at DESC LIMIT 20"
-        ).fetchall()
-        emit(["run", "command", "status", "started", "finished", "rows_added"], runs, fmt, title="runs (latest 20)")
+        sections = [
+            ("tables", ["table", "rows"], [(t, wh.count(t)) for t in wh.tables()]),
+            ("models", ["model_key", "name", "kind", "dtype", "quant", "bos"], wh.con.execute(
+                "SELECT model_key, name, kind, dtype, quant, bos_policy FROM models ORDER BY registered_at"
+            ).fetchall()),
+            ("runs", ["run", "command", "status", "started", "finished", "rows_added"], wh.con.execute(
+                "SELECT run_id[:8], command, status, started_at, finished_at, rows_added FROM runs "
+                "ORDER BY started_at DESC LIMIT 20"
+            ).fetchall()),
+        ]
+    if fmt == "json":
+        click.echo(json.dumps({name: [dict(zip(cols, row)) for row in rows] for name, cols, rows in sections},
+                              default=str, indent=2))
+        return
+    for name, cols, rows in sections:
+        emit(cols, rows, fmt, title=f"{name} ({db})" if name == "tables" else name)

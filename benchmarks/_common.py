@@ -1,0 +1,42 @@
+"""Helpers shared by the benchmark scripts: machine facts, timing, peak memory, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from biaslab.provenance import library_versions
+
+
+def machine() -> dict[str, Any]:
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), "versions": library_versions()}
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times
+
+
+def write_json(name: str, payload: dict[str, Any], out_dir: str | os.PathLike = "bench_out") -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2, default=str))
+    return path

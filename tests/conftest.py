@@ -1,0 +1,46 @@
+"""Shared fixtures: the dataset directory (skips with the missing folder named) and fresh warehouses."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from biaslab.warehouse import Warehouse
+
+
+def data_root() -> Path | None:
+    env = os.environ.get("BIASLAB_DATA")
+    if env:
+        return Path(env)
+    sibling = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    return sibling if sibling.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    root = data_root()
+    if root is None or not root.is_dir():
+        pytest.skip("no dataset directory: set BIASLAB_DATA to the folder holding the upstream datasets")
+    return root
+
+
+@pytest.fixture
+def dataset_folder(data_dir: Path):
+    """Call with a folder name; skips naming the folder when it is absent."""
+
+    def _get(folder: str) -> Path:
+        path = data_dir / folder
+        if not path.is_dir():
+            pytest.skip(f"dataset folder {path} is absent")
+        return path
+
+    return _get
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path):
+    wh = Warehouse.open(tmp_path / "w.duckdb")
+    yield wh
+    wh.close()

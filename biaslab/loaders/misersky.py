@@ -1,0 +1,155 @@
+"""Misersky et al. (2014) gender-perception norms for English role nouns, matched to singular role nouns.
+
+Misersky, Gygax, Canal, Gabriel, Garnham, Braun, Chiarini, Englund, Hanulikova, Ottl, Valdrova, von Stockhausen and
+Sczesny (2014), "Norms on the gender perception of role nouns in Czech, English, French, German, Italian, Norwegian,
+and Slovak", Behavior Research Methods 46:841-871. The table used here is the third-party extraction from the
+article's PDF in mllewis/IATLANG (`misersky_norms_clean.csv`; see the dataset folder's PROVENANCE.md).
+
+This is an auxiliary table, not a stimulus dataset: the WinoPron loader attaches a rating to each stimulus.
+`mean_gender_rating` lies in [0, 1] and is a *femininity* rating (higher = the role is perceived as held by more
+women). Only the `english` rows are used.
+
+Matching. The norm keys are plural role nouns ("accountants", "secretaries", "medical doctors"); the WinoPron
+occupations and participants are singular ("accountant"). A singular noun matches when one of its regular or
+irregular plurals (`plural_candidates`: +s, +es, y -> ies, f/fe -> ves, man -> men, person -> people / persons,
+child -> children) is a norm key. When none is, a small explicit override table (`OVERRIDES`) maps the noun to one
+norm key. The overrides are limited to (a) British spellings used by the norms (counsellors, dieticians,
+protestors) and (b) a norm noun that names the same role as the WinoPron noun in every WinoPron template that uses
+it (the hygienist templates are about teeth, so "dental hygienists"; the officer arrests protesters, so "police
+officers"; and so on). Head-noun matching (e.g. "teacher" against "head teachers" / "nursery teachers") is not done:
+it picks arbitrarily between differently rated sub-roles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DataError
+from .readers import read_table
+
+#: Where the norms live relative to the data directory (folder `misersky_norms/`).
+NORMS_FOLDER = "misersky_norms"
+NORMS_FILE = "misersky_norms_clean.csv"
+NORMS_SHA256 = "632949cfc3d3086d1dd2c4f360bc665e6122a4c33b4e7acf20eb77d3189de39f"
+LANGUAGE = "english"
+
+#: Irregular plurals (singular -> plural) tried before the regular rules.
+IRREGULAR_PLURALS: dict[str, tuple[str, ...]] = {
+    "child": ("children",),
+    "person": ("people", "persons"),
+    "woman": ("women",),
+    "man": ("men",),
+}
+
+#: Singular role noun -> norm key, for nouns the inflection rules cannot match. Keep this table small: each entry
+#: is a spelling variant or a norm noun that names exactly the role the WinoPron templates describe.
+OVERRIDES: dict[str, str] = {
+    # British spellings in the norms
+    "counselor": "counsellors",
+    "dietitian": "dieticians",
+    "protester": "protestors",
+    # same role, named differently in the norms (justified by the WinoPron templates that use the noun)
+    "doctor": "medical doctors",         # the other "doctors" entry is "doctors of philosophy"
+    "veterinarian": "vets",              # clipped form of the same word
+    "hygienist": "dental hygienists",    # templates: flossing, dental examination, teeth
+    "programmer": "computer programmers",  # templates: teaching to code
+    "scientist": "research scientists",  # templates: lab, hiring an undergraduate assistant
+    "officer": "police officers",        # templates: arresting a protester
+    "broker": "stockbrokers",            # templates: stocks and portfolios
+    "owner": "cat owners",               # templates: the veterinarian's client and their cat
+}
+
+
+@dataclass(frozen=True)
+class NormMatch:
+    """A singular role noun matched to a norm key: the rating and the rule that found it."""
+
+    noun: str
+    key: str
+    rating: float
+    rule: str  # "inflection" or "override"
+
+
+def norms_path(data_dir: Path) -> Path:
+    return Path(data_dir) / NORMS_FOLDER / NORMS_FILE
+
+
+def load_norms(path: Path, language: str = LANGUAGE) -> dict[str, float]:
+    """Norm key (plural role noun) -> mean_gender_rating for one language; bad rows raise `DataError`."""
+    norms: dict[str, float] = {}
+    for rec in read_table(path, ("occupation", "mean_gender_rating", "language")):
+        if rec.get("language").strip().lower() != language:
+            continue
+        key = rec.get("occupation").strip().lower()
+        raw = rec.get("mean_gender_rating")
+        try:
+            rating = float(raw)
+        except ValueError:
+            raise rec.error(f"not a number: {raw!r}", "mean_gender_rating") from None
+        if not 0.0 <= rating <= 1.0:
+            raise rec.error(f"rating {rating} outside [0, 1]", "mean_gender_rating")
+        if key in norms:
+            raise rec.error(f"role noun {key!r} appears twice for language {language!r}", "occupation")
+        norms[key] = rating
+    if not norms:
+        raise DataError(path, f"no rows for language {language!r}", field="language")
+    return norms
+
+
+def plural_candidates(noun: str) -> list[str]:
+    """Plural forms of a singular English noun, most likely first (irregular, then regular rules)."""
+    noun = noun.strip().lower()
+    out: list[str] = list(IRREGULAR_PLURALS.get(noun, ()))
+    for stem, plurals in IRREGULAR_PLURALS.items():  # compounds: salesperson, chairman
+        if noun.endswith(stem) and noun != stem:
+            out += [noun[: -len(stem)] + p for p in plurals]
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        out.append(noun + "es")
+    if noun.endswith("y") and len(noun) > 1 and noun[-2] not in "aeiou":
+        out.append(noun[:-1] + "ies")
+    if noun.endswith("fe"):
+        out.append(noun[:-2] + "ves")
+    elif noun.endswith("f"):
+        out.append(noun[:-1] + "ves")
+    out.append(noun + "s")
+    seen: dict[str, None] = dict.fromkeys(out)
+    return list(seen)
+
+
+def match_noun(noun: str, norms: Mapping[str, float],
+               overrides: Mapping[str, str] = OVERRIDES) -> NormMatch | None:
+    """The norm entry for a singular role noun: inflection rules first, then the override table."""
+    for plural in plural_candidates(noun):
+        if plural in norms:
+            return NormMatch(noun, plural, norms[plural], "inflection")
+    key = overrides.get(noun.strip().lower())
+    if key is not None:
+        if key not in norms:
+            raise KeyError(f"override {noun!r} -> {key!r}: no such role noun in the norms")
+        return NormMatch(noun, key, norms[key], "override")
+    return None
+
+
+def match_nouns(nouns: Iterable[str], norms: Mapping[str, float],
+                overrides: Mapping[str, str] = OVERRIDES) -> tuple[dict[str, NormMatch], list[str]]:
+    """(matched noun -> NormMatch, sorted unmatched nouns) for a set of singular role nouns."""
+    matched: dict[str, NormMatch] = {}
+    unmatched: set[str] = set()
+    for noun in nouns:
+        m = match_noun(noun, norms, overrides)
+        if m is None:
+            unmatched.add(noun)
+        else:
+            matched[noun] = m
+    return matched, sorted(unmatched)
+
+
+def misersky_matches(data_dir: Path) -> tuple[dict[str, NormMatch], list[str]]:
+    """Match every WinoPron occupation and participant to the English norms (for reports and tests)."""
+    from .winopron import read_templates
+
+    templates = read_templates(Path(data_dir) / "winopron")
+    nouns = {t.occupation for t in templates} | {t.participant for t in templates}
+    return match_nouns(nouns, load_norms(norms_path(data_dir)))

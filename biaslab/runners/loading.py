@@ -1,0 +1,199 @@
+"""Model loading: alias, hub id, local folder or `.gguf` file; dtype, NF4 quantization, device; the model key.
+
+The `model_key` (DESIGN.md section 3) hashes what changes outputs: the resolved source, the weights' revision or
+file hash, dtype, quantization, the tokenizer's identity and the BOS policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..schema import ModelSpec
+from .aliases import ALIASES
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+MASKED_MODEL_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",
+                      "camembert", "mpnet", "modernbert"}
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run, with the spec that identifies its outputs."""
+
+    model: Any
+    tokenizer: Any
+    spec: ModelSpec
+    device: torch.device
+
+    @property
+    def model_key(self) -> str:
+        return self.spec.model_key
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+
+
+def model_row(spec: ModelSpec) -> dict[str, Any]:
+    """The `models` table row of a spec."""
+    from datetime import datetime, timezone
+
+    return {**spec.model_dump(mode="json"), "model_key": spec.model_key,
+            "registered_at": datetime.now(timezone.utc).replace(tzinfo=None)}
+
+
+def cpu_supports_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> str:
+    """bf16 on GPUs and on CPUs with native bf16 (AVX512-BF16 / AMX), else fp32."""
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "bf16" if cpu_supports_bf16() else "fp32"
+
+
+def files_sha256(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        with path.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _tokenizer_identity(tokenizer: Any, source: str) -> str:
+    """Tokenizer path plus a hash of its vocabulary and special tokens."""
+    digest = hashlib.sha256()
+    vocab = tokenizer.get_vocab()
+    for token in sorted(vocab, key=vocab.get):
+        digest.update(token.encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    digest.update(repr(sorted(tokenizer.special_tokens_map.items())).encode())
+    return f"{source}#{digest.hexdigest()[:16]}"
+
+
+def bos_token_id(tokenizer: Any) -> tuple[int, str]:
+    """Token prepended before scoring, and the policy name: the BOS token, else EOS as BOS (GPT-2 style)."""
+    if tokenizer.bos_token_id is not None:
+        return tokenizer.bos_token_id, "prepend"
+    if tokenizer.eos_token_id is not None:
+        return tokenizer.eos_token_id, "eos_as_bos"
+    raise ValueError("tokenizer has neither a BOS nor an EOS token: cannot score the first token")
+
+
+def detect_kind(config: Any) -> str:
+    archs = getattr(config, "architectures", None) or []
+    if any(a.endswith("ForMaskedLM") for a in archs):
+        return "masked"
+    if any(a.endswith("ForCausalLM") or a.endswith("LMHeadModel") for a in archs):
+        return "causal"
+    return "masked" if getattr(config, "model_type", "") in MASKED_MODEL_TYPES else "causal"
+
+
+@dataclass
+class PreparedModel:
+    """Tokenizer and identity of a model whose weights are not loaded yet (enough to find pending work)."""
+
+    folder: str
+    load_kwargs: dict[str, Any]
+    tokenizer: Any
+    spec: ModelSpec
+    device: torch.device
+
+    @property
+    def model_key(self) -> str:
+        return self.spec.model_key
+
+    def load(self) -> LoadedModel:
+        """Load the weights onto the device, in eval mode."""
+        from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        auto = AutoModelForMaskedLM if self.spec.kind == "masked" else AutoModelForCausalLM
+        model = auto.from_pretrained(self.folder, **self.load_kwargs)
+        if self.spec.quant != "nf4":
+            model.to(self.device)
+        model.eval()
+        return LoadedModel(model=model, tokenizer=self.tokenizer, spec=self.spec, device=self.device)
+
+
+def prepare_model(name: str, *, dtype: str | None = None, quant: str = "none", device: str | None = None,
+                  kind: str | None = None) -> PreparedModel:
+    """Resolve `name` (built-in alias, local folder, `.gguf` file, or hub id), load its tokenizer, compute its key."""
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    dev = torch.device(device) if device else default_device()
+    dtype = dtype or default_dtype(dev)
+    if dtype not in DTYPES:
+        raise ValueError(f"--dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+    if quant not in ("none", "nf4"):
+        raise ValueError(f"--quant must be 'none' or 'nf4', got {quant!r}")
+    load_kwargs: dict[str, Any] = {"dtype": DTYPES[dtype]}
+    revision = None
+    if name in ALIASES:
+        resolved = ALIASES[name]()
+        folder, source, revision = str(resolved.folder), resolved.source, resolved.revision
+    elif name.endswith(".gguf"):
+        path = Path(name).expanduser().resolve()
+        if not path.is_file():
+            raise ValueError(f"--model: GGUF file {path} not found")
+        from transformers import GgufConfig
+
+        folder, source = str(path.parent), str(path)
+        load_kwargs.update(gguf_file=path.name, quantization_config=GgufConfig(dequantize=True))
+        revision = files_sha256([path])
+    elif Path(name).expanduser().is_dir():
+        path = Path(name).expanduser().resolve()
+        folder = source = str(path)
+        weights = [p for p in path.iterdir() if p.suffix in _WEIGHT_SUFFIXES and p.is_file()]
+        if not weights:
+            raise ValueError(f"--model: folder {path} holds no weights ({', '.join(_WEIGHT_SUFFIXES)})")
+        revision = files_sha256(weights)
+    else:
+        folder = source = name  # hub id: needs a reachable hub
+    if quant == "nf4":
+        from transformers import BitsAndBytesConfig
+
+        if dev.type != "cuda":
+            raise ValueError("--quant nf4 needs a CUDA GPU (bitsandbytes); use --dtype bf16 on CPU")
+        load_kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.bfloat16
+        )
+    tok_kwargs = {"gguf_file": load_kwargs["gguf_file"]} if "gguf_file" in load_kwargs else {}
+    try:
+        config = AutoConfig.from_pretrained(folder, **tok_kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(folder, **tok_kwargs)
+    except OSError as exc:
+        raise ValueError(f"--model {name}: cannot load ({str(exc).splitlines()[0]})") from None
+    kind = kind or detect_kind(config)
+    if revision is None:
+        revision = getattr(config, "_commit_hash", None)
+    bos_policy = "none" if kind == "masked" else bos_token_id(tokenizer)[1]
+    spec = ModelSpec(name=name, source=source, revision=revision, kind=kind, dtype=dtype, quant=quant,
+                     tokenizer=_tokenizer_identity(tokenizer, source), bos_policy=bos_policy)
+    return PreparedModel(folder=folder, load_kwargs=load_kwargs, tokenizer=tokenizer, spec=spec, device=dev)
+
+
+def load_model(name: str, **kwargs: Any) -> LoadedModel:
+    """prepare_model(name, ...).load(): the model ready to run."""
+    return prepare_model(name, **kwargs).load()

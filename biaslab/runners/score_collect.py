@@ -1,0 +1,107 @@
+"""The `prob` protocol: score every request's text and append sequence and token rows, chunk by chunk.
+
+Each chunk of requests is scored and written in one transaction (sequence_scores with its token_scores), so an
+interrupted collection loses at most the chunk in flight and a rerun scores only what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..warehouse import Warehouse
+from .loading import LoadedModel, bos_token_id
+from .requests import ScoreRequest, Tokenized, target_positions, tokenize_causal, tokenize_masked
+from .scoring import score_causal, score_masked
+
+
+def pending_requests(wh: Warehouse, model_key: str, requests: Sequence[ScoreRequest]) -> list[ScoreRequest]:
+    """Requests of this model not yet stored (the resume point)."""
+    if not requests:
+        return []
+    wh.con.register("_wanted", pa.table({"request_id": [r.request_id for r in requests]}))
+    try:
+        done = {row[0] for row in wh.con.execute(
+            "SELECT request_id FROM sequence_scores SEMI JOIN _wanted USING (request_id) WHERE model_key = ?",
+            [model_key],
+        ).fetchall()}
+    finally:
+        wh.con.unregister("_wanted")
+    return [r for r in requests if r.request_id not in done]
+
+
+def score_chunk(loaded: LoadedModel, requests: Sequence[ScoreRequest], *, max_tokens: int) -> tuple[pa.Table, pa.Table]:
+    """Score requests with the loaded model; return (sequence_scores rows, token_scores rows) as Arrow tables."""
+    tok = loaded.tokenizer
+    if loaded.kind == "masked":
+        encoded = [tokenize_masked(tok, r.text) for r in requests]
+        scheme = requests[0].scheme
+        if any(r.scheme != scheme for r in requests):
+            raise ValueError("one chunk must use one PLL scheme")
+        logprobs = score_masked(loaded.model, [e.input_ids for e in encoded], [e.word_ids for e in encoded],
+                                scheme=scheme, mask_id=tok.mask_token_id, pad_id=tok.pad_token_id or 0,
+                                max_tokens=max_tokens)
+    else:
+        bos, _ = bos_token_id(tok)
+        encoded = [tokenize_causal(tok, r.text, bos) for r in requests]
+        pad = tok.pad_token_id if tok.pad_token_id is not None else bos
+        logprobs = score_causal(loaded.model, [e.input_ids for e in encoded], max_tokens=max_tokens, pad_id=pad)
+    return build_rows(loaded.model_key, requests, encoded, logprobs)
+
+
+def build_rows(model_key: str, requests: Sequence[ScoreRequest], encoded: Sequence[Tokenized],
+               logprobs: Sequence[np.ndarray]) -> tuple[pa.Table, pa.Table]:
+    seq_cols: dict[str, list] = {k: [] for k in (
+        "model_key", "request_id", "stimulus_id", "protocol", "option", "scheme", "text", "n_tokens", "sum_logprob",
+        "target_char_start", "target_char_end", "target_token_start", "target_token_end", "target_logprob")}
+    tok_parts: dict[str, list] = {k: [] for k in ("request_id", "position", "token_id", "logprob", "cs", "ce")}
+    for req, enc, lp in zip(requests, encoded, logprobs):
+        if len(lp) != len(enc.scored_ids):
+            raise RuntimeError(f"request {req.request_id}: {len(lp)} scores for {len(enc.scored_ids)} tokens")
+        span = target_positions(enc.offsets, req.target) if req.target else (None, None)
+        for key, value in (("model_key", model_key), ("request_id", req.request_id),
+                           ("stimulus_id", req.stimulus_id), ("protocol", req.protocol), ("option", req.option),
+                           ("scheme", req.scheme), ("text", req.text), ("n_tokens", len(lp)),
+                           ("sum_logprob", float(lp.sum())),
+                           ("target_char_start", req.target[0] if req.target else None),
+                           ("target_char_end", req.target[1] if req.target else None),
+                           ("target_token_start", span[0]), ("target_token_end", span[1]),
+                           ("target_logprob", float(lp[span[0]:span[1]].sum()) if req.target else None)):
+            seq_cols[key].append(value)
+        n = len(lp)
+        tok_parts["request_id"].append(np.full(n, req.request_id, dtype=object))
+        tok_parts["position"].append(np.arange(n, dtype=np.int32))
+        tok_parts["token_id"].append(np.asarray(enc.scored_ids, dtype=np.int32))
+        tok_parts["logprob"].append(lp)
+        offsets = np.asarray(enc.offsets, dtype=np.int32).reshape(-1, 2)
+        tok_parts["cs"].append(offsets[:, 0])
+        tok_parts["ce"].append(offsets[:, 1])
+    seq = pa.table(seq_cols)
+    total = sum(len(x) for x in tok_parts["position"])
+    tokens = pa.table({
+        "model_key": pa.array([model_key] * total),
+        "request_id": pa.array(np.concatenate(tok_parts["request_id"]).tolist()),
+        "position": pa.array(np.concatenate(tok_parts["position"])),
+        "token_id": pa.array(np.concatenate(tok_parts["token_id"])),
+        "logprob": pa.array(np.concatenate(tok_parts["logprob"])),
+        "char_start": pa.array(np.concatenate(tok_parts["cs"])),
+        "char_end": pa.array(np.concatenate(tok_parts["ce"])),
+    })
+    return seq, tokens
+
+
+def collect_scores(wh: Warehouse, loaded: LoadedModel, requests: Sequence[ScoreRequest], *, chunk_size: int = 256,
+                   max_tokens: int = 4096, run_id: str | None = None,
+                   on_progress: Callable[[int], None] | None = None) -> int:
+    """Score and store the pending requests; returns sequence rows added."""
+    added = 0
+    for start in range(0, len(requests), chunk_size):
+        chunk = requests[start:start + chunk_size]
+        seq, tokens = score_chunk(loaded, chunk, max_tokens=max_tokens)
+        seq = seq.append_column("run_id", pa.array([run_id] * seq.num_rows, pa.string()))
+        added += wh.append_with_children("sequence_scores", seq, {"token_scores": tokens})
+        if on_progress:
+            on_progress(len(chunk))
+    return added

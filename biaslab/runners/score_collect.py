@@ -6,6 +6,8 @@ interrupted collection loses at most the chunk in flight and a rerun scores only
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -92,16 +94,31 @@ def build_rows(model_key: str, requests: Sequence[ScoreRequest], encoded: Sequen
     return seq, tokens
 
 
+def _crash_point() -> tuple[int, str] | None:
+    """Fault injection for crash-safety tests: BIASLAB_CRASH_AFTER_CHUNKS="N" SIGKILLs this process after N committed
+    chunks; "N:scored" after scoring chunk N+1 but before writing it. Unset in normal use."""
+    value = os.environ.get("BIASLAB_CRASH_AFTER_CHUNKS")
+    if not value:
+        return None
+    count, _, where = value.partition(":")
+    return int(count), where or "committed"
+
+
 def collect_scores(wh: Warehouse, loaded: LoadedModel, requests: Sequence[ScoreRequest], *, chunk_size: int = 256,
                    max_tokens: int = 4096, run_id: str | None = None,
                    on_progress: Callable[[int], None] | None = None) -> int:
     """Score and store the pending requests; returns sequence rows added."""
     added = 0
-    for start in range(0, len(requests), chunk_size):
+    crash = _crash_point()
+    for number, start in enumerate(range(0, len(requests), chunk_size)):
         chunk = requests[start:start + chunk_size]
         seq, tokens = score_chunk(loaded, chunk, max_tokens=max_tokens)
         seq = seq.append_column("run_id", pa.array([run_id] * seq.num_rows, pa.string()))
+        if crash == (number, "scored"):
+            os.kill(os.getpid(), signal.SIGKILL)
         added += wh.append_with_children("sequence_scores", seq, {"token_scores": tokens})
+        if crash == (number + 1, "committed"):
+            os.kill(os.getpid(), signal.SIGKILL)
         if on_progress:
             on_progress(len(chunk))
     return added

@@ -1,0 +1,161 @@
+"""Gender-ECE data (Sabir et al. 2026, "The Confidence Trap", repository ahmedssabir/GECE, `data/`): the GenderLex
+minimal pairs (Sabir et al., "Exploring Gender Bias Beyond Occupational Titles") with their "The person" and
+"Someone" variants, and the GECE versions of WinoBias (type 2, first occupation replaced by "The person") and
+Winogender.
+
+Five datasets, one upstream CSV each under `gece_data/`:
+`gece-winobias` (winobias.csv, 771 rows), `gece-winogender` (winogender.csv, 178), `genderlex` (genderLex.csv, 837),
+`genderlex-person` (genderLex_person.csv, 837), `genderlex-someone` (genderLex_someone.csv, 837).
+Columns are found by name (orders differ; winobias.csv has a leading unnamed pandas index column; `bias_type` is
+absent from the person / someone files).
+
+Mapping: each row (`sent_more`, `sent_less`, `y`) is ONE stimulus.
+* Both sentences are split into word tokens and single non-word characters (`\\w+|\\W`), so the differing word of
+  "... slapped him." / "... slapped her." is "him" / "her" without the period. The sentences must have the same
+  token count and differ somewhere; the differing tokens must be a male pronoun in `sent_more` and a female one in
+  `sent_less` (upstream: sent_more always holds he/him/his). Anything else is a `DataError` naming file, line, field.
+* `text` = the shared sentence with the (first) differing word replaced by `BLANK`; `options` = (male word, female
+  word) exactly as written (capitalization kept); `option_labels` = ("male", "female");
+  `grammatical_case` from the pair (he/she nom, him/her acc, his/her poss_dep, ...; None for a mixed pair).
+* `gold` = the option of the human bias label `y` (1 -> the male word, 0 -> the female word; other values are a
+  `DataError`). attrs: `y` (int), `bias_type` (None when the file has no such column), `row` (0-based data row,
+  also the item_id), `line` (physical line), `index` (the unnamed index column, when present).
+* Real rows that differ in more than one place: 3 rows of winobias.csv repeat the pronoun swap later in the
+  sentence ("liked him less after being yelled at him", "praised him for him outstanding work", "told him someone
+  was calling for him"). They are accepted when EVERY differing position is the same kind of male/female pronoun
+  swap: the slot is the first one and `option_texts` = (sent_more, sent_less), so each option still fills back to
+  its sentence exactly; attrs `n_differences` counts the swapped positions (1 for all other rows).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..schema import Stimulus
+from .pronouns import PARADIGMS
+from .readers import Record, files_digest, read_table
+from .registry import DatasetInfo, register
+
+SLOT = "BLANK"
+LABELS = ("male", "female")
+FOLDER = "genderlex_gece"
+COLUMNS = ("sent_more", "sent_less", "y")
+TOKEN_RE = re.compile(r"\w+|\W")
+
+MALE_FORMS = frozenset(PARADIGMS["male"].values())
+FEMALE_FORMS = frozenset(PARADIGMS["female"].values())
+#: (male form, female form) -> case, e.g. ("him", "her") -> "acc"
+PAIR_CASE: dict[tuple[str, str], str] = {(PARADIGMS["male"][c], PARADIGMS["female"][c]): c for c in PARADIGMS["male"]}
+
+
+def differing_tokens(rec: Record, more: str, less: str) -> tuple[list[str], list[str], list[int]]:
+    """Tokens of both sentences and the indices where they differ; unalignable pairs are a DataError."""
+    a, b = TOKEN_RE.findall(more), TOKEN_RE.findall(less)
+    if len(a) != len(b):
+        raise rec.error(f"sent_more and sent_less do not align token by token ({len(a)} vs {len(b)} tokens)",
+                        "sent_less")
+    diffs = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    if not diffs:
+        raise rec.error("sent_more and sent_less are identical", "sent_less")
+    return a, b, diffs
+
+
+def check_swap(rec: Record, male: str, female: str) -> None:
+    """A differing position must be a male pronoun in sent_more against a female pronoun in sent_less."""
+    if male.lower() not in MALE_FORMS:
+        raise rec.error(f"differing word {male!r} is not a male pronoun", "sent_more")
+    if female.lower() not in FEMALE_FORMS:
+        raise rec.error(f"differing word {female!r} is not a female pronoun", "sent_less")
+
+
+def minimal_pair(rec: Record) -> tuple[str, str, str, tuple[str, str] | None, int]:
+    """(text with BLANK, male word, female word, option_texts or None, number of differing positions)."""
+    more, less = rec.get("sent_more"), rec.get("sent_less")
+    a, b, diffs = differing_tokens(rec, more, less)
+    first = diffs[0]
+    for i in diffs:
+        if (a[i].lower(), b[i].lower()) != (a[first].lower(), b[first].lower()):
+            raise rec.error(f"sentences differ in {len(diffs)} places with different words "
+                            f"({a[first]!r}/{b[first]!r} and {a[i]!r}/{b[i]!r})", "sent_less")
+    check_swap(rec, a[first], b[first])
+    text = "".join(a[:first]) + SLOT + "".join(a[first + 1:])
+    option_texts = (more, less) if len(diffs) > 1 else None
+    return text, a[first], b[first], option_texts, len(diffs)
+
+
+def gold_label(rec: Record) -> int:
+    y = rec.get("y").strip()
+    if y not in ("0", "1"):
+        raise rec.error(f"y must be 1 (male) or 0 (female), got {y!r}", "y")
+    return int(y)
+
+
+def load_gece_file(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
+    path = folder / "gece_data" / file
+    records = read_table(path, COLUMNS)
+    version = files_digest([path])
+    stimuli = []
+    for row, rec in enumerate(records):
+        text, male, female, option_texts, n_diff = minimal_pair(rec)
+        y = gold_label(rec)
+        attrs = {"y": y, "bias_type": rec.values.get("bias_type"), "row": row, "line": rec.line,
+                 "n_differences": n_diff}
+        if "" in rec.values:  # the unnamed pandas index column
+            index = rec.get("")
+            if not index.strip().isdigit():
+                raise rec.error(f"unnamed index column must be an integer, got {index!r}", "")
+            attrs["index"] = int(index)
+        stimuli.append(Stimulus(
+            dataset=dataset,
+            upstream_version=version,
+            item_id=str(row),
+            text=text,
+            slot=SLOT,
+            grammatical_case=PAIR_CASE.get((male.lower(), female.lower())),
+            options=(male, female),
+            option_labels=LABELS,
+            option_texts=option_texts,
+            gold=male if y == 1 else female,
+            attrs=attrs,
+        ))
+    return stimuli
+
+
+def _loader(dataset: str, file: str):
+    def load(folder: Path) -> list[Stimulus]:
+        return load_gece_file(folder, dataset=dataset, file=file)
+
+    load.__name__ = f"load_{dataset.replace('-', '_')}"
+    load.__doc__ = f"Stimuli of {dataset} from gece_data/{file} (see the module docstring)."
+    return load
+
+
+URL = "https://github.com/ahmedssabir/GECE/tree/ce7d8b63c24164a0a2bbc1c54e883451e58cb65e/data"
+LICENCE = "none found (local research use only)"
+
+#: name -> (file, pinned sha256, rows, description)
+DATASETS = {
+    "gece-winobias": ("winobias.csv", "12810d1641a162d94a9a5e066b231bc98bbcf644ee6ea292b504c9b49a937509", 771,
+                      "GECE WinoBias type-2 pairs ('The person ...'), gold = human label y"),
+    "gece-winogender": ("winogender.csv", "056ed7eec5eeb168ccf663d88a73827878f8755770323e4a95c725f78002f1df", 178,
+                        "GECE Winogender he/she pairs, gold = human label y"),
+    "genderlex": ("genderLex.csv", "cf7a015225497fee57a7584b8cdea4ff4f8c2ff1f40a07117895b6a1dc2a0acb", 837,
+                  "GenderLex him/her pairs (GECE copy), gold = human label y"),
+    "genderlex-person": ("genderLex_person.csv", "c53cdabd8d6696a479300bc0facbbe3c52b4d4e6890ebb7e06ddc193e2e2aeae",
+                         837, "GenderLex with 'The person' as subject, gold = human label y"),
+    "genderlex-someone": ("genderLex_someone.csv",
+                          "0be770e83164c9c7084ca1585d2fbd9d2b37fecab11f6f14ba6024e7b81b91f7", 837,
+                          "GenderLex with 'Someone' as subject, gold = human label y"),
+}
+
+for _name, (_file, _sha, _rows, _description) in DATASETS.items():
+    register(DatasetInfo(
+        name=_name,
+        folder=FOLDER,
+        loader=_loader(_name, _file),
+        licence=LICENCE,
+        description=f"{_description} ({_rows} pairs, one stimulus each)",
+        files={f"gece_data/{_file}": _sha},
+        url=URL,
+    ))

@@ -1,10 +1,11 @@
-"""`biaslab data ...`: list, load and fetch datasets into the stimuli table."""
+"""`biaslab data ...`: list and fetch datasets, and load them into the stimuli table."""
 
 from __future__ import annotations
 
 import click
 
 from .. import loaders
+from ..loaders.fetch import DEFAULT_TIMEOUT, FetchError, fetch
 from ..loaders.registry import default_data_dir
 from ..warehouse import Warehouse
 from .common import Group, data_dir_option, db_option, emit, format_option
@@ -78,3 +79,31 @@ def list_command(data_dir: str | None, fmt: str, count: bool) -> None:
                 n = f"error: {str(exc).splitlines()[0][:80]}"
         rows.append((name, info.folder, files, info.licence, n))
     emit(["dataset", "folder", "files", "licence", "stimuli"], rows, fmt, title=f"datasets in {root}")
+
+
+@data_group.command("fetch")
+@click.argument("dataset")
+@data_dir_option
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT, show_default=True,
+              envvar="BIASLAB_FETCH_TIMEOUT", help="Network timeout per connection / read, in seconds.")
+@click.option("--force", is_flag=True, help="Replace files that are present but do not match the pinned sha256.")
+def fetch_command(dataset: str, data_dir: str | None, timeout: float, force: bool) -> None:
+    """Download DATASET's pinned upstream files into <data-dir>/<folder>/ (needs internet access).
+
+    Files come from commit-pinned URLs and are checked against the pinned sha256 (WinoPron and RUFF ship as
+    password zips; the published passwords are used). All files are downloaded and verified in a temporary folder
+    first: on any failure nothing is written. The data are not redistributed by biaslab: check each dataset's
+    licence (`biaslab data list`).
+    """
+    info = loaders.get(dataset)
+    root = default_data_dir(data_dir)
+    try:
+        result = fetch(info, root, timeout=timeout, force=force)
+    except FetchError as exc:
+        raise click.ClickException(f"fetch {dataset}: {exc}") from None
+    if not result.fetched:
+        click.echo(f"{dataset}: all {len(result.present)} files already present and verified in {root}")
+        return
+    folders = ", ".join(str(f) for f in result.folders)
+    click.echo(f"{dataset}: fetched {len(result.fetched)} files ({len(result.present)} already present) into "
+               f"{folders}; licence: {info.licence}")

@@ -35,7 +35,7 @@ from pathlib import Path
 from ..schema import Stimulus
 from .pronouns import PARADIGMS
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, register
+from .registry import DatasetInfo, Upstream, github_raw, register
 
 SLOT = "BLANK"
 LABELS = ("male", "female")
@@ -131,7 +131,8 @@ def _loader(dataset: str, file: str):
     return load
 
 
-URL = "https://github.com/ahmedssabir/GECE/tree/ce7d8b63c24164a0a2bbc1c54e883451e58cb65e/data"
+GECE_REPO, GECE_COMMIT = "ahmedssabir/GECE", "ce7d8b63c24164a0a2bbc1c54e883451e58cb65e"
+URL = f"https://github.com/{GECE_REPO}/tree/{GECE_COMMIT}/data"
 LICENCE = "none found (local research use only)"
 
 #: name -> (file, pinned sha256, rows, description)
@@ -158,4 +159,5 @@ for _name, (_file, _sha, _rows, _description) in DATASETS.items():
         description=f"{_description} ({_rows} pairs, one stimulus each)",
         files={f"gece_data/{_file}": _sha},
         url=URL,
+        sources={f"gece_data/{_file}": Upstream(github_raw(GECE_REPO, GECE_COMMIT, f"data/{_file}"))},
     ))

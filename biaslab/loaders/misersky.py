@@ -28,12 +28,16 @@ from pathlib import Path
 
 from .errors import DataError
 from .readers import read_table
+from .registry import Upstream, github_raw
 
 #: Where the norms live relative to the data directory (folder `misersky_norms/`).
 NORMS_FOLDER = "misersky_norms"
 NORMS_FILE = "misersky_norms_clean.csv"
 NORMS_SHA256 = "632949cfc3d3086d1dd2c4f360bc665e6122a4c33b4e7acf20eb77d3189de39f"
 LANGUAGE = "english"
+#: Upstream of the norms file (mllewis/IATLANG at the pinned commit), for `biaslab data fetch`.
+NORMS_SOURCE = Upstream(github_raw("mllewis/IATLANG", "451e273ec9adaf3ca6755108793f358958559c6c",
+                                   "data/study2/misersky_norms_clean.csv"))
 
 #: Irregular plurals (singular -> plural) tried before the regular rules.
 IRREGULAR_PLURALS: dict[str, tuple[str, ...]] = {

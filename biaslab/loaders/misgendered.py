@@ -36,7 +36,7 @@ from ..schema import Stimulus
 from .errors import DataError
 from .pronouns import agree_plural
 from .readers import Record, files_digest, read_table, read_text
-from .registry import DatasetInfo, register
+from .registry import DatasetInfo, Upstream, github_raw, register
 
 SLOT = "BLANK"
 PRONOUN_SETS = ("he", "she", "they", "xe")
@@ -247,4 +247,7 @@ INFO = register(DatasetInfo(
     },
     options={"seed": 0, "keep_artifact": False},
     url="https://github.com/tamannahossainkay/misgendered-backend/tree/383bb8c301371b21a4ec73d5310d3d2e9826636b",
+    sources={rel: Upstream(github_raw("tamannahossainkay/misgendered-backend",
+                                      "383bb8c301371b21a4ec73d5310d3d2e9826636b", rel))
+             for rel in (TEMPLATE_FILE, PRONOUNS_FILE, *NAME_FILES.values())},
 ))

@@ -102,6 +102,7 @@ register(DatasetInfo(
             "Beukeboom et al. 2020; local research use)",
     description="Negation-bias examples: 6 root items x SA/SN/NA/NN = 24 sentences, scored as whole sentences",
     files={"negation_bias_examples.csv": "8a4ec668a3f2d06a1c53715a9f5aeeb29c92f3d65a6ad3a390dd6420271ad4a5"},
+    no_source="typed in from Table 2 of the paper; there is no upstream file to download",
 ))
 
 register(DatasetInfo(
@@ -113,4 +114,6 @@ register(DatasetInfo(
                 "as negation-examples",
     files={"negation_bias.csv": None},
     url="https://github.com/yishani/negationbias",
+    no_source="no public copy with a pinned commit and checksum is known; put the upstream CSV in the same column "
+              "format at <data-dir>/negation/negation_bias.csv yourself",
 ))

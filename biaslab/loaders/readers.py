@@ -37,7 +37,7 @@ def read_text(path: Path) -> str:
         raise DataError(path, "file not found")
     raw = path.read_bytes()
     if not raw.strip():
-        raise DataError(path, "file is empty")
+        raise DataError(path, "file is empty", line=1)  # line 1: where the header or first record should be
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

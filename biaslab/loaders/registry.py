@@ -15,6 +15,27 @@ from .readers import sha256_file
 Loader = Callable[..., list[Stimulus]]
 
 
+def github_raw(repo: str, commit: str, path: str) -> str:
+    """Commit-pinned raw URL of `path` in the GitHub repository `repo` ("owner/name")."""
+    return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where one local file of a dataset comes from, for `biaslab data fetch`.
+
+    `url` is commit-pinned. With `member`, the URL is a zip archive (pinned by `archive_sha256`) and the file is that
+    member, decrypted with `password` when the archive is encrypted (WinoPron and RUFF publish theirs). `sha256`
+    pins files the loader does not read (files it reads are pinned in `DatasetInfo.files`).
+    """
+
+    url: str
+    member: str | None = None
+    password: str | None = None
+    archive_sha256: str | None = None
+    sha256: str | None = None
+
+
 @dataclass(frozen=True)
 class DatasetInfo:
     """A dataset biaslab knows how to load from its upstream layout under `<data-dir>/<folder>/`."""
@@ -27,6 +48,16 @@ class DatasetInfo:
     files: Mapping[str, str | None] = field(default_factory=dict)  # relative path -> pinned sha256 (None: unpinned)
     options: Mapping[str, Any] = field(default_factory=dict)       # accepted options and their defaults
     url: str | None = None
+    #: relative path (as in `files`; may reach a sibling folder with "../") -> where `biaslab data fetch` gets it
+    sources: Mapping[str, Upstream] = field(default_factory=dict)
+    #: why the dataset cannot be fetched (no public, commit-pinned source); shown by `biaslab data fetch`
+    no_source: str | None = None
+
+    def pinned_sha256(self, rel: str) -> str | None:
+        """The pinned sha256 of a fetchable file: from `files`, else from its `Upstream`."""
+        pinned = self.files.get(rel)
+        source = self.sources.get(rel)
+        return pinned if pinned is not None else (source.sha256 if source is not None else None)
 
     def path(self, data_dir: Path) -> Path:
         return Path(data_dir) / self.folder

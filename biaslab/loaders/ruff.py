@@ -30,10 +30,11 @@ from .errors import DataError
 from .misgendered import agreement_texts, capitalize, slot_starts_sentence
 from .pronouns import PARADIGMS, PLACEHOLDER_CASE
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, register
+from .registry import DatasetInfo, Upstream, github_raw, register
 
 SLOT = "BLANK"
 TASK_FILE = "eo_task.tsv"
+RUFF_ZIP = github_raw("uds-lsv/robust-pronoun-fidelity", "97637fa51e9c7771a3420dca2933f3ae9504682b", "data.zip")
 COLUMNS = ("occupation", "participant", "sentence", "pronoun_type", "word", "pronoun", "uid", "confuse_pronoun")
 PRONOUN_SETS = ("he", "she", "they", "xe")
 STANDARD = {"he": PARADIGMS["male"], "she": PARADIGMS["female"], "they": PARADIGMS["neutral"]}
@@ -142,4 +143,16 @@ INFO = register(DatasetInfo(
     files={TASK_FILE: "d1ad8592a85d5bbe8e7d442c182edd9196f7d4a583a00dafce72fd688ee38917"},
     url="https://github.com/ArjunSubramonian/meta-eval-llm-misgendering/blob/"
         "58a057e87a188c2c0800920d614eb291b1518113/RUFF/templates/eo_task.tsv",
+    sources={
+        TASK_FILE: Upstream(github_raw("ArjunSubramonian/meta-eval-llm-misgendering",
+                                       "58a057e87a188c2c0800920d614eb291b1518113", "RUFF/templates/eo_task.tsv")),
+        # the RUFF templates eo_task.tsv was generated from (not read by the loader; fetched for the upstream
+        # layout). Password published in the upstream README.
+        **{member: Upstream(RUFF_ZIP, member=member, password="vogelbeobachtung131719",
+                            archive_sha256="2538e3f899612e97c5657f1b19941659f28f22816f73a7e0bd974f18aa9383f0",
+                            sha256=sha)
+           for member, sha in (("data/task.tsv", "a43ad871c40c96352dcab6fbcc07f3cd1489a55cf1a0578c55a260930fe78113"),
+                               ("data/context.tsv",
+                                "73eb2dee82e0ac76948927d5fdae316828bf85ace345b6197f91a4e65dbf1c6d"))},
+    },
 ))

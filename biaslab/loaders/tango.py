@@ -30,7 +30,7 @@ from typing import Any
 from ..schema import Stimulus
 from .errors import DataError
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, register
+from .registry import DatasetInfo, Upstream, github_raw, register
 
 PROMPTS_FILE = "misgendering_prompts.csv"
 COLUMNS = ("template_idx", "ante", "ante_type", "pronoun_family", "template")
@@ -147,4 +147,6 @@ INFO = register(DatasetInfo(
     options={"pronouns": "core"},
     url="https://github.com/amazon-science/tango/blob/bbaf0bb22a3fc391e2e7247a2d25c6850625013b/"
         "misgendering_prompts.csv",
+    sources={PROMPTS_FILE: Upstream(github_raw("amazon-science/tango", "bbaf0bb22a3fc391e2e7247a2d25c6850625013b",
+                                               PROMPTS_FILE))},
 ))

@@ -50,7 +50,7 @@ from ..schema import Stimulus
 from .errors import DataError
 from .pronouns import PARADIGMS
 from .readers import files_digest, read_text
-from .registry import DatasetInfo, register
+from .registry import DatasetInfo, Upstream, github_raw, register
 
 SLOT = "BLANK"
 LABELS = ("male", "female")
@@ -321,4 +321,7 @@ register(DatasetInfo(
     },
     options={"subset": "all"},
     url="https://github.com/uclanlp/corefBias/tree/0bce984dd081bbc10b0622f326727a024c607895/WinoBias/wino/data",
+    sources={rel: Upstream(github_raw("uclanlp/corefBias", "0bce984dd081bbc10b0622f326727a024c607895",
+                                      f"WinoBias/wino/{rel}"))
+             for rel in all_files()},
 ))

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..schema import Stimulus
 from .pronouns import PARADIGMS, PLACEHOLDER_CASE, agree_plural
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, register
+from .registry import DatasetInfo, Upstream, github_raw, register
 
 SLOT = "BLANK"
 LABELS = ("male", "female", "neutral")
@@ -106,4 +106,7 @@ register(DatasetInfo(
         "all_sentences.tsv": "bd69da16bf228cb8df63fd0843aec2d8b5c36a7f21bf8c7b168bcc83932556c8",
     },
     url="https://github.com/rudinger/winogender-schemas/tree/1c7f8b481ad8a234b41e9f76a424d6e856e13f7f/data",
+    sources={rel: Upstream(github_raw("rudinger/winogender-schemas", "1c7f8b481ad8a234b41e9f76a424d6e856e13f7f",
+                                      f"data/{rel}"))
+             for rel in ("templates.tsv", "occupations-stats.tsv", "all_sentences.tsv")},
 ))

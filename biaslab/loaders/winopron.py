@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..schema import Stimulus
-from .misersky import NORMS_FILE, NORMS_FOLDER, NORMS_SHA256, NormMatch, load_norms, match_noun
+from .misersky import NORMS_FILE, NORMS_FOLDER, NORMS_SHA256, NORMS_SOURCE, NormMatch, load_norms, match_noun
 from .pronouns import PARADIGMS, PLACEHOLDER_CASE
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, register
+from .registry import DatasetInfo, Upstream, github_raw, register
 
 DATASET = "winopron"
 SLOT = "BLANK"
@@ -266,4 +266,11 @@ register(DatasetInfo(
     },
     options={"null_primes": NULL_PRIMES, "pairing": "other_answer", "norms": DEFAULT_NORMS},
     url="https://github.com/uds-lsv/winopron/tree/ed71655b445a0bb71dc1d36e41eb3156b68303af",
+    sources={
+        # the password is published in the upstream README (the zip only keeps the data out of training crawls)
+        TEMPLATES_FILE: Upstream(github_raw("uds-lsv/winopron", "ed71655b445a0bb71dc1d36e41eb3156b68303af", "data.zip"),
+                                 member=TEMPLATES_FILE, password="vogelbeobachtung131719",
+                                 archive_sha256="d1acbf1f411dc9ec5f149c95c751667cf1c8338562a323b839d7113f2ca8b673"),
+        DEFAULT_NORMS: NORMS_SOURCE,
+    },
 ))

@@ -101,4 +101,6 @@ register(DatasetInfo(
     files={FILE: None},
     options={"subset": "last-cloze"},
     url="https://github.com/katyfelkner/winoqueer/blob/main/data/winoqueer_final.csv",
+    no_source="no pinned upstream commit or checksum (only the moving 'main' branch is known); download "
+              "data/winoqueer_final.csv from katyfelkner/winoqueer yourself into <data-dir>/winoqueer/",
 ))

@@ -20,42 +20,60 @@ import torch
 
 from .batching import run_halving_on_oom, token_budget_batches
 
-HEAD_CHUNK = 2048  # positions per output-head call: bounds the [positions, vocabulary] float32 block
+HEAD_CHUNK = 2048  # positions per output-head call: bounds the [positions, vocabulary] logits block
+LSE_BLOCK = 32    # rows per float32 log-sum-exp block (about 6 MB for a 49k vocabulary: cache-resident)
 
 
-def _base_and_head(model) -> tuple[torch.nn.Module, Callable[[torch.Tensor], torch.Tensor]]:
-    """The transformer body and a function from its hidden states to vocabulary logits."""
-    base = model.base_model
-    config = model.config
+@dataclass(frozen=True)
+class OutputHead:
+    """Hidden states -> vocabulary logits, split so that the float32 work happens in cache-sized row blocks.
+
+    `raw` is the model's own head (a bf16 matmul for a bf16 model); `to_float` upcasts a block of its output and
+    applies the model's logit scaling / soft-capping, if any.
+    """
+
+    raw: Callable[[torch.Tensor], torch.Tensor]
+    scale: float | None = None
+    cap: float | None = None
+
+    def to_float(self, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.float()
+        if self.scale is not None:
+            logits = logits * self.scale
+        if self.cap is not None:
+            logits = torch.tanh(logits / self.cap) * self.cap
+        return logits
+
+
+def _base_and_head(model) -> tuple[torch.nn.Module, OutputHead]:
+    """The transformer body and its output head (BERT's `cls` MLM head, else `lm_head`, else output embeddings)."""
     if hasattr(model, "cls") and getattr(model, "base_model_prefix", "") == "bert":
         head_module = model.cls
     elif hasattr(model, "lm_head"):
         head_module = model.lm_head
     else:
         head_module = model.get_output_embeddings()
-    cap = getattr(config, "final_logit_softcapping", None)
-    scale = getattr(config, "logit_scale", None)
-
-    def head(hidden: torch.Tensor) -> torch.Tensor:
-        logits = head_module(hidden).float()
-        if scale is not None:
-            logits = logits * scale
-        if cap is not None:
-            logits = torch.tanh(logits / cap) * cap
-        return logits
-
-    return base, head
+    config = model.config
+    return model.base_model, OutputHead(head_module, getattr(config, "logit_scale", None),
+                                        getattr(config, "final_logit_softcapping", None))
 
 
-def _gather_logprobs(head: Callable[[torch.Tensor], torch.Tensor], hidden: torch.Tensor,
-                     targets: torch.Tensor) -> torch.Tensor:
-    """log_softmax(head(hidden))[target] row by row, in chunks of HEAD_CHUNK positions, as float64 on the CPU."""
+def _gather_logprobs(head: OutputHead, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log_softmax(head(hidden))[target] per row, as float64 on the CPU.
+
+    The head runs on HEAD_CHUNK rows at a time (bounded memory); the log-sum-exp is taken in float32 over
+    blocks of LSE_BLOCK rows, small enough to stay in cache, which is several times faster than upcasting the
+    whole [rows, vocabulary] block at once.
+    """
     out = torch.empty(hidden.shape[0], dtype=torch.float64)
     for start in range(0, hidden.shape[0], HEAD_CHUNK):
-        logits = head(hidden[start:start + HEAD_CHUNK])
+        logits = head.raw(hidden[start:start + HEAD_CHUNK])
         tgt = targets[start:start + HEAD_CHUNK]
-        chosen = logits.gather(1, tgt[:, None])[:, 0]
-        out[start:start + HEAD_CHUNK] = (chosen - torch.logsumexp(logits, dim=-1)).double().cpu()
+        for b in range(0, logits.shape[0], LSE_BLOCK):
+            block = head.to_float(logits[b:b + LSE_BLOCK])
+            chosen = block.gather(1, tgt[b:b + LSE_BLOCK, None])[:, 0]
+            lp = chosen - torch.logsumexp(block, dim=-1)
+            out[start + b:start + b + block.shape[0]] = lp.double().cpu()
     return out
 
 

@@ -60,7 +60,7 @@ def make_tiny_gpt2(folder: Path, seed: int = 0, vocab_size: int = 300) -> Path:
 
     tokenizer = _byte_level_tokenizer(vocab_size)
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=1024, n_embd=32, n_layer=2, n_head=2,
                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     model = GPT2LMHeadModel(config)
     _spread_logits(model)
@@ -75,7 +75,7 @@ def make_tiny_bert(folder: Path, seed: int = 0, vocab_size: int = 200) -> Path:
     tokenizer = _wordpiece_tokenizer(vocab_size)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id)
+                        intermediate_size=64, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id)
     model = BertForMaskedLM(config)
     _spread_logits(model)
     model.save_pretrained(folder)

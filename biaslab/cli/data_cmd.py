@@ -16,7 +16,7 @@ def data_group() -> None:
     """Datasets: which are known and present, and loading them into the stimuli table."""
 
 
-def _parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
+def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
     options = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -42,7 +42,7 @@ def load_command(dataset: str, db: str, data_dir: str | None, subset, pronouns, 
     `biaslab data list` shows the known dataset names.
     """
     info = loaders.get(dataset)
-    options = {"subset": subset, "pronouns": pronouns, "seed": seed, **_parse_options(extra)}
+    options = {"subset": subset, "pronouns": pronouns, "seed": seed, **parse_options(extra)}
     options = {k: v for k, v in options.items() if v is not None}
     stimuli = info.load(default_data_dir(data_dir), **options)
     if not stimuli:

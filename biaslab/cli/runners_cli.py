@@ -22,7 +22,8 @@ def runners() -> None:
 @runners.command("collect")
 @click.option("--dataset", required=True, help="Dataset name (see `biaslab data list`).")
 @click.option("--protocol", default=None,
-              help="prob: score each option filled into the slot (or the whole sentence). Default per dataset.")
+              help="prob: score each option filled into the slot (or the whole sentence); choice: forced-choice "
+                   "chat prompt (winopron). Default per dataset.")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
               help="Built-in alias, local folder, .gguf file, or Hugging Face hub id.")
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default=None,
@@ -37,27 +38,49 @@ def runners() -> None:
               help="Token budget of one padded batch (length-sorted; halved automatically on out-of-memory).")
 @click.option("--chunk-size", type=int, default=256, show_default=True,
               help="Requests written per transaction (the most an interruption can lose).")
+@click.option("--mode", type=click.Choice(["exact", "sample"]), default="exact", show_default=True,
+              help="choice protocol: exact probabilities from one pass per trie level, or seeded samples.")
+@click.option("--samples", type=int, default=200, show_default=True, help="Sample mode: samples per prompt.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sample mode: run seed (one derived seed per sample).")
+@click.option("--temperature", type=float, default=0.5, show_default=True, help="Sampling temperature (choice).")
+@click.option("--top-k", type=int, default=40, show_default=True, help="Sampling top-k (choice).")
+@click.option("--top-p", type=float, default=1.0, show_default=True, help="Sampling top-p (sample mode only).")
+@click.option("--max-new-tokens", type=int, default=6, show_default=True, help="Tokens generated after the prefill.")
+@click.option("--k-store", type=int, default=64, show_default=True,
+              help="Exact mode: logits kept per trie node (later re-derivation works for any top-k <= this).")
+@click.option("--prompt", default="forced_choice_v1", show_default=True,
+              help="Prompt file: a packaged name or a .json file with version/system/user/prefill/closing.")
 @click.option("--subset", default=None, help="Dataset subset (loader option), e.g. type2 for winobias.")
 @click.option("--pronouns", default=None, help="Pronoun families (loader option), e.g. all for tango.")
-@click.option("--seed", type=int, default=None, help="Loader seed (misgendered name draws).")
+@click.option("--option", "-o", "extra", multiple=True, metavar="KEY=VALUE", help="Other loader option (repeatable).")
 @db_option
 @data_dir_option
-def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, max_tokens, chunk_size, subset,
-                    pronouns, seed, db, data_dir) -> None:
+def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, max_tokens, chunk_size, mode,
+                    samples, seed, temperature, top_k, top_p, max_new_tokens, k_store, prompt, subset, pronouns,
+                    extra, db, data_dir) -> None:
     """Collect raw evidence for DATASET with MODEL into the warehouse.
 
     Loads the dataset's stimuli (from --data-dir / $BIASLAB_DATA, or those already stored), skips requests this
-    model has already answered, and appends the rest chunk by chunk. Example:
+    model has already answered, and appends the rest chunk by chunk. Examples:
+
+        runners collect --dataset winopron                      (exact choice probabilities, default model)
+
+        runners collect --dataset winopron --mode sample --samples 200 --seed 1
 
         runners collect --dataset negation-examples --db n.duckdb
     """
     from ..runners.collect import CollectConfig, collect
     from .progress import progress_bar
 
-    options = {k: v for k, v in {"subset": subset, "pronouns": pronouns, "seed": seed}.items() if v is not None}
+    from .data_cmd import parse_options
+
+    options = {k: v for k, v in {"subset": subset, "pronouns": pronouns}.items() if v is not None}
+    options.update(parse_options(extra))
     config = CollectConfig(dataset=dataset, protocol=protocol, model=model, dtype=dtype, quant=quant, device=device,
                            db=db, data_dir=data_dir, limit=limit, pll=pll, max_tokens=max_tokens,
-                           chunk_size=chunk_size, loader_options=options)
+                           chunk_size=chunk_size, loader_options=options, mode=mode, samples=samples, seed=seed,
+                           temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
+                           k_store=k_store, prompt=prompt)
     config.validate()
     started = time.perf_counter()
     bar, factory = progress_bar(f"{dataset} / {model}")

@@ -191,7 +191,7 @@ def fetch(info: DatasetInfo, data_dir: Path, *, timeout: float = DEFAULT_TIMEOUT
         return FetchResult(info.name, (), tuple(present), ())
 
     downloader = downloader or download
-    created_data_dir = not data_dir.exists()
+    created = [d for d in (data_dir, *data_dir.parents) if not d.exists()]  # removed again on failure
     staging: dict[str, Path] = {}
     ok = False
     try:
@@ -211,8 +211,9 @@ def fetch(info: DatasetInfo, data_dir: Path, *, timeout: float = DEFAULT_TIMEOUT
     finally:
         for staged in staging.values():
             shutil.rmtree(staged, ignore_errors=True)
-        if not ok and created_data_dir and data_dir.is_dir() and not any(data_dir.iterdir()):
-            data_dir.rmdir()
+        for d in created if not ok else ():
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
     return FetchResult(info.name, tuple(i.rel for i in todo), tuple(present),
                        tuple(sorted({data_dir / i.root for i in todo})))
 

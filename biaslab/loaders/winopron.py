@@ -31,6 +31,7 @@ Mapping: each template row gives 5 context settings x 2 option orders = 10 stimu
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -111,8 +112,9 @@ def parse_template(rec: Record) -> Template:
 
 
 def read_templates(folder: Path) -> list[Template]:
-    """All template rows of `new_templates.tsv` (the two unnamed trailing columns are ignored)."""
-    records = read_table(Path(folder) / TEMPLATES_FILE, TEMPLATE_COLUMNS, delimiter="\t", allow_extra_cells=True)
+    """All template rows of `new_templates.tsv` (the two unnamed trailing columns are ignored, but every row must
+    have as many cells as the header: a header with a column missing is an error, not a silent shift)."""
+    records = read_table(Path(folder) / TEMPLATES_FILE, TEMPLATE_COLUMNS, delimiter="\t")
     return [parse_template(rec) for rec in records]
 
 
@@ -178,7 +180,7 @@ def resolve_norms(folder: Path, norms: str) -> Path | None:
     if not norms:
         return None
     path = Path(norms).expanduser()
-    return path if path.is_absolute() else folder / path
+    return path if path.is_absolute() else Path(os.path.normpath(folder / path))  # errors name a clean path
 
 
 def template_stimuli(t: Template, partner: Template, nulls: tuple[str, str], match: NormMatch | None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,13 @@ SCORING_DATASETS = ("negation-examples", "negation", "misgendered", "ruff", "win
 PLL_SCHEMES = ("original", "within_word_l2r")
 
 
+CHOICE_DATASETS = ("winopron",)
+
+
 def protocols_for(dataset: str) -> tuple[str, ...]:
+    """Protocols available for a dataset; the first is its default."""
+    if dataset in CHOICE_DATASETS:
+        return ("choice",)
     if dataset in SCORING_DATASETS:
         return ("prob",)
     return ()
@@ -48,6 +55,16 @@ class CollectConfig:
     max_tokens: int = 4096
     chunk_size: int = 256
     loader_options: dict[str, Any] = field(default_factory=dict)
+    # choice protocol (the contextual invariance paper's settings are the defaults)
+    mode: str = "exact"
+    samples: int = 200
+    seed: int = 0
+    temperature: float = 0.5
+    top_k: int = 40
+    top_p: float = 1.0
+    max_new_tokens: int = 6
+    k_store: int = 64
+    prompt: str = "forced_choice_v1"
 
     def validate(self) -> None:
         """Refuse absurd parameters before any model is loaded."""
@@ -64,6 +81,28 @@ class CollectConfig:
             raise ValueError(f"--limit must be at least 1, got {self.limit}")
         if self.max_tokens < 8 or self.chunk_size < 1:
             raise ValueError("--batch-tokens must be at least 8 and --chunk-size at least 1")
+        if self.protocol == "choice":
+            if self.mode not in ("exact", "sample"):
+                raise ValueError(f"--mode must be exact or sample, got {self.mode!r}")
+            self.sampling_params().validate()
+            if self.mode == "exact":
+                if self.top_p != 1.0:
+                    raise ValueError("--mode exact computes top-k / temperature sampling: use --top-p 1.0 "
+                                     "(or --mode sample)")
+                if not 1 <= self.top_k <= self.k_store:
+                    raise ValueError(f"--top-k must be between 1 and --k-store ({self.k_store}) in exact mode")
+                if self.k_store < 64:
+                    raise ValueError("--k-store must be at least 64 (DESIGN.md section 4)")
+            elif self.samples < 1:
+                raise ValueError(f"--samples must be at least 1, got {self.samples}")
+            from .prompting import PromptSpec
+
+            PromptSpec.load(self.prompt)
+
+    def sampling_params(self):
+        from .sampling import SamplingParams
+
+        return SamplingParams(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
 
 
 def stimuli_from_warehouse(wh: Warehouse, dataset: str) -> list[Stimulus]:
@@ -124,24 +163,80 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             stimuli = stimuli[: config.limit]
         prepared = loaded if loaded is not None else prepare_model(
             config.model, dtype=config.dtype, quant=config.quant, device=config.device)
+        if config.protocol == "choice":
+            return _collect_choice(wh, config, stimuli, prepared, loaded, progress)
         scheme = config.pll if prepared.spec.kind == "masked" else "causal"
         requests = score_requests(stimuli, config.protocol, scheme)
         wh.append("models", [model_row(prepared.spec)])
         todo = pending_requests(wh, prepared.model_key, requests)
         if todo and loaded is None:
             loaded = prepared.load()
-        params = {k: v for k, v in vars(config).items() if k not in ("db",)}
-        run_id = wh.start_run(f"runners collect --dataset {config.dataset}", {**params, "scheme": scheme},
-                              device=str(prepared.device), model_key=prepared.model_key)
+        run_id = _start_run(wh, config, prepared, {"scheme": scheme})
         advance = progress(len(requests), len(requests) - len(todo)) if progress else None
-        status, added = "failed", 0
-        try:
-            added = collect_scores(wh, loaded, todo, chunk_size=config.chunk_size, max_tokens=config.max_tokens,
-                                   run_id=run_id, on_progress=advance)
-            status = "finished"
-        except KeyboardInterrupt:
-            status = "interrupted"
-            raise
-        finally:
-            wh.finish_run(run_id, status=status, rows_added=added)
-        return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(todo), added)
+        with _finishing(wh, run_id) as stats:
+            stats["added"] = collect_scores(wh, loaded, todo, chunk_size=config.chunk_size,
+                                            max_tokens=config.max_tokens, run_id=run_id, on_progress=advance)
+        return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(todo), stats["added"])
+
+
+def _start_run(wh: Warehouse, config: CollectConfig, prepared, extra: dict[str, Any],
+               generation_config: dict[str, Any] | None = None) -> str:
+    params = {k: v for k, v in vars(config).items() if k != "db"}
+    return wh.start_run(f"runners collect --dataset {config.dataset}", {**params, **extra},
+                        generation_config=generation_config, device=str(prepared.device),
+                        model_key=prepared.model_key)
+
+
+@contextmanager
+def _finishing(wh: Warehouse, run_id: str):
+    """Mark the run finished, interrupted (Ctrl-C) or failed, with the rows it added."""
+    stats = {"added": 0}
+    status = "failed"
+    try:
+        yield stats
+        status = "finished"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        wh.finish_run(run_id, status=status, rows_added=stats["added"])
+
+
+def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus], prepared, loaded,
+                    progress) -> CollectResult:
+    from .choice_collect import choice_requests, collect_exact, collect_samples, pending_choice, pending_samples
+    from .prompting import PromptSpec
+
+    spec = PromptSpec.load(config.prompt)
+    params = config.sampling_params()
+    if config.mode == "exact":
+        render_params = {"mode": "exact", "max_new_tokens": params.max_new_tokens, "k_store": config.k_store}
+    else:
+        render_params = {"mode": "sample", "max_new_tokens": params.max_new_tokens}
+    requests = choice_requests(stimuli, prepared.tokenizer, spec, render_params)
+    wh.append("models", [model_row(prepared.spec)])
+    if config.mode == "exact":
+        todo = pending_choice(wh, prepared.model_key, requests)
+    else:
+        from .sampling import sample_seed
+
+        seeds = {(r.request_id, i): sample_seed(config.seed, r.request_id, i)
+                 for r in requests for i in range(config.samples)}
+        todo = [r for r, _ in pending_samples(wh, prepared.model_key, requests, config.samples, seeds, params)]
+    if todo and loaded is None:
+        loaded = prepared.load()
+    generation = {"do_sample": True, "temperature": params.temperature, "top_k": params.top_k,
+                  "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "repetition_penalty": 1.0,
+                  "mode": config.mode, "prompt_version": spec.version}
+    run_id = _start_run(wh, config, prepared, {}, generation_config=generation)
+    advance = progress(len(requests), len(requests) - len(todo)) if progress else None
+    with _finishing(wh, run_id) as stats:
+        if config.mode == "exact":
+            stats["added"] = collect_exact(wh, loaded, todo, spec, params=params, k_store=config.k_store,
+                                           chunk_size=max(1, min(config.chunk_size, 32)), run_id=run_id,
+                                           on_progress=advance)
+        else:
+            stats["added"] = collect_samples(wh, loaded, todo, spec, params=params, samples=config.samples,
+                                             seed=config.seed, rows_per_batch=256, run_id=run_id,
+                                             on_progress=advance)
+    return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(todo), stats["added"])

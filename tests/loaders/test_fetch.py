@@ -111,16 +111,16 @@ def test_fetch_from_local_copies_loads_and_verifies(name, data_dir, tmp_path):
 
 def test_failure_midway_leaves_nothing_behind(data_dir, tmp_path):
     net = FakeNet(need_local("winobias", data_dir), fail_at=5)
-    target = tmp_path / "data"
+    target = tmp_path / "deep" / "data"
     with pytest.raises(FetchError) as err:
         fetch(get("winobias"), target, downloader=net)
     message = str(err.value)
     assert "\n" not in message and net.calls[4] in message and "connection reset" in message
     assert "nothing was written" in message
-    assert not target.exists()  # the data dir it created is gone too
+    assert not (tmp_path / "deep").exists()  # the folders it created are gone too
 
     # into an existing data dir with a partly filled dataset folder: existing files untouched, nothing added
-    target.mkdir()
+    target.mkdir(parents=True)
     (target / "other.txt").write_text("keep me")
     before = tree(target)
     with pytest.raises(FetchError):

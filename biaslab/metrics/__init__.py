@@ -1,0 +1,1 @@
+"""Metrics: statistics over stored evidence, one module per study."""

@@ -1,0 +1,1 @@
+"""Runners: model loading, batching, scoring, exact choice probabilities and sampling. Raw evidence only."""

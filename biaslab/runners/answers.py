@@ -1,0 +1,54 @@
+"""The forced-choice answer parser, shared by sample mode and exact mode so both count the same event.
+
+Parsing (DESIGN.md section 6): the generated text after the prefill is read up to the closing quote (or to the end
+of generation when no quote comes); the answer is valid when, trimmed, it equals one of the options ignoring case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Status = Literal["valid", "invalid", "live"]
+
+
+def decode(tokenizer, token_ids) -> str:
+    """Generated token ids to text, exactly as the parser sees them (special tokens dropped)."""
+    return tokenizer.decode(list(token_ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+@dataclass(frozen=True)
+class AnswerParser:
+    options: tuple[str, ...]
+    closing: str = "'"
+
+    def __post_init__(self) -> None:
+        lowered = [o.strip().lower() for o in self.options]
+        if len(set(lowered)) != len(lowered) or not all(lowered):
+            raise ValueError(f"options must be distinct and non-empty ignoring case: {self.options}")
+
+    def parse(self, text: str) -> tuple[str, str | None]:
+        """(answer text, the matching option or None)."""
+        answer = text.split(self.closing, 1)[0].strip()
+        for option in self.options:
+            if answer.lower() == option.strip().lower():
+                return answer, option
+        return answer, None
+
+    def status(self, text: str, ended: bool) -> tuple[Status, str | None]:
+        """Outcome of a partial generation: decided (valid with its option, or invalid) or still live.
+
+        Decided when the closing quote has appeared or generation ended (stop token or token limit); otherwise
+        live while some continuation could still parse to a valid option.
+        """
+        if ended or self.closing in text:
+            _, option = self.parse(text)
+            return ("valid", option) if option is not None else ("invalid", None)
+        partial = text.lstrip().lower()
+        for option in self.options:
+            target = option.strip().lower()
+            if target.startswith(partial):
+                return "live", None
+            if partial.startswith(target) and partial[len(target):].strip() == "":
+                return "live", None
+        return "invalid", None

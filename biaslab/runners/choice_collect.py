@@ -1,0 +1,189 @@
+"""The `choice` protocol: forced-choice prompts answered in exact mode (trie of top-K logits) or sample mode.
+
+Requests are grouped in chunks of prompts; each chunk is computed and written in one transaction, so an
+interruption loses at most the chunk in flight and a rerun does only what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..schema import Stimulus, request_id
+from ..warehouse import Warehouse
+from .answers import AnswerParser, decode
+from .exact import DEFAULT_MIN_MASS, INVALID, explore, probabilities
+from .kvcache import encode_prompts
+from .prompting import PromptSpec, render
+from .sampling import SamplingParams, sample_from_state, sample_seed
+
+
+@dataclass(frozen=True)
+class ChoiceRequest:
+    request_id: str
+    stimulus_id: str
+    options: tuple[str, ...]
+    prompt_text: str
+    prompt_ids: list[int]
+    adaptation: str
+
+
+def stop_token_ids(model, tokenizer) -> set[int]:
+    """EOS of the tokenizer plus every EOS id of the model's generation config."""
+    ids = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(config_eos, int):
+        ids.add(config_eos)
+    elif config_eos:
+        ids.update(int(i) for i in config_eos)
+    return ids
+
+
+def choice_requests(stimuli: Sequence[Stimulus], tokenizer, spec: PromptSpec, params: dict) -> list[ChoiceRequest]:
+    out = []
+    for s in stimuli:
+        rendered = render(spec, tokenizer, s)
+        ids = tokenizer(rendered.text, add_special_tokens=False)["input_ids"]
+        rid = request_id(s.stimulus_id, "choice", {**params, "adaptation": rendered.adaptation}, spec.version)
+        out.append(ChoiceRequest(rid, s.stimulus_id, tuple(s.options), rendered.text, list(ids), rendered.adaptation))
+    return out
+
+
+def _request_rows(model_key: str, chunk: Sequence[ChoiceRequest], mode: str, spec: PromptSpec,
+                  max_new_tokens: int, k_store: int | None, run_id: str | None) -> pa.Table:
+    return pa.table({
+        "model_key": [model_key] * len(chunk), "request_id": [r.request_id for r in chunk],
+        "stimulus_id": [r.stimulus_id for r in chunk], "protocol": ["choice"] * len(chunk),
+        "mode": [mode] * len(chunk), "prompt_version": [spec.version] * len(chunk),
+        "adaptation": [r.adaptation for r in chunk], "prompt_text": [r.prompt_text for r in chunk],
+        "options": [list(r.options) for r in chunk], "max_new_tokens": [max_new_tokens] * len(chunk),
+        "k_store": pa.array([k_store] * len(chunk), pa.int32()), "run_id": pa.array([run_id] * len(chunk), pa.string()),
+    })
+
+
+def pending_choice(wh: Warehouse, model_key: str, requests: Sequence[ChoiceRequest]) -> list[ChoiceRequest]:
+    done = {r[0] for r in wh.con.execute(
+        "SELECT request_id FROM choice_requests WHERE model_key = ?", [model_key]).fetchall()}
+    return [r for r in requests if r.request_id not in done]
+
+
+def collect_exact(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], spec: PromptSpec, *,
+                  params: SamplingParams, k_store: int, chunk_size: int, run_id: str | None,
+                  min_mass: float = DEFAULT_MIN_MASS, on_progress: Callable[[int], None] | None = None) -> int:
+    """Explore the answer trie of every pending request and store nodes, edges and the exact probabilities."""
+    model, tok = loaded.model, loaded.tokenizer
+    stops = stop_token_ids(model, tok)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
+    key = loaded.model_key
+    added = 0
+    for start in range(0, len(requests), chunk_size):
+        chunk = requests[start:start + chunk_size]
+        parsers = [AnswerParser(r.options, spec.closing) for r in chunk]
+        tries = explore(model, tok, [r.prompt_ids for r in chunk], parsers, max_new_tokens=params.max_new_tokens,
+                        k_store=k_store, stop_ids=stops, pad_id=pad, temperature=params.temperature,
+                        top_k=params.top_k, min_mass=min_mass)
+        nodes: dict[str, list] = {k: [] for k in ("request_id", "node_id", "parent_id", "token_id", "depth",
+                                                  "topk_ids", "topk_logits", "logsumexp")}
+        edges: dict[str, list] = {k: [] for k in ("request_id", "node_id", "token_id", "outcome", "child_id")}
+        probs: dict[str, list] = {k: [] for k in ("request_id", "option", "prob")}
+        for req, trie in zip(chunk, tries):
+            for n in range(len(trie.node_parent)):
+                for k, v in (("request_id", req.request_id), ("node_id", n), ("parent_id", trie.node_parent[n]),
+                             ("token_id", trie.node_token[n]), ("depth", trie.node_depth[n]),
+                             ("topk_ids", trie.topk_ids[n].astype(np.int32)),
+                             ("topk_logits", trie.topk_logits[n]), ("logsumexp", trie.logsumexp[n])):
+                    nodes[k].append(v)
+            for node, token, outcome, child in trie.edges:
+                for k, v in (("request_id", req.request_id), ("node_id", node), ("token_id", token),
+                             ("outcome", outcome), ("child_id", child)):
+                    edges[k].append(v)
+            for option, p in probabilities(trie, req.options, params.temperature, params.top_k).items():
+                probs["request_id"].append(req.request_id)
+                probs["option"].append(option)
+                probs["prob"].append(p)
+        children = {
+            "choice_nodes": _with_key(pa.table({
+                **{k: nodes[k] for k in ("request_id", "node_id", "parent_id", "token_id", "depth", "logsumexp")},
+                "topk_ids": pa.array(nodes["topk_ids"], pa.list_(pa.int32())),
+                "topk_logits": pa.array(nodes["topk_logits"], pa.list_(pa.float32())),
+            }), key),
+            "choice_edges": _with_key(pa.table({**edges, "child_id": pa.array(edges["child_id"], pa.int32())}), key),
+            "choice_probs": _with_key(pa.table({
+                **probs, "temperature": [params.temperature] * len(probs["prob"]),
+                "top_k": [params.top_k] * len(probs["prob"]), "top_p": [1.0] * len(probs["prob"])}), key),
+        }
+        parent = _request_rows(key, chunk, "exact", spec, params.max_new_tokens, k_store, run_id)
+        added += wh.append_with_children("choice_requests", parent, children)
+        if on_progress:
+            on_progress(len(chunk))
+    return added
+
+
+def _with_key(table: pa.Table, model_key: str) -> pa.Table:
+    return table.add_column(0, "model_key", pa.array([model_key] * table.num_rows, pa.string()))
+
+
+def pending_samples(wh: Warehouse, model_key: str, requests: Sequence[ChoiceRequest], n: int,
+                    seeds: dict[tuple[str, int], int], params: SamplingParams) -> list[tuple[ChoiceRequest, list[int]]]:
+    """Per request, the sample indices not yet stored under these exact sampling settings."""
+    done = set(wh.con.execute(
+        "SELECT request_id, sample_index, seed FROM samples WHERE model_key = ? AND temperature = ? AND top_k = ? "
+        "AND top_p = ? AND max_new_tokens = ?",
+        [model_key, params.temperature, params.top_k, params.top_p, params.max_new_tokens]).fetchall())
+    out = []
+    for r in requests:
+        todo = [i for i in range(n) if (r.request_id, i, seeds[(r.request_id, i)]) not in done]
+        if todo:
+            out.append((r, todo))
+    return out
+
+
+def collect_samples(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], spec: PromptSpec, *,
+                    params: SamplingParams, samples: int, seed: int, rows_per_batch: int, run_id: str | None,
+                    on_progress: Callable[[int], None] | None = None) -> int:
+    """Draw the missing samples of every request (prompt encoded once, its cache repeated per sample)."""
+    model, tok = loaded.model, loaded.tokenizer
+    stops = stop_token_ids(model, tok)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
+    key = loaded.model_key
+    seeds = {(r.request_id, i): sample_seed(seed, r.request_id, i) for r in requests for i in range(samples)}
+    added = 0
+    wh.append("choice_requests", _request_rows(key, requests, "sample", spec, params.max_new_tokens, None, run_id))
+    for req, todo in pending_samples(wh, key, requests, samples, seeds, params):
+        state = encode_prompts(model, [req.prompt_ids], pad)
+        parser = AnswerParser(req.options, spec.closing)
+        for start in range(0, len(todo), rows_per_batch):
+            indices = todo[start:start + rows_per_batch]
+            batch_seeds = [seeds[(req.request_id, i)] for i in indices]
+            drawn = sample_from_state(model, state.select([0] * len(indices)), batch_seeds, params, stops, pad)
+            rows: dict[str, list] = {k: [] for k in ("sample_index", "seed", "text", "token_ids", "token_logprobs",
+                                                     "finish_reason", "answer", "valid")}
+            for i, s_seed, sample in zip(indices, batch_seeds, drawn):
+                text = decode(tok, sample.token_ids)
+                answer, option = parser.parse(text)
+                for k, v in (("sample_index", i), ("seed", s_seed), ("text", text), ("token_ids", sample.token_ids),
+                             ("token_logprobs", sample.logprobs), ("finish_reason", sample.finish_reason),
+                             ("answer", option if option is not None else answer), ("valid", option is not None)):
+                    rows[k].append(v)
+            n = len(indices)
+            table = pa.table({
+                "model_key": [key] * n, "request_id": [req.request_id] * n, **rows,
+                "token_ids": pa.array(rows["token_ids"], pa.list_(pa.int32())),
+                "token_logprobs": pa.array(rows["token_logprobs"], pa.list_(pa.float64())),
+                "temperature": [params.temperature] * n, "top_k": [params.top_k] * n, "top_p": [params.top_p] * n,
+                "max_new_tokens": [params.max_new_tokens] * n, "stimulus_id": [req.stimulus_id] * n,
+                "run_id": pa.array([run_id] * n, pa.string()),
+            })
+            added += wh.append("samples", table)
+        if on_progress:
+            on_progress(1)
+    return added
+
+
+__all__ = ["INVALID", "ChoiceRequest", "choice_requests", "collect_exact", "collect_samples", "pending_choice",
+           "pending_samples", "stop_token_ids"]

@@ -1,0 +1,144 @@
+"""Exact choice probabilities without sampling (DESIGN.md section 6).
+
+Sampling with temperature T and top-k K picks token c at a step with probability
+    p(c) = 1[z_c >= z_(K)] exp(z_c / T) / sum_{j : z_j >= z_(K)} exp(z_j / T),
+where z_(K) is the K-th largest logit (ties at the boundary are kept, as in Hugging Face's TopKLogitsWarper). The
+probability that sampling followed by the answer parser yields option o is the sum, over every generated token
+sequence the parser maps to o, of the product of these step probabilities. Only sequences whose every token is in
+the step's top-K can be sampled, so the walk expands, level by level, the top-`k_store` tokens of each node whose
+text the parser can still accept (`AnswerParser.status`), with one batched forward pass per level from the cached
+prompts. The top-`k_store` logits and the full-vocabulary logsumexp of every node are kept, so probabilities at any
+temperature and any top-k <= k_store are re-derived later from stored evidence alone (`probabilities`, and the SQL
+macro `choice_probs_at`). The mass the parser rejects is the `invalid` outcome, never renormalized away.
+
+Pruning: a live branch whose probability under the collection's own settings is below `min_mass` (default 1e-9;
+e.g. long chains of whitespace tokens) is not expanded but stored as a `__pruned__` edge. Its mass is reported as
+the `unresolved` outcome at every setting, so the exact probabilities are exact to within that reported bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .answers import AnswerParser, decode
+from .kvcache import encode_prompts, extend
+from .scoring import _base_and_head
+
+LIVE = "__live__"
+PRUNED = "__pruned__"
+INVALID = "invalid"
+UNRESOLVED = "unresolved"
+DEFAULT_MIN_MASS = 1e-9
+
+
+@dataclass
+class Trie:
+    """Explored trie of one prompt: nodes (top-K evidence) and the edges that stay live or complete an answer."""
+
+    node_parent: list[int | None] = field(default_factory=list)
+    node_token: list[int | None] = field(default_factory=list)
+    node_depth: list[int] = field(default_factory=list)
+    topk_ids: list[np.ndarray] = field(default_factory=list)
+    topk_logits: list[np.ndarray] = field(default_factory=list)   # float32, descending
+    logsumexp: list[float] = field(default_factory=list)
+    edges: list[tuple[int, int, str, int | None]] = field(default_factory=list)  # node, token, outcome, child
+
+    def add_node(self, parent: int | None, token: int | None, depth: int) -> int:
+        self.node_parent.append(parent)
+        self.node_token.append(token)
+        self.node_depth.append(depth)
+        return len(self.node_parent) - 1
+
+
+def step_probabilities(logits: np.ndarray, temperature: float, top_k: int) -> np.ndarray:
+    """Sampling probability of each stored (descending) logit under temperature and top-k; 0 outside the top-k."""
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0")
+    if top_k < 1 or top_k > len(logits):
+        raise ValueError(f"top_k must be in 1..{len(logits)} (the stored K), got {top_k}")
+    z = logits.astype(np.float64)
+    keep = z >= z[top_k - 1]
+    scaled = np.where(keep, (z - z[0]) / temperature, -np.inf)
+    weights = np.exp(scaled)
+    return weights / weights.sum()
+
+
+def probabilities(trie: Trie, options: Sequence[str], temperature: float, top_k: int) -> dict[str, float]:
+    """Exact probability of each option, of `unresolved` (pruned branches) and of `invalid`, from the stored trie
+    (top_p = 1). The outcomes sum to 1."""
+    children: dict[int, list[tuple[int, str, int | None]]] = {}
+    for node, token, outcome, child in trie.edges:
+        children.setdefault(node, []).append((token, outcome, child))
+    totals = {o: 0.0 for o in options}
+    totals[UNRESOLVED] = 0.0
+    stack = [(0, 1.0)]
+    while stack:
+        node, mass = stack.pop()
+        probs = step_probabilities(trie.topk_logits[node], temperature, top_k)
+        index = {int(t): i for i, t in enumerate(trie.topk_ids[node])}
+        for token, outcome, child in children.get(node, []):
+            p = mass * probs[index[token]]
+            if p == 0.0:
+                continue
+            if outcome == LIVE:
+                stack.append((child, p))
+            elif outcome == PRUNED:
+                totals[UNRESOLVED] += p
+            else:
+                totals[outcome] += p
+    totals[INVALID] = max(0.0, 1.0 - math.fsum(totals.values()))
+    return totals
+
+
+@torch.inference_mode()
+def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequence[AnswerParser], *,
+            max_new_tokens: int, k_store: int, stop_ids: set[int], pad_id: int, temperature: float, top_k: int,
+            min_mass: float = DEFAULT_MIN_MASS) -> list[Trie]:
+    """Build the trie of every prompt: level 0 from the encoded prompts, level d from the cached prompts plus the
+    d generated tokens of every live node whose probability at (temperature, top_k) is at least `min_mass`
+    (one batched forward per level)."""
+    _, head = _base_and_head(model)
+    state = encode_prompts(model, prompts, pad_id)
+    tries = [Trie() for _ in prompts]
+    frontier = [(r, tries[r].add_node(None, None, 0), (), 1.0) for r in range(len(prompts))]  # row, node, path, mass
+    hidden = state.last_hidden
+    for depth in range(max_new_tokens):
+        logits = head.to_float(head.raw(hidden))
+        lse = torch.logsumexp(logits, dim=-1).double().cpu().numpy()
+        top_vals, top_ids = logits.topk(min(k_store, logits.shape[-1]), dim=-1)
+        top_vals = top_vals.cpu().numpy().astype(np.float32)
+        top_ids = top_ids.cpu().numpy()
+        next_frontier = []
+        for i, (row, node, path, mass) in enumerate(frontier):
+            trie = tries[row]
+            trie.topk_ids.append(top_ids[i])
+            trie.topk_logits.append(top_vals[i])
+            trie.logsumexp.append(float(lse[i]))
+            step = step_probabilities(top_vals[i], temperature, top_k)
+            for token, p_step in zip(top_ids[i].tolist(), step.tolist()):
+                stop = token in stop_ids
+                text = decode(tokenizer, path if stop else (*path, token))
+                status, option = parsers[row].status(text, ended=stop or depth + 1 == max_new_tokens)
+                if status == "valid":
+                    trie.edges.append((node, token, option, None))
+                elif status == "live" and mass * p_step < min_mass:
+                    trie.edges.append((node, token, PRUNED, None))
+                elif status == "live":
+                    child = trie.add_node(node, token, depth + 1)
+                    trie.edges.append((node, token, LIVE, child))
+                    next_frontier.append((row, child, (*path, token), mass * p_step))
+        if not next_frontier:
+            break
+        branch = state.select([row for row, _, _, _ in next_frontier])
+        paths = torch.tensor([list(path) for _, _, path, _ in next_frontier], dtype=torch.long)
+        _, new_hidden = extend(model, branch, paths)
+        hidden = new_hidden[:, -1]
+        frontier = next_frontier
+    for trie in tries:
+        assert len(trie.topk_ids) == len(trie.node_parent), "every created node is expanded exactly once"
+    return tries

@@ -1,0 +1,72 @@
+"""Forced-choice prompts: a versioned prompt file rendered with the model's own chat template.
+
+Adaptations (recorded with every request): a template without a system role gets the system text folded into the
+user turn; the assistant prefill is appended after the generation prompt (which every chat template can take).
+Models without a chat template get a plain "system\\n\\nuser\\n" rendering.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ..schema import Stimulus
+
+DEFAULT_PROMPT = "forced_choice_v1"
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    version: str
+    system: str
+    user: str
+    prefill: str
+    closing: str
+
+    @classmethod
+    def load(cls, name_or_path: str = DEFAULT_PROMPT) -> "PromptSpec":
+        """A packaged prompt by name, or a JSON file with the same fields."""
+        path = Path(name_or_path)
+        if path.suffix == ".json" and path.is_file():
+            data = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            resource = resources.files("biaslab.runners").joinpath(f"prompts/{name_or_path}.json")
+            if not resource.is_file():
+                raise ValueError(f"unknown prompt {name_or_path!r} (a packaged name or a .json file)")
+            data = json.loads(resource.read_text(encoding="utf-8"))
+        return cls(**{k: data[k] for k in ("version", "system", "user", "prefill", "closing")})
+
+
+def passage(stimulus: Stimulus) -> str:
+    """The passage shown: the prime sentence (if any) followed by the text with its BLANK."""
+    return f"{stimulus.prime} {stimulus.text}" if stimulus.prime else stimulus.text
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    text: str
+    adaptation: str
+
+
+def render(spec: PromptSpec, tokenizer, stimulus: Stimulus) -> RenderedPrompt:
+    """The full prompt text up to and including the assistant prefill."""
+    if stimulus.options is None or len(stimulus.options) != 2:
+        raise ValueError(f"stimulus {stimulus.item_id}: a forced choice needs exactly two options")
+    user = spec.user.format(passage=passage(stimulus), option_1=stimulus.options[0], option_2=stimulus.options[1])
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
+        return RenderedPrompt(f"{spec.system}\n\n{user}\n{spec.prefill}", "no_chat_template+prefill_appended")
+    try:
+        text = tokenizer.apply_chat_template(
+            [{"role": "system", "content": spec.system}, {"role": "user", "content": user}],
+            tokenize=False, add_generation_prompt=True)
+        adaptation = "system_role+prefill_appended"
+        if spec.system not in text:
+            raise ValueError("system text dropped by the template")
+    except Exception:  # noqa: BLE001 - templates signal "no system role" in many ways; fall back explicitly
+        text = tokenizer.apply_chat_template([{"role": "user", "content": f"{spec.system}\n\n{user}"}],
+                                             tokenize=False, add_generation_prompt=True)
+        adaptation = "system_folded_into_user+prefill_appended"
+    return RenderedPrompt(text + spec.prefill, adaptation)

@@ -1,0 +1,107 @@
+"""Seeded, batched sampling from cached prompts, with every sampling parameter set explicitly (DESIGN.md section 5).
+
+Each step: logits z (float32) -> z / T -> keep z >= K-th largest (top-k, ties kept) -> keep the smallest
+descending-probability prefix whose mass reaches top_p (at least one token) -> softmax -> draw. The draw of sample i
+uses its own generator seeded with `seeds[i]` (inverse-CDF with one uniform per step), so a sample depends only on its
+seed and its prompt, not on the other rows of the batch. No repetition penalty or other processor is applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .kvcache import PromptState, extend
+from .scoring import _base_and_head
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float
+    top_k: int
+    top_p: float
+    max_new_tokens: int
+
+    def validate(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 in sample mode, got {self.temperature}")
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass
+class Sample:
+    token_ids: list[int]
+    logprobs: list[float]   # log p(token) under the model (temperature 1, no truncation)
+    finish_reason: str      # "stop" (a stop token was drawn; not included in token_ids) or "length"
+
+
+def sample_seed(base_seed: int, request_id: str, sample_index: int) -> int:
+    """Per-sample seed derived from the run seed, the request and the sample index (63 bits)."""
+    digest = hashlib.sha256(f"{base_seed}:{request_id}:{sample_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
+
+
+def warp(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Sampling probabilities [rows, vocab] after temperature, top-k and top-p."""
+    z = logits / params.temperature
+    k = min(params.top_k, z.shape[-1])
+    kth = torch.topk(z, k, dim=-1).values[:, -1:]
+    z = z.masked_fill(z < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_z, order = torch.sort(z, descending=True, dim=-1)
+        cumulative = sorted_z.softmax(-1).cumsum(-1)
+        remove_sorted = cumulative - sorted_z.softmax(-1) >= params.top_p  # mass before this token already enough
+        remove_sorted[:, 0] = False
+        remove = torch.zeros_like(remove_sorted).scatter(1, order, remove_sorted)
+        z = z.masked_fill(remove, float("-inf"))
+    return z.softmax(-1)
+
+
+@torch.inference_mode()
+def sample_from_state(model, state: PromptState, seeds: Sequence[int], params: SamplingParams,
+                      stop_ids: set[int], pad_id: int) -> list[Sample]:
+    """Draw one sample per row of `state` (rows are prompts already repeated as needed)."""
+    params.validate()
+    _, head = _base_and_head(model)
+    generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    rows = len(seeds)
+    out = [Sample([], [], "length") for _ in range(rows)]
+    active = [True] * rows
+    hidden = state.last_hidden
+    stop = torch.tensor(sorted(stop_ids), dtype=torch.long)
+    for _ in range(params.max_new_tokens):
+        logits = head.to_float(head.raw(hidden)).cpu()
+        probs = warp(logits, params)
+        uniforms = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in generators])
+        cdf = probs.double().cumsum(-1)
+        cdf[:, -1] = 1.0
+        tokens = torch.searchsorted(cdf, uniforms[:, None]).clamp(max=probs.shape[-1] - 1)[:, 0]
+        # never pick a zero-probability token through rounding at a CDF plateau
+        zero = probs.gather(1, tokens[:, None])[:, 0] == 0
+        if zero.any():
+            tokens[zero] = probs[zero].argmax(-1)
+        model_logprobs = torch.log_softmax(logits, -1).gather(1, tokens[:, None])[:, 0]
+        is_stop = torch.isin(tokens, stop)
+        for r in range(rows):
+            if not active[r]:
+                continue
+            if is_stop[r]:
+                out[r].finish_reason = "stop"
+                active[r] = False
+            else:
+                out[r].token_ids.append(int(tokens[r]))
+                out[r].logprobs.append(float(model_logprobs[r]))
+        if not any(active):
+            break
+        feed = torch.where(torch.tensor(active), tokens, torch.full_like(tokens, pad_id))
+        state, new_hidden = extend(model, state, feed[:, None])
+        hidden = new_hidden[:, -1]
+    return out

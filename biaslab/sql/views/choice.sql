@@ -1,0 +1,52 @@
+-- Exact forced-choice probabilities re-derived from stored trie evidence (DESIGN.md section 6), at any
+-- temperature and any top_k <= the stored K, without the model:
+--   SELECT * FROM choice_probs_at(0.3, 20);
+-- At each node, p(token) = 1[z >= z_(k)] exp((z - z_max) / T) / sum_{j : z_j >= z_(k)} exp((z_j - z_max) / T);
+-- a path's probability is the product over its edges; option probabilities sum the paths the parser maps to them;
+-- 'unresolved' is the mass of branches pruned at collection time; 'invalid' is the rest (1 - all of the above).
+CREATE OR REPLACE TEMP MACRO choice_probs_at(temp, k) AS TABLE
+WITH RECURSIVE
+node_p AS (
+    SELECT model_key, request_id, node_id, topk_ids, topk_logits,
+           topk_logits[k] AS kth,
+           topk_logits[1] AS zmax,
+           list_sum(list_transform(list_filter(topk_logits, lambda z: z >= topk_logits[k]),
+                                   lambda z: exp((z - topk_logits[1]) / temp))) AS norm
+    FROM choice_nodes
+),
+edge_p AS (
+    SELECT e.model_key, e.request_id, e.node_id, e.outcome, e.child_id,
+           CASE WHEN z >= n.kth THEN exp((z - n.zmax) / temp) / n.norm ELSE 0.0 END AS p
+    FROM (
+        SELECT e.*, n.topk_logits[list_position(n.topk_ids, e.token_id)] AS z
+        FROM choice_edges e JOIN node_p n USING (model_key, request_id, node_id)
+    ) e JOIN node_p n USING (model_key, request_id, node_id)
+),
+walk(model_key, request_id, node_id, mass) AS (
+    SELECT model_key, request_id, 0, 1.0::DOUBLE FROM choice_nodes WHERE node_id = 0
+    UNION ALL
+    SELECT w.model_key, w.request_id, e.child_id, w.mass * e.p
+    FROM walk w JOIN edge_p e
+      ON e.model_key = w.model_key AND e.request_id = w.request_id AND e.node_id = w.node_id
+    WHERE e.outcome = '__live__' AND e.p > 0
+),
+ended AS (
+    SELECT w.model_key, w.request_id,
+           CASE WHEN e.outcome = '__pruned__' THEN 'unresolved' ELSE e.outcome END AS option,
+           w.mass * e.p AS p
+    FROM walk w JOIN edge_p e USING (model_key, request_id, node_id)
+    WHERE e.outcome <> '__live__'
+),
+outcomes AS (
+    SELECT model_key, request_id, unnest(list_concat(options, ['unresolved'])) AS option
+    FROM choice_requests WHERE mode = 'exact'
+),
+resolved AS (
+    SELECT o.model_key, o.request_id, o.option, coalesce(sum(e.p), 0.0) AS prob
+    FROM outcomes o LEFT JOIN ended e USING (model_key, request_id, option)
+    GROUP BY ALL
+)
+SELECT model_key, request_id, option, prob, temp::DOUBLE AS temperature, k::INTEGER AS top_k FROM resolved
+UNION ALL
+SELECT model_key, request_id, 'invalid', greatest(0.0, 1.0 - sum(prob)), temp::DOUBLE, k::INTEGER
+FROM resolved GROUP BY ALL;

@@ -33,20 +33,15 @@ import re
 from pathlib import Path
 
 from ..schema import Stimulus
-from .pronouns import PARADIGMS
-from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, Upstream, github_raw, register
+from .pronouns import FORM_GENDER, PAIR_CASE
+from .readers import Record, files_digest, read_table, unnamed_index
+from .registry import DatasetInfo, Upstream, file_loader, github_raw, register
 
 SLOT = "BLANK"
 LABELS = ("male", "female")
 FOLDER = "genderlex_gece"
 COLUMNS = ("sent_more", "sent_less", "y")
 TOKEN_RE = re.compile(r"\w+|\W")
-
-MALE_FORMS = frozenset(PARADIGMS["male"].values())
-FEMALE_FORMS = frozenset(PARADIGMS["female"].values())
-#: (male form, female form) -> case, e.g. ("him", "her") -> "acc"
-PAIR_CASE: dict[tuple[str, str], str] = {(PARADIGMS["male"][c], PARADIGMS["female"][c]): c for c in PARADIGMS["male"]}
 
 
 def differing_tokens(rec: Record, more: str, less: str) -> tuple[list[str], list[str], list[int]]:
@@ -63,9 +58,9 @@ def differing_tokens(rec: Record, more: str, less: str) -> tuple[list[str], list
 
 def check_swap(rec: Record, male: str, female: str) -> None:
     """A differing position must be a male pronoun in sent_more against a female pronoun in sent_less."""
-    if male.lower() not in MALE_FORMS:
+    if FORM_GENDER.get(male.lower()) != "male":
         raise rec.error(f"differing word {male!r} is not a male pronoun", "sent_more")
-    if female.lower() not in FEMALE_FORMS:
+    if FORM_GENDER.get(female.lower()) != "female":
         raise rec.error(f"differing word {female!r} is not a female pronoun", "sent_less")
 
 
@@ -92,6 +87,7 @@ def gold_label(rec: Record) -> int:
 
 
 def load_gece_file(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
+    """One stimulus per minimal pair of `gece_data/<file>`, named `dataset` (see the module docstring)."""
     path = folder / "gece_data" / file
     records = read_table(path, COLUMNS)
     version = files_digest([path])
@@ -100,12 +96,7 @@ def load_gece_file(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
         text, male, female, option_texts, n_diff = minimal_pair(rec)
         y = gold_label(rec)
         attrs = {"y": y, "bias_type": rec.values.get("bias_type"), "row": row, "line": rec.line,
-                 "n_differences": n_diff}
-        if "" in rec.values:  # the unnamed pandas index column
-            index = rec.get("")
-            if not index.strip().isdigit():
-                raise rec.error(f"unnamed index column must be an integer, got {index!r}", "")
-            attrs["index"] = int(index)
+                 "n_differences": n_diff, **unnamed_index(rec)}
         stimuli.append(Stimulus(
             dataset=dataset,
             upstream_version=version,
@@ -120,15 +111,6 @@ def load_gece_file(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
             attrs=attrs,
         ))
     return stimuli
-
-
-def _loader(dataset: str, file: str):
-    def load(folder: Path) -> list[Stimulus]:
-        return load_gece_file(folder, dataset=dataset, file=file)
-
-    load.__name__ = f"load_{dataset.replace('-', '_')}"
-    load.__doc__ = f"Stimuli of {dataset} from gece_data/{file} (see the module docstring)."
-    return load
 
 
 GECE_REPO, GECE_COMMIT = "ahmedssabir/GECE", "ce7d8b63c24164a0a2bbc1c54e883451e58cb65e"
@@ -154,7 +136,7 @@ for _name, (_file, _sha, _rows, _description) in DATASETS.items():
     register(DatasetInfo(
         name=_name,
         folder=FOLDER,
-        loader=_loader(_name, _file),
+        loader=file_loader(load_gece_file, _name, _file, shown=f"gece_data/{_file}"),
         licence=LICENCE,
         description=f"{_description} ({_rows} pairs, one stimulus each)",
         files={f"gece_data/{_file}": _sha},

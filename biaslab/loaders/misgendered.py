@@ -34,7 +34,8 @@ from typing import Any
 
 from ..schema import Stimulus
 from .errors import DataError
-from .pronouns import agree_plural
+from .options import parse_bool, parse_int
+from .pronouns import set_choice
 from .readers import Record, files_digest, read_table, read_text
 from .registry import DatasetInfo, Upstream, github_raw, register
 
@@ -54,51 +55,6 @@ DECLARATION_FIELDS = {"{nom}": "nom", "{acc}": "acc", "{pos_dep}": "pos_dep", "{
 ARTIFACT, CLEAN = "{name}/'s", "{name}'s"
 DECLARATION = "{name}'s pronouns are {nom}/{acc}/{pos_ind}. "
 MASK = "{mask_token}"
-_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+)$")
-
-
-# -- helpers shared with the RUFF loader ------------------------------------------------------------------------------
-
-def slot_starts_sentence(text: str, slot: str = SLOT) -> bool:
-    """True when the slot opens the text or follows sentence-final punctuation and whitespace."""
-    return bool(_SENTENCE_START.search(text[: text.index(slot)]))
-
-
-def capitalize(word: str) -> str:
-    return word[:1].upper() + word[1:]
-
-
-def agreement_texts(text: str, options: tuple[str, ...], labels: tuple[str, ...], case: str,
-                    plural_labels: tuple[str, ...] = ("they",), slot: str = SLOT) -> tuple[str, ...] | None:
-    """Per-option full texts when a nominative plural-agreeing option changes the following verb, else None."""
-    if case != "nom":
-        return None
-    before, after = text.split(slot, 1)
-    texts = tuple(before + o + (agree_plural(after) if label in plural_labels else after)
-                  for o, label in zip(options, labels))
-    plain = tuple(before + o + after for o in options)
-    return None if texts == plain else texts
-
-
-def parse_bool(value: Any, option: str) -> bool:
-    """Loader flags arrive as bools from Python and as strings from the command line."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes"):
-        return True
-    if isinstance(value, str) and value.strip().lower() in ("false", "0", "no"):
-        return False
-    raise ValueError(f"option {option}: expected true or false, got {value!r}")
-
-
-def parse_int(value: Any, option: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"option {option}: expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-        return int(value)
-    raise ValueError(f"option {option}: expected an integer, got {value!r}")
 
 
 # -- reading ----------------------------------------------------------------------------------------------------------
@@ -189,6 +145,7 @@ def draw_names(names: list[tuple[str, str]], n_templates: int, seed: int) -> lis
 
 
 def load_misgendered(folder: Path, seed: Any = 0, keep_artifact: Any = False) -> list[Stimulus]:
+    """The 3,000 stimuli (50 templates x 15 seeded names x 4 pronoun sets; see the module docstring)."""
     seed = parse_int(seed, "seed")
     keep_artifact = parse_bool(keep_artifact, "keep_artifact")
     template_path = folder / TEMPLATE_FILE
@@ -205,24 +162,17 @@ def load_misgendered(folder: Path, seed: Any = 0, keep_artifact: Any = False) ->
         for name, name_gender in drawn:
             for declared in PRONOUN_SETS:
                 text = realize(rec, template, name, sets[declared])
-                options = tuple(sets[s][column] for s in PRONOUN_SETS)
-                if slot_starts_sentence(text):
-                    options = tuple(capitalize(o) for o in options)
-                if len(set(options)) != len(options):
-                    raise rec.error(f"pronoun sets share a {case} form: {options}", "form")
+                choice = set_choice(text, tuple(sets[s][column] for s in PRONOUN_SETS), PRONOUN_SETS, declared,
+                                    case, SLOT)
+                if len(set(choice["options"])) != len(choice["options"]):
+                    raise rec.error(f"pronoun sets share a {case} form: {choice['options']}", "form")
                 stimuli.append(Stimulus(
                     dataset="misgendered",
                     upstream_version=version,
                     item_id=f"{template_id}.{name}.{declared}",
                     template=rec.get("template"),
                     text=text,
-                    slot=SLOT,
-                    pronoun_set=declared,
-                    grammatical_case=case,
-                    options=options,
-                    option_labels=PRONOUN_SETS,
-                    option_texts=agreement_texts(text, options, PRONOUN_SETS, case),
-                    gold=options[PRONOUN_SETS.index(declared)],
+                    **choice,
                     referent_role="name",
                     name=name,
                     attrs={"template_id": template_id, "name_gender": name_gender, "seed": seed,

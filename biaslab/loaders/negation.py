@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..schema import Stimulus
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, register
+from .registry import DatasetInfo, file_loader, register
 
 COLUMNS = ("item_id", "condition", "context", "form", "group", "context_sentence", "description", "sentence")
 CONTEXT_CODE = {"stereo": "S", "nonstereo": "N"}
@@ -85,19 +85,10 @@ def load_negation(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
     return stimuli
 
 
-def _loader(dataset: str, file: str):
-    def load(folder: Path) -> list[Stimulus]:
-        return load_negation(folder, dataset=dataset, file=file)
-
-    load.__name__ = f"load_{dataset.replace('-', '_')}"
-    load.__doc__ = f"Stimuli of {dataset} from {file} (see the module docstring)."
-    return load
-
-
 register(DatasetInfo(
     name="negation-examples",
     folder="negation_bias_examples",
-    loader=_loader("negation-examples", "negation_bias_examples.csv"),
+    loader=file_loader(load_negation, "negation-examples", "negation_bias_examples.csv"),
     licence="none stated (24 example sentences typed in from Table 2 of Wang, Sommerauer and Bloem, after "
             "Beukeboom et al. 2020; local research use)",
     description="Negation-bias examples: 6 root items x SA/SN/NA/NN = 24 sentences, scored as whole sentences",
@@ -108,7 +99,7 @@ register(DatasetInfo(
 register(DatasetInfo(
     name="negation",
     folder="negation",
-    loader=_loader("negation", "negation_bias.csv"),
+    loader=file_loader(load_negation, "negation", "negation_bias.csv"),
     licence="unknown (user-supplied copy of yishani/negationbias; check the upstream terms)",
     description="Negation-bias dataset supplied by the user (300 root items x SA/SN/NA/NN upstream), same columns "
                 "as negation-examples",

@@ -84,6 +84,19 @@ def read_table(path: Path, required: Sequence[str], *, delimiter: str = ",",
     return records
 
 
+def unnamed_index(rec: Record) -> dict[str, int]:
+    """{"index": n} from the row's unnamed pandas index column (header cell ""), or {} when the file has none.
+
+    The value must be a non-negative integer; anything else is a `DataError` naming the row.
+    """
+    if "" not in rec.values:
+        return {}
+    index = rec.get("")
+    if not index.strip().isdigit():
+        raise rec.error(f"unnamed index column must be an integer, got {index!r}", "")
+    return {"index": int(index)}
+
+
 def files_digest(paths: Iterable[Path], length: int = 12) -> str:
     """sha256 over the bytes of the given files (in order): the upstream version stamped on stimuli."""
     digest = hashlib.sha256()

@@ -20,6 +20,21 @@ def github_raw(repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
+def file_loader(load_file: Callable[..., list[Stimulus]], dataset: str, file: str, shown: str | None = None) -> Loader:
+    """`load(folder)` = `load_file(folder, dataset=dataset, file=file)`, named after the dataset.
+
+    For modules that register several datasets of one format, one file each; `shown` is the file as the docstring
+    names it (default: `file`).
+    """
+    def load(folder: Path) -> list[Stimulus]:
+        return load_file(folder, dataset=dataset, file=file)
+
+    load.__name__ = f"load_{dataset.replace('-', '_')}"
+    load.__module__ = load_file.__module__  # "the module docstring" is that of the module defining `load_file`
+    load.__doc__ = f"Stimuli of {dataset} from {shown or file} (see the module docstring)."
+    return load
+
+
 @dataclass(frozen=True)
 class Upstream:
     """Where one local file of a dataset comes from, for `biaslab data fetch`.

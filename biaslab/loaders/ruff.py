@@ -27,8 +27,7 @@ from pathlib import Path
 
 from ..schema import Stimulus
 from .errors import DataError
-from .misgendered import agreement_texts, capitalize, slot_starts_sentence
-from .pronouns import PARADIGMS, PLACEHOLDER_CASE
+from .pronouns import PARADIGMS, PLACEHOLDER_CASE, set_choice
 from .readers import Record, files_digest, read_table
 from .registry import DatasetInfo, Upstream, github_raw, register
 
@@ -86,6 +85,7 @@ def declared_set(rec: Record, paradigm: dict[str, dict[str, str]], case: str) ->
 
 
 def load_ruff(folder: Path) -> list[Stimulus]:
+    """One stimulus per row of `eo_task.tsv` (see the module docstring)."""
     path = folder / TASK_FILE
     records = read_table(path, COLUMNS, delimiter="\t")
     paradigm = derive_paradigm(path, records)
@@ -101,9 +101,6 @@ def load_ruff(folder: Path) -> list[Stimulus]:
         occupation, participant, word = rec.get("occupation"), rec.get("participant"), rec.get("word")
         if word not in (occupation, participant):
             raise rec.error(f"word {word!r} is neither the occupation nor the participant", "word")
-        options = tuple(paradigm[name][case] for name in PRONOUN_SETS)
-        if slot_starts_sentence(text):
-            options = tuple(capitalize(o) for o in options)
         uid = rec.get("uid")
         item_id = f"{occupation}.{participant}.{case}.{uid}.{pronoun_set}"
         if item_id in seen:
@@ -118,13 +115,8 @@ def load_ruff(folder: Path) -> list[Stimulus]:
             item_id=item_id,
             template=rec.get("sentence"),
             text=text,
-            slot=SLOT,
-            pronoun_set=pronoun_set,
-            grammatical_case=case,
-            options=options,
-            option_labels=PRONOUN_SETS,
-            option_texts=agreement_texts(text, options, PRONOUN_SETS, case),
-            gold=options[PRONOUN_SETS.index(pronoun_set)],
+            **set_choice(text, tuple(paradigm[name][case] for name in PRONOUN_SETS), PRONOUN_SETS, pronoun_set,
+                         case, SLOT),
             referent_role="occupation" if word == occupation else "participant",
             occupation=occupation,
             participant=participant,

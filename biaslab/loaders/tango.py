@@ -29,6 +29,7 @@ from typing import Any
 
 from ..schema import Stimulus
 from .errors import DataError
+from .pronouns import PAIR_CASE
 from .readers import Record, files_digest, read_table
 from .registry import DatasetInfo, Upstream, github_raw, register
 
@@ -37,9 +38,6 @@ COLUMNS = ("template_idx", "ante", "ante_type", "pronoun_family", "template")
 FAMILIES = ("he", "she", "they", "xe", "ey", "fae")
 CORE = ("he", "she", "they", "xe")
 ANTE_TYPES = ("ante_nongendered", "ante_gendered_female", "ante_gendered_male", "distal")
-#: (he-form, she-form) at the same position -> case
-HE_SHE_CASE = {("he", "she"): "nom", ("him", "her"): "acc", ("his", "her"): "poss_dep",
-               ("his", "hers"): "poss_indep", ("himself", "herself"): "refl"}
 _WORD = re.compile(r"[a-z]+(?:[-'][a-z]+)*|[^a-z\s]")
 
 
@@ -78,7 +76,7 @@ def derive_pronoun_forms(path: Path, records: list[Record]) -> dict[str, dict[st
         if not len(he_words) == len(she_words) == len(own):
             continue  # prompts that do not align word by word say nothing about forms
         for h, s, w in zip(he_words, she_words, own):
-            case = HE_SHE_CASE.get((h, s))
+            case = PAIR_CASE.get((h, s))
             if case is None:
                 continue
             known = forms.setdefault(family, {}).get(case)

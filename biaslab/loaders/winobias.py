@@ -48,26 +48,16 @@ from pathlib import Path
 
 from ..schema import Stimulus
 from .errors import DataError
-from .pronouns import PARADIGMS
+from .pronouns import BINARY, FORM_CASES, FORM_GENDER, PAIR_CASE, PARADIGMS, capitalize
 from .readers import files_digest, read_text
 from .registry import DatasetInfo, Upstream, github_raw, register
 
 SLOT = "BLANK"
-LABELS = ("male", "female")
+LABELS = BINARY
 TYPES = (1, 2)
 SPLITS = ("dev", "test")
 SUBSETS = {"all": TYPES, "type1": (1,), "type2": (2,)}
 OCCUPATION_LISTS = {"male": "data/male_occupations.txt", "female": "data/female_occupations.txt"}
-
-#: (male form, female form) -> case, e.g. ("him", "her") -> "acc"
-PAIR_CASE: dict[tuple[str, str], str] = {(PARADIGMS["male"][c], PARADIGMS["female"][c]): c for c in PARADIGMS["male"]}
-#: surface form -> gender label
-PRONOUN_GENDER: dict[str, str] = {form: label for label in LABELS for form in PARADIGMS[label].values()}
-#: surface form -> the cases it can realize
-FORM_CASES: dict[str, set[str]] = {}
-for _label in LABELS:
-    for _case, _form in PARADIGMS[_label].items():
-        FORM_CASES.setdefault(_form, set()).add(_case)
 
 LINE_RE = re.compile(r"^(\d+) (.*\S)\s*$")
 BRACKET_RE = re.compile(r"\[([^\[\]]*)\]")
@@ -165,14 +155,14 @@ def pronoun_options(case: str, surface: str) -> tuple[str, str]:
     """(male, female) forms of `case`, capitalized like `surface`."""
     forms = tuple(PARADIGMS[label][case] for label in LABELS)
     if surface[:1].isupper():
-        forms = tuple(f[:1].upper() + f[1:] for f in forms)
+        forms = tuple(capitalize(f) for f in forms)
     return forms  # type: ignore[return-value]
 
 
 def referent(pro: Line, occupations: dict[str, str]) -> str:
     """The bracketed occupation (the first bracketed mention that is not a pronoun), determiner removed."""
     for mention, _, _ in pro.mentions():
-        if mention.strip().lower() not in PRONOUN_GENDER:
+        if mention.strip().lower() not in FORM_GENDER:
             name = DETERMINER_RE.sub("", mention.strip())
             if name not in occupations:
                 raise pro.error(f"bracketed mention {mention!r} is not a WinoBias occupation", "sentence")
@@ -202,7 +192,7 @@ def regular_slot(pro: Line, anti: Line) -> Slot | str:
     if diff is None:
         return "pro and anti lines are identical"
     wp, wa, sp, sa = diff
-    gp, ga = PRONOUN_GENDER.get(wp.lower()), PRONOUN_GENDER.get(wa.lower())
+    gp, ga = FORM_GENDER.get(wp.lower()), FORM_GENDER.get(wa.lower())
     if gp is None or ga is None or gp == ga:
         return f"lines first differ in {wp!r} / {wa!r}, not in a he/she pronoun pair"
     male, female = (wp, wa) if gp == "male" else (wa, wp)
@@ -218,15 +208,15 @@ def regular_slot(pro: Line, anti: Line) -> Slot | str:
 
 def fallback_slot(pro: Line, anti: Line, reason: str) -> Slot:
     """Anomalous pair: the pro line's first bracketed pronoun; its case, disambiguated by the anti line."""
-    pro_pronouns = [(m, s) for m, s, _ in pro.mentions() if m.lower() in PRONOUN_GENDER]
-    anti_pronouns = [m for m, _, _ in anti.mentions() if m.lower() in PRONOUN_GENDER]
+    pro_pronouns = [(m, s) for m, s, _ in pro.mentions() if m.lower() in FORM_GENDER]
+    anti_pronouns = [m for m, _, _ in anti.mentions() if m.lower() in FORM_GENDER]
     if not pro_pronouns:
         raise pro.error("no bracketed pronoun", "sentence")
     word, start = pro_pronouns[0]
     cases = set(FORM_CASES[word.lower()])
     if len(cases) > 1 and anti_pronouns:
         other = anti_pronouns[0].lower()
-        pair = (word.lower(), other) if PRONOUN_GENDER[word.lower()] == "male" else (other, word.lower())
+        pair = (word.lower(), other) if FORM_GENDER[word.lower()] == "male" else (other, word.lower())
         cases &= {PAIR_CASE[pair]} if pair in PAIR_CASE else cases
     if cases == {"poss_dep", "poss_indep"}:  # a lone "his": the dependent possessive is the common reading
         cases = {"poss_dep"}
@@ -243,7 +233,7 @@ def pair_stimulus(pro: Line, anti: Line, wb_type: int, split: str, version: str,
         slot = fallback_slot(pro, anti, slot)
     text = pro.plain[:slot.start] + SLOT + pro.plain[slot.start + len(slot.word):]
     options = slot.options
-    pro_label = PRONOUN_GENDER[slot.word.lower()]
+    pro_label = FORM_GENDER[slot.word.lower()]
     pro_index = LABELS.index(pro_label)
     occupation = referent(pro, occupations)
     if occupations[occupation] != pro_label:  # what "pro-stereotypical" means: the pronoun matches the list

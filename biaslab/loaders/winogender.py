@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from ..schema import Stimulus
-from .pronouns import PARADIGMS, PLACEHOLDER_CASE, agree_plural
+from .pronouns import PARADIGMS, PLACEHOLDER_CASE, agreement_texts
 from .readers import Record, files_digest, read_table
 from .registry import DatasetInfo, Upstream, github_raw, register
 
@@ -41,17 +41,8 @@ def realize(template: str, occupation: str, participant: str | None, placeholder
     return text.replace(placeholder, SLOT)
 
 
-def fill_with_agreement(text: str, options: tuple[str, ...], labels: tuple[str, ...], case: str) -> tuple[str, ...] | None:
-    """Per-option texts when a nominative neutral option changes the verb; None when plain filling is exact."""
-    if case != "nom":
-        return None
-    before, after = text.split(SLOT, 1)
-    texts = tuple(before + o + (agree_plural(after) if label == "neutral" else after) for o, label in zip(options, labels))
-    plain = tuple(before + o + after for o in options)
-    return None if texts == plain else texts
-
-
 def load_winogender(folder: Path) -> list[Stimulus]:
+    """Each template with its participant and with "someone" (see the module docstring)."""
     templates_path = folder / "templates.tsv"
     stats_path = folder / "occupations-stats.tsv"
     records = read_table(templates_path, TEMPLATE_COLUMNS, delimiter="\t")
@@ -85,7 +76,7 @@ def load_winogender(folder: Path) -> list[Stimulus]:
                 grammatical_case=case,
                 options=options,
                 option_labels=LABELS,
-                option_texts=fill_with_agreement(text, options, LABELS, case),
+                option_texts=agreement_texts(text, options, LABELS, case, plural_labels=("neutral",), slot=SLOT),
                 referent_role="occupation" if answer == "0" else "participant",
                 occupation=occupation,
                 participant=participant if who else "someone",

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ..schema import Stimulus
 from .misersky import NORMS_FILE, NORMS_FOLDER, NORMS_SHA256, NORMS_SOURCE, NormMatch, load_norms, match_noun
-from .pronouns import PARADIGMS, PLACEHOLDER_CASE
+from .pronouns import PARADIGMS, PLACEHOLDER_CASE, capitalize, slot_starts_sentence, starts_sentence
 from .readers import Record, files_digest, read_table
 from .registry import DatasetInfo, Upstream, github_raw, register
 
@@ -60,7 +60,6 @@ PRIME_LABEL = {"primed_f": "female", "primed_m": "male"}
 
 _PRONOUN_WORD = re.compile(r"\b(he|she|him|her|his|hers|they|them|their|theirs|xe|xem|xyr|ey|em|eir)\b",
                            re.IGNORECASE)
-_SENTENCE_START = re.compile(r"(^|[.!?][\"')\]]?\s+)$")
 
 
 @dataclass(frozen=True)
@@ -150,17 +149,13 @@ PAIRINGS: dict[str, Callable[[Template, dict[tuple[str, int], Template]], Templa
 }
 
 
-def is_sentence_initial(before: str) -> bool:
-    return bool(_SENTENCE_START.search(before))
-
-
 def fill(t: Template, pronoun: str) -> str:
     """The template with occupation and participant filled and `pronoun` in the pronoun slot (capitalized when it
     starts a sentence). With `pronoun` = SLOT this is the stimulus text."""
     text = t.template.replace("$OCCUPATION", t.occupation).replace("$PARTICIPANT", t.participant)
     before, after = text.split(t.placeholder, 1)
-    if pronoun != SLOT and is_sentence_initial(before):
-        pronoun = pronoun[:1].upper() + pronoun[1:]
+    if pronoun != SLOT and starts_sentence(before, after_closer=True):
+        pronoun = capitalize(pronoun)
     return before + pronoun + after
 
 
@@ -188,8 +183,8 @@ def template_stimuli(t: Template, partner: Template, nulls: tuple[str, str], mat
     """The 5 contexts x 2 option orders of one template."""
     text = fill(t, SLOT)
     forms = {label: PARADIGMS[label][t.case] for label in ("female", "male")}
-    if is_sentence_initial(text[: text.index(SLOT)]):
-        forms = {label: f[:1].upper() + f[1:] for label, f in forms.items()}
+    if slot_starts_sentence(text, SLOT, after_closer=True):
+        forms = {label: capitalize(f) for label, f in forms.items()}
     primes: dict[str, str | None] = {
         "unprimed": None,
         "primed_f": fill(partner, PARADIGMS["female"][partner.case]),

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from ..schema import Stimulus
-from .readers import Record, files_digest, read_table
+from .readers import Record, files_digest, read_table, unnamed_index
 from .registry import DatasetInfo, register
 
 SLOT = "BLANK"
@@ -58,6 +58,7 @@ def last_cloze(rec: Record) -> tuple[str, str, str] | None:
 
 
 def load_winoqueer(folder: Path, subset: str | None = "last-cloze") -> list[Stimulus]:
+    """One stimulus per pair of the subset (only "last-cloze"; see the module docstring)."""
     if (subset or "last-cloze") not in SUBSETS:
         raise ValueError(f"winoqueer: subset must be one of {list(SUBSETS)}, got {subset!r}")
     path = folder / FILE
@@ -70,12 +71,7 @@ def load_winoqueer(folder: Path, subset: str | None = "last-cloze") -> list[Stim
             continue
         text, word_x, word_y = pair
         attrs = {"gender_id_x": rec.get("Gender_ID_x"), "gender_id_y": rec.get("Gender_ID_y"), "row": row,
-                 "line": rec.line}
-        if "" in rec.values:  # the unnamed pandas index column
-            index = rec.get("")
-            if not index.strip().isdigit():
-                raise rec.error(f"unnamed index column must be an integer, got {index!r}", "")
-            attrs["index"] = int(index)
+                 "line": rec.line, **unnamed_index(rec)}
         stimuli.append(Stimulus(
             dataset="winoqueer",
             upstream_version=version,

@@ -18,7 +18,11 @@ from .answers import AnswerParser, decode
 from .exact import DEFAULT_MIN_MASS, INVALID, explore, probabilities
 from .kvcache import encode_prompts
 from .prompting import PromptSpec, render
-from .sampling import SamplingParams, sample_from_state, sample_seed
+from .sampling import SamplingParams, sample_from_state, sample_seed, sample_shared_prefixes
+
+#: up to this many new tokens, samples of one prompt are drawn by distinct prefix (forced choice); longer
+#: generations (misgendering continuations) diverge quickly and use one cached row per sample
+SHARED_PREFIX_MAX_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,10 @@ def collect_samples(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], sp
         for start in range(0, len(todo), rows_per_batch):
             indices = todo[start:start + rows_per_batch]
             batch_seeds = [seeds[(req.request_id, i)] for i in indices]
-            drawn = sample_from_state(model, state.select([0] * len(indices)), batch_seeds, params, stops, pad)
+            if params.max_new_tokens <= SHARED_PREFIX_MAX_TOKENS:
+                drawn = sample_shared_prefixes(model, state, 0, batch_seeds, params, stops)
+            else:
+                drawn = sample_from_state(model, state.select([0] * len(indices)), batch_seeds, params, stops, pad)
             rows: dict[str, list] = {k: [] for k in ("sample_index", "seed", "text", "token_ids", "token_logprobs",
                                                      "finish_reason", "answer", "valid")}
             for i, s_seed, sample in zip(indices, batch_seeds, drawn):

@@ -105,3 +105,53 @@ def sample_from_state(model, state: PromptState, seeds: Sequence[int], params: S
         state, new_hidden = extend(model, state, feed[:, None])
         hidden = new_hidden[:, -1]
     return out
+
+
+@torch.inference_mode()
+def sample_shared_prefixes(model, state: PromptState, row: int, seeds: Sequence[int], params: SamplingParams,
+                           stop_ids: set[int]) -> list[Sample]:
+    """Many samples of ONE prompt (row `row` of `state`), running the model once per distinct generated prefix.
+
+    Samples of a short answer share prefixes heavily (thousands of samples, a few dozen distinct prefixes), and
+    the next-token distribution depends only on the prefix, so each distinct prefix is computed once and every
+    sample draws from it with its own generator. Draws are the same as `sample_from_state`'s. Each level re-runs
+    the prefix tokens from the cached prompt, which is cheap for short generations (forced choice).
+    """
+    params.validate()
+    _, head = _base_and_head(model)
+    generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    out = [Sample([], [], "length") for _ in seeds]
+    paths: list[tuple[int, ...]] = [()] * len(seeds)
+    active = list(range(len(seeds)))
+    hidden_of: dict[tuple[int, ...], torch.Tensor] = {(): state.last_hidden[row]}
+    for step in range(params.max_new_tokens):
+        new = sorted({paths[r] for r in active} - hidden_of.keys())
+        if new:
+            branch = state.select([row] * len(new))
+            _, hidden = extend(model, branch, torch.tensor([list(p) for p in new], dtype=torch.long))
+            hidden_of.update(zip(new, hidden[:, -1]))
+        unique = sorted({paths[r] for r in active})
+        logits = head.to_float(head.raw(torch.stack([hidden_of[p] for p in unique]))).cpu()
+        probs = warp(logits, params).double()
+        cdf = probs.cumsum(-1)
+        cdf[:, -1] = 1.0
+        logprobs = torch.log_softmax(logits, -1)
+        index = {p: i for i, p in enumerate(unique)}
+        still = []
+        for r in active:
+            i = index[paths[r]]
+            u = torch.rand((), generator=generators[r], dtype=torch.float64)
+            token = int(torch.searchsorted(cdf[i], u.reshape(1)).clamp(max=probs.shape[-1] - 1))
+            if probs[i, token] == 0:
+                token = int(probs[i].argmax())
+            if token in stop_ids:
+                out[r].finish_reason = "stop"
+                continue
+            out[r].token_ids.append(token)
+            out[r].logprobs.append(float(logprobs[i, token]))
+            paths[r] = (*paths[r], token)
+            still.append(r)
+        active = still
+        if not active:
+            break
+    return out

@@ -16,7 +16,8 @@ import pyarrow as pa
 from ..warehouse import Warehouse
 from .loading import LoadedModel, bos_token_id
 from .requests import ScoreRequest, Tokenized, target_positions, tokenize_causal, tokenize_masked
-from .scoring import score_causal, score_masked
+from .prefix_scoring import score_causal_grouped
+from .scoring import score_masked
 
 
 def pending_requests(wh: Warehouse, model_key: str, requests: Sequence[ScoreRequest]) -> list[ScoreRequest]:
@@ -49,7 +50,8 @@ def score_chunk(loaded: LoadedModel, requests: Sequence[ScoreRequest], *, max_to
         bos, _ = bos_token_id(tok)
         encoded = [tokenize_causal(tok, r.text, bos) for r in requests]
         pad = tok.pad_token_id if tok.pad_token_id is not None else bos
-        logprobs = score_causal(loaded.model, [e.input_ids for e in encoded], max_tokens=max_tokens, pad_id=pad)
+        logprobs = score_causal_grouped(loaded.model, [e.input_ids for e in encoded],
+                                        [r.stimulus_id for r in requests], max_tokens=max_tokens, pad_id=pad)
     return build_rows(loaded.model_key, requests, encoded, logprobs)
 
 

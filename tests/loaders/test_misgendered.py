@@ -13,19 +13,6 @@ FORM = {"nom": ("nom", "nom"), "acc": ("acc", "acc"), "pos_dep": ("poss_dep", "p
         "pos_ind": ("poss_indep", "pos_indep"), "ref": ("refl", "ref")}
 
 
-@pytest.fixture(scope="module")
-def folder(data_dir):
-    path = data_dir / "misgendered"
-    if not path.is_dir():
-        pytest.skip(f"dataset folder {path} is absent")
-    return path
-
-
-@pytest.fixture(scope="module")
-def stimuli(folder, data_dir):
-    return INFO.load(data_dir)
-
-
 def raw_templates(folder):
     with open(folder / "templates" / "explicit_template_31.csv", encoding="utf-8", newline="") as f:
         return {int(float(r["template_id"])): r for r in csv.DictReader(f)}

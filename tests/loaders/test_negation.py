@@ -4,6 +4,7 @@ import pytest
 
 from biaslab.loaders import DataError, get
 from biaslab.loaders.negation import COLUMNS, load_negation
+from loader_files import table_writer
 
 
 def test_examples_counts_conditions_and_texts(dataset_folder, data_dir):
@@ -33,14 +34,12 @@ def test_examples_counts_conditions_and_texts(dataset_folder, data_dir):
 ROW = "1,{cond},{ctx},{form},judge,The judge reads.,The judge is {adv}.,The judge reads. The judge is {adv}."
 
 
-def write(folder, *rows):
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "negation_bias.csv").write_text(",".join(COLUMNS) + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+write = table_writer("negation_bias.csv", ",".join(COLUMNS))
 
 
 def test_user_supplied_full_dataset_loads_through_the_registry(tmp_path):
-    write(tmp_path / "negation", ROW.format(cond="SA", ctx="stereo", form="aff", adv="wise"),
-          ROW.format(cond="NN", ctx="nonstereo", form="neg", adv="not wise"))
+    write(tmp_path / "negation", [ROW.format(cond="SA", ctx="stereo", form="aff", adv="wise"),
+                                  ROW.format(cond="NN", ctx="nonstereo", form="neg", adv="not wise")])
     info = get("negation")
     assert info.verify(tmp_path) == {"negation_bias.csv": "unpinned"}
     stimuli = info.load(tmp_path)
@@ -58,13 +57,13 @@ def test_user_supplied_full_dataset_loads_through_the_registry(tmp_path):
      r":2: field 'sentence'"),
 ])
 def test_inconsistent_rows_name_file_line_and_field(tmp_path, row, pattern):
-    write(tmp_path, row)
+    write(tmp_path, [row])
     with pytest.raises(DataError, match=r"negation_bias\.csv" + pattern):
         load_negation(tmp_path, dataset="negation", file="negation_bias.csv")
 
 
 def test_duplicate_condition_of_an_item_is_an_error(tmp_path):
     row = ROW.format(cond="SA", ctx="stereo", form="aff", adv="wise")
-    write(tmp_path, row, row)
+    write(tmp_path, [row, row])
     with pytest.raises(DataError, match=r"negation_bias\.csv:3: field 'condition': item 1 has condition SA twice"):
         load_negation(tmp_path, dataset="negation", file="negation_bias.csv")

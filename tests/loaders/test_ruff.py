@@ -1,31 +1,18 @@
 import csv
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from biaslab.loaders import DataError, datasets
 from biaslab.loaders.ruff import INFO, load_ruff
+from loader_files import table_writer
 
 SETS = ("he", "she", "they", "xe")
 # RUFF's paradigm written out independently of the loader (xe/xem/xyr, as the meta-evaluation's RUFF/pronouns.csv).
 OPTIONS = {"nom": ("he", "she", "they", "xe"), "acc": ("him", "her", "them", "xem"),
            "poss_dep": ("his", "her", "their", "xyr")}
 CASE = {"$NOM_PRONOUN": "nom", "$ACC_PRONOUN": "acc", "$POSS_PRONOUN": "poss_dep"}
-
-
-@pytest.fixture(scope="module")
-def folder(data_dir):
-    path = data_dir / "ruff"
-    if not path.is_dir():
-        pytest.skip(f"dataset folder {path} is absent")
-    return path
-
-
-@pytest.fixture(scope="module")
-def stimuli(folder, data_dir):
-    return INFO.load(data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +68,7 @@ def test_pinned_checksums_and_registration(folder, data_dir):
 
 # -- capitalization, agreement and strictness on invented files --------------------------------------------------------
 
-HEADER = "occupation\tparticipant\tsentence\tpronoun_type\tword\tpronoun\tuid\tconfuse_pronoun\n"
+HEADER = "occupation\tparticipant\tsentence\tpronoun_type\tword\tpronoun\tuid\tconfuse_pronoun"
 
 
 def invented(task: str = "$NOM_PRONOUN was tired.") -> list[str]:
@@ -90,10 +77,7 @@ def invented(task: str = "$NOM_PRONOUN was tired.") -> list[str]:
             for nom in ("he", "she", "they", "ze")]
 
 
-def write(tmp: Path, rows: list[str]) -> Path:
-    tmp.mkdir()
-    (tmp / "eo_task.tsv").write_text(HEADER + "\n".join(rows) + "\n")
-    return tmp
+write = table_writer("eo_task.tsv", HEADER)
 
 
 def test_invented_sentence_initial_slot_and_agreement(tmp_path):

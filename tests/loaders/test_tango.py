@@ -1,12 +1,12 @@
 import csv
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from biaslab.loaders import DataError, datasets
 from biaslab.loaders.tango import INFO, load_tango
+from loader_files import table_writer
 
 CORE = ("he", "she", "they", "xe")
 ALL = ("he", "she", "they", "xe", "ey", "fae")
@@ -19,14 +19,6 @@ EXPECTED_FORMS = {
     "ey": {"nom": "ey", "acc": "em", "poss_dep": "eir", "poss_indep": "eirs", "refl": "emself"},
     "fae": {"nom": "fae", "acc": "faer", "poss_dep": "faer", "poss_indep": "faers", "refl": "faerself"},
 }
-
-
-@pytest.fixture(scope="module")
-def folder(data_dir):
-    path = data_dir / "tango"
-    if not path.is_dir():
-        pytest.skip(f"dataset folder {path} is absent")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +92,7 @@ def test_pinned_checksums_and_registration(folder, data_dir):
 
 # -- strictness on invented files --------------------------------------------------------------------------------------
 
-HEADER = "template_idx,ante,ante_type,pronoun_family,template\n"
+HEADER = "template_idx,ante,ante_type,pronoun_family,template"
 
 
 def invented_rows(xe_second_acc: str = "xir") -> list[str]:
@@ -113,10 +105,7 @@ def invented_rows(xe_second_acc: str = "xir") -> list[str]:
     return rows
 
 
-def write(tmp: Path, rows: list[str]) -> Path:
-    tmp.mkdir()
-    (tmp / "misgendering_prompts.csv").write_text(HEADER + "\n".join(rows) + "\n")
-    return tmp
+write = table_writer("misgendering_prompts.csv", HEADER)
 
 
 def test_invented_file_loads_and_derives_forms(tmp_path):

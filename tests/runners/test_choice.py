@@ -167,3 +167,19 @@ def test_binomial_interval_check_can_fail():
     count = int(0.30 * 2000)
     assert not binom.ppf(0.005, 2000, 0.25) <= count <= binom.ppf(0.995, 2000, 0.25)
     assert np.isclose(binom.ppf(0.5, 2000, 0.25), 500)
+
+
+def test_shared_prefix_sampler_draws_the_same_samples(tiny_gpt2):
+    from biaslab.runners.sampling import sample_shared_prefixes
+
+    model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
+    params = SamplingParams(0.7, 8, 1.0, 4)
+    state = encode_prompts(model, _prompts(tok, 2), 0)
+    seeds = list(range(300, 360))
+    plain = sample_from_state(model, state.select([1] * len(seeds)), seeds, params, {tok.eos_token_id}, 0)
+    shared = sample_shared_prefixes(model, state, 1, seeds, params, {tok.eos_token_id})
+    assert [s.token_ids for s in plain] == [s.token_ids for s in shared]
+    assert [s.finish_reason for s in plain] == [s.finish_reason for s in shared]
+    np.testing.assert_allclose(np.concatenate([s.logprobs for s in plain]),
+                               np.concatenate([s.logprobs for s in shared]), atol=1e-5)
+    assert len({tuple(s.token_ids) for s in shared}) > 5

@@ -102,3 +102,27 @@ def test_pll_schemes_differ_only_on_multi_piece_words():
     assert [r.masked for r in l2r] == [(1,), (2, 3, 4), (3, 4), (4,), (5,)]
     with pytest.raises(ValueError, match="unknown PLL scheme"):
         pll_rows([words], "whole_word")
+
+
+def test_shared_prefix_scoring_equals_naive_loop(tiny_gpt2):
+    from biaslab.runners.prefix_scoring import common_prefix_length, score_causal_grouped
+
+    tok, model = tiny_gpt2.tokenizer, tiny_gpt2.model
+    bos, _ = bos_token_id(tok)
+    contexts = ["The technician told the customer that {} could pay with cash.",
+                "Alex's pronouns are xe/xem/xyr. The priest is truly honest and {} went home early.",
+                "{} said so.",                                   # slot first: only BOS is shared
+                "The nurse said that the teacher asked whether {} had read the book about the shift."]
+    texts, groups = [], []
+    for g, context in enumerate(contexts):
+        for pronoun in ("he", "she", "they", "xe"):
+            texts.append(context.format(pronoun))
+            groups.append(g)
+    texts.append("A lone sentence with no siblings.")
+    groups.append("alone")
+    seqs = [tokenize_causal(tok, t, bos).input_ids for t in texts]
+    assert common_prefix_length(seqs[:4]) >= 8
+    for budget in (64, 100_000):
+        got = score_causal_grouped(model, seqs, groups, max_tokens=budget, pad_id=bos)
+        for ids, lp in zip(seqs, got):
+            np.testing.assert_allclose(lp, naive_causal(model, ids), atol=1e-5, rtol=0)

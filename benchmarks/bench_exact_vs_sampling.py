@@ -37,6 +37,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=20)
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--valid-target", type=int, default=200)
+    ap.add_argument("--exact-batch", type=int, default=1, help="prompts per exact-mode forward (production default 1)")
     ap.add_argument("--data-dir", default=None)
     args = ap.parse_args()
 
@@ -53,8 +54,9 @@ def main() -> None:
 
     t0 = time.perf_counter()
     tries = []
-    for start in range(0, len(prompts), 16):
-        tries += explore(model, tok, prompts[start:start + 16], parsers[start:start + 16], max_new_tokens=6,
+    for start in range(0, len(prompts), args.exact_batch):
+        tries += explore(model, tok, prompts[start:start + args.exact_batch], parsers[start:start + args.exact_batch],
+                         max_new_tokens=6,
                          k_store=64, stop_ids=stops, pad_id=pad, temperature=0.5, top_k=40)
     exact_s = time.perf_counter() - t0
     exact = [probabilities(t, p.options, 0.5, 40) for t, p in zip(tries, parsers)]

@@ -2,13 +2,16 @@
 
 Usage: python benchmarks/bench_scoring.py [--model smollm2-135m] [--dataset ruff] [--stimuli 100] [--repeats 3]
 
-All three run in this one process on one loaded model (bf16 on CPU by default), over the `prob` protocol's requests
+All run in this one process on one loaded model (bf16 on CPU by default), over the `prob` protocol's requests
 (every candidate pronoun filled into each stimulus):
-- biaslab: `score_causal` (length-sorted token-budget batches, head only at scored positions);
+- biaslab: `score_causal_grouped`, the production path (candidates of one stimulus share their common prefix's
+  forward pass; length-sorted token-budget batches; output head only at scored positions);
+- biaslab without prefix sharing: `score_causal` on the full sequences;
 - naive: one forward pass per candidate text, log-softmax over the full logits (how the misgendering paper scores);
 - bare forward: `model(input_ids, attention_mask)` over exactly biaslab's batches, outputs discarded (the floor
   any scorer built on the model's forward pays).
-It also checks that biaslab and the naive loop agree (max abs difference of per-token log-probabilities).
+It also checks that biaslab and the naive loop agree: max abs difference of per-token log-probabilities in the run's
+dtype, and in fp32 on a copy of the model (bf16 rounding alone moves single logits by ~0.1).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from _common import median_time, peak_rss_mb, write_json
 from biaslab import loaders
 from biaslab.runners.batching import token_budget_batches
 from biaslab.runners.loading import bos_token_id, load_model
+from biaslab.runners.prefix_scoring import score_causal_grouped
 from biaslab.runners.requests import score_requests, tokenize_causal
 from biaslab.runners.scoring import score_causal
 
@@ -68,29 +72,53 @@ def main() -> None:
     n_tokens = sum(len(s) for s in seqs)
     model = loaded.model
 
-    ours = score_causal(model, seqs, max_tokens=args.batch_tokens, pad_id=pad)
-    naive = naive_scores(model, seqs)
-    max_diff = max(float(np.max(np.abs(a - b))) for a, b in zip(ours, naive))
+    groups = [r.stimulus_id for r in requests]
+    unique_tokens = sum(len(s) for s in seqs)  # tokens a scorer without sharing must run
+    shared_tokens = 0
+    for g in dict.fromkeys(groups):
+        members = [s for s, gg in zip(seqs, groups) if gg == g]
+        cut = min(len(m) for m in members)
+        while cut and any(m[:cut] != members[0][:cut] for m in members):
+            cut -= 1
+        shared_tokens += cut * (len(members) - 1)
 
-    t_ours, _ = median_time(lambda: score_causal(model, seqs, max_tokens=args.batch_tokens, pad_id=pad), args.repeats)
+    def ours():
+        return score_causal_grouped(model, seqs, groups, max_tokens=args.batch_tokens, pad_id=pad)
+
+    got = ours()
+    naive = naive_scores(model, seqs)
+    max_diff = max(float(np.max(np.abs(a - b))) for a, b in zip(got, naive))
+    t_ours, _ = median_time(ours, args.repeats)
+    t_plain, _ = median_time(lambda: score_causal(model, seqs, max_tokens=args.batch_tokens, pad_id=pad), args.repeats)
     t_bare, _ = median_time(lambda: bare_forward(model, seqs, args.batch_tokens, pad), args.repeats)
     t_naive, _ = median_time(lambda: naive_scores(model, seqs), max(1, args.repeats - 2))
 
+    fp32 = load_model(args.model, dtype="fp32").model  # a separate fp32 copy: agreement without bf16 rounding
+    sub = list(range(min(40, len(seqs))))
+    got32 = score_causal_grouped(fp32, [seqs[i] for i in sub], [groups[i] for i in sub], pad_id=pad)
+    max_diff_fp32 = max(float(np.max(np.abs(a - b)))
+                        for a, b in zip(got32, naive_scores(fp32, [seqs[i] for i in sub])))
+
+    names = ("biaslab", "biaslab_no_sharing", "naive_loop", "bare_forward")
+    seconds = dict(zip(names, (t_ours, t_plain, t_naive, t_bare)))
     result = {
         "model": args.model, "dtype": loaded.spec.dtype, "dataset": args.dataset, "requests": len(seqs),
-        "tokens": n_tokens, "batch_tokens": args.batch_tokens,
-        "seconds": {"biaslab": t_ours, "naive_loop": t_naive, "bare_forward": t_bare},
-        "tokens_per_s": {"biaslab": n_tokens / t_ours, "naive_loop": n_tokens / t_naive, "bare_forward": n_tokens / t_bare},
+        "tokens": n_tokens, "tokens_shared_by_prefix_sharing": shared_tokens, "batch_tokens": args.batch_tokens,
+        "seconds": seconds, "tokens_per_s": {k: n_tokens / v for k, v in seconds.items()},
         "speedup_vs_naive": t_naive / t_ours, "efficiency_vs_bare_forward": t_bare / t_ours,
-        "max_abs_logprob_diff_vs_naive": max_diff, "peak_rss_mb": peak_rss_mb(),
+        "efficiency_no_sharing_vs_bare_forward": t_bare / t_plain,
+        "max_abs_logprob_diff_vs_naive": max_diff, "max_abs_logprob_diff_vs_naive_fp32": max_diff_fp32,
+        "peak_rss_mb": peak_rss_mb(),
     }
-    print(f"{len(seqs)} requests, {n_tokens:,} tokens, {args.model} {loaded.spec.dtype} on {loaded.device}")
-    print(f"{'method':<14}{'seconds':>10}{'tokens/s':>12}")
-    for name in ("biaslab", "naive_loop", "bare_forward"):
-        print(f"{name:<14}{result['seconds'][name]:>10.2f}{result['tokens_per_s'][name]:>12,.0f}")
+    print(f"{len(seqs)} requests, {n_tokens:,} tokens ({shared_tokens:,} of them in shared prefixes), "
+          f"{args.model} {loaded.spec.dtype} on {loaded.device}")
+    print(f"{'method':<20}{'seconds':>10}{'tokens/s':>12}")
+    for name in names:
+        print(f"{name:<20}{seconds[name]:>10.2f}{n_tokens / seconds[name]:>12,.0f}")
     print(f"speed-up vs naive loop: {result['speedup_vs_naive']:.1f}x   "
-          f"efficiency vs bare forward: {result['efficiency_vs_bare_forward']:.2f}   "
-          f"max |logprob diff| vs naive: {max_diff:.2e}")
+          f"throughput vs bare forward: {result['efficiency_vs_bare_forward']:.2f} "
+          f"(without sharing {result['efficiency_no_sharing_vs_bare_forward']:.2f})")
+    print(f"max |logprob diff| vs naive: {max_diff:.2e} ({loaded.spec.dtype}), {max_diff_fp32:.2e} (fp32)")
     print(f"json: {write_json('scoring', result)}")
 
 

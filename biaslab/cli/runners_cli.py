@@ -48,6 +48,9 @@ def runners() -> None:
 @click.option("--max-new-tokens", type=int, default=6, show_default=True, help="Tokens generated after the prefill.")
 @click.option("--k-store", type=int, default=64, show_default=True,
               help="Exact mode: logits kept per trie node (later re-derivation works for any top-k <= this).")
+@click.option("--prompt-batch", type=int, default=1, show_default=True,
+              help="Exact mode: prompts per forward pass. 1 keeps each prompt's numbers independent of the others "
+                   "(bf16 logits shift with batch composition); raise it on a GPU for speed.")
 @click.option("--prompt", default="forced_choice_v1", show_default=True,
               help="Prompt file: a packaged name or a .json file with version/system/user/prefill/closing.")
 @click.option("--subset", default=None, help="Dataset subset (loader option), e.g. type2 for winobias.")
@@ -56,8 +59,8 @@ def runners() -> None:
 @db_option
 @data_dir_option
 def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, max_tokens, chunk_size, mode,
-                    samples, seed, temperature, top_k, top_p, max_new_tokens, k_store, prompt, subset, pronouns,
-                    extra, db, data_dir) -> None:
+                    samples, seed, temperature, top_k, top_p, max_new_tokens, k_store, prompt_batch, prompt, subset,
+                    pronouns, extra, db, data_dir) -> None:
     """Collect raw evidence for DATASET with MODEL into the warehouse.
 
     Loads the dataset's stimuli (from --data-dir / $BIASLAB_DATA, or those already stored), skips requests this
@@ -80,7 +83,7 @@ def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, 
                            db=db, data_dir=data_dir, limit=limit, pll=pll, max_tokens=max_tokens,
                            chunk_size=chunk_size, loader_options=options, mode=mode, samples=samples, seed=seed,
                            temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
-                           k_store=k_store, prompt=prompt)
+                           k_store=k_store, prompt=prompt, prompt_batch=prompt_batch)
     config.validate()
     started = time.perf_counter()
     bar, factory = progress_bar(f"{dataset} / {model}")

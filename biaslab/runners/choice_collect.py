@@ -78,8 +78,14 @@ def pending_choice(wh: Warehouse, model_key: str, requests: Sequence[ChoiceReque
 
 def collect_exact(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], spec: PromptSpec, *,
                   params: SamplingParams, k_store: int, chunk_size: int, run_id: str | None,
-                  min_mass: float = DEFAULT_MIN_MASS, on_progress: Callable[[int], None] | None = None) -> int:
-    """Explore the answer trie of every pending request and store nodes, edges and the exact probabilities."""
+                  min_mass: float = DEFAULT_MIN_MASS, prompt_batch: int = 1, on_progress: Callable[[int], None] | None = None) -> int:
+    """Explore the answer trie of every pending request and store nodes, edges and the exact probabilities.
+
+    `prompt_batch` prompts share a forward pass. In bf16 the logits of a prompt change with the batch it is run in
+    (by up to ~0.1 nats), so the default of 1 keeps each prompt's evidence independent of the others: the same
+    numbers whatever the chunking, resume point or shard, and the same numbers the sampler (one prompt at a time)
+    sees.
+    """
     model, tok = loaded.model, loaded.tokenizer
     stops = stop_token_ids(model, tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
@@ -88,9 +94,11 @@ def collect_exact(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], spec
     for start in range(0, len(requests), chunk_size):
         chunk = requests[start:start + chunk_size]
         parsers = [AnswerParser(r.options, spec.closing) for r in chunk]
-        tries = explore(model, tok, [r.prompt_ids for r in chunk], parsers, max_new_tokens=params.max_new_tokens,
-                        k_store=k_store, stop_ids=stops, pad_id=pad, temperature=params.temperature,
-                        top_k=params.top_k, min_mass=min_mass)
+        tries = []
+        for b in range(0, len(chunk), prompt_batch):
+            tries += explore(model, tok, [r.prompt_ids for r in chunk[b:b + prompt_batch]], parsers[b:b + prompt_batch],
+                             max_new_tokens=params.max_new_tokens, k_store=k_store, stop_ids=stops, pad_id=pad,
+                             temperature=params.temperature, top_k=params.top_k, min_mass=min_mass)
         nodes: dict[str, list] = {k: [] for k in ("request_id", "node_id", "parent_id", "token_id", "depth",
                                                   "topk_ids", "topk_logits", "logsumexp")}
         edges: dict[str, list] = {k: [] for k in ("request_id", "node_id", "token_id", "outcome", "child_id")}

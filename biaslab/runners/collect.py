@@ -65,6 +65,7 @@ class CollectConfig:
     max_new_tokens: int = 6
     k_store: int = 64
     prompt: str = "forced_choice_v1"
+    prompt_batch: int = 1
 
     def validate(self) -> None:
         """Refuse absurd parameters before any model is loaded."""
@@ -79,8 +80,8 @@ class CollectConfig:
             raise ValueError(f"--pll must be one of {PLL_SCHEMES}, got {self.pll!r}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"--limit must be at least 1, got {self.limit}")
-        if self.max_tokens < 8 or self.chunk_size < 1:
-            raise ValueError("--batch-tokens must be at least 8 and --chunk-size at least 1")
+        if self.max_tokens < 8 or self.chunk_size < 1 or self.prompt_batch < 1:
+            raise ValueError("--batch-tokens must be at least 8, --chunk-size and --prompt-batch at least 1")
         if self.protocol == "choice":
             if self.mode not in ("exact", "sample"):
                 raise ValueError(f"--mode must be exact or sample, got {self.mode!r}")
@@ -234,6 +235,7 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
         if config.mode == "exact":
             stats["added"] = collect_exact(wh, loaded, todo, spec, params=params, k_store=config.k_store,
                                            chunk_size=max(1, min(config.chunk_size, 32)), run_id=run_id,
+                                           prompt_batch=config.prompt_batch,
                                            on_progress=advance)
         else:
             stats["added"] = collect_samples(wh, loaded, todo, spec, params=params, samples=config.samples,

@@ -1,0 +1,68 @@
+-- Contextual invariance (WinoPron): p(feminine | context) per model, stimulus and sampling setting.
+-- Exact mode: p_f = p(female option) / (p(female) + p(male)), the exact probability renormalized over the valid
+-- answers; p_valid = p(female) + p(male). Sample mode: p_f = n_female / n_valid with a 95% Wilson interval;
+-- p_valid = n_valid / n. Stimulus features (context, option order, case, role, Misersky rating, template pair)
+-- come along for the metrics.
+CREATE OR REPLACE TEMP VIEW winopron_stimuli AS
+SELECT stimulus_id, item_id, context, option_order, grammatical_case, referent_role, stereotype_rating,
+       occupation, participant,
+       options[list_position(option_labels, 'female')] AS female_option,
+       options[list_position(option_labels, 'male')]   AS male_option,
+       attrs->>'pair_id' AS pair_id,
+       CAST(attrs->>'answer' AS INTEGER) AS answer
+FROM stimuli WHERE dataset = 'winopron';
+
+CREATE OR REPLACE TEMP VIEW winopron_pf AS
+WITH exact AS (
+    SELECT c.model_key, r.stimulus_id, 'exact' AS mode, c.temperature, c.top_k, c.top_p,
+           sum(c.prob) FILTER (WHERE c.option = w.female_option) AS p_female,
+           sum(c.prob) FILTER (WHERE c.option = w.male_option)   AS p_male,
+           sum(c.prob) FILTER (WHERE c.option = 'unresolved')    AS p_unresolved
+    FROM choice_probs c
+    JOIN choice_requests r USING (model_key, request_id)
+    JOIN winopron_stimuli w USING (stimulus_id)
+    GROUP BY ALL
+),
+sampled AS (
+    SELECT s.model_key, s.stimulus_id, 'sample' AS mode, s.temperature, s.top_k, s.top_p,
+           count(*) AS n,
+           count(*) FILTER (WHERE s.valid) AS n_valid,
+           count(*) FILTER (WHERE s.valid AND s.answer = w.female_option) AS n_female
+    FROM samples s JOIN winopron_stimuli w USING (stimulus_id)
+    GROUP BY ALL
+),
+unified AS (
+    SELECT model_key, stimulus_id, mode, temperature, top_k, top_p,
+           p_female / nullif(p_female + p_male, 0) AS p_f,
+           p_female + p_male AS p_valid,
+           NULL::BIGINT AS n, NULL::BIGINT AS n_valid, NULL::DOUBLE AS wilson_low, NULL::DOUBLE AS wilson_high,
+           p_unresolved
+    FROM exact
+    UNION ALL
+    SELECT model_key, stimulus_id, mode, temperature, top_k, top_p,
+           n_female / nullif(n_valid, 0)::DOUBLE AS p_f,
+           n_valid / n::DOUBLE AS p_valid,
+           n, n_valid,
+           CASE WHEN n_valid > 0 THEN
+             (n_female / n_valid::DOUBLE + 1.959964 ^ 2 / (2 * n_valid)
+              - 1.959964 * sqrt(n_female / n_valid::DOUBLE * (1 - n_female / n_valid::DOUBLE) / n_valid
+                                + 1.959964 ^ 2 / (4 * n_valid ^ 2)))
+             / (1 + 1.959964 ^ 2 / n_valid) END AS wilson_low,
+           CASE WHEN n_valid > 0 THEN
+             (n_female / n_valid::DOUBLE + 1.959964 ^ 2 / (2 * n_valid)
+              + 1.959964 * sqrt(n_female / n_valid::DOUBLE * (1 - n_female / n_valid::DOUBLE) / n_valid
+                                + 1.959964 ^ 2 / (4 * n_valid ^ 2)))
+             / (1 + 1.959964 ^ 2 / n_valid) END AS wilson_high,
+           NULL::DOUBLE AS p_unresolved
+    FROM sampled
+)
+SELECT u.*, w.item_id, w.context, w.option_order, w.grammatical_case, w.referent_role, w.stereotype_rating,
+       w.occupation, w.participant, w.pair_id, w.answer
+FROM unified u JOIN winopron_stimuli w USING (stimulus_id);
+
+-- Share of valid answers per model, setting, context and option order (the paper's valid-measurements table).
+CREATE OR REPLACE TEMP VIEW winopron_validity AS
+SELECT model_key, mode, temperature, top_k, top_p, context, option_order,
+       count(*) AS prompts, avg(p_valid) AS mean_p_valid,
+       count(*) FILTER (WHERE p_f IS NOT NULL) AS prompts_with_valid_answers
+FROM winopron_pf GROUP BY ALL;

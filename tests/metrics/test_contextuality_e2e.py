@@ -1,0 +1,103 @@
+"""Contextuality metrics and report end to end: two models' evidence in one warehouse, no code change between them."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from biaslab.cli.main import biaslab
+from biaslab.loaders import get
+from biaslab.metrics.information import bernoulli_kl_bits
+from biaslab.warehouse import Warehouse
+
+
+def _synthetic_probability(stimulus, shift: float) -> float:
+    """A made-up model: prefers 'she' for feminine-rated antecedents, follows the prime, prefers the first option."""
+    rating = stimulus.stereotype_rating if stimulus.stereotype_rating is not None else 0.5
+    logit = shift + 3.0 * (rating - 0.5) + {"primed_f": 1.0, "primed_m": -1.0}.get(stimulus.context, 0.0)
+    logit += 0.5 if stimulus.option_labels[0] == "female" else -0.5
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
+@pytest.fixture(scope="module")
+def two_model_warehouse(tmp_path_factory, data_dir):
+    """WinoPron stimuli plus exact-mode evidence of two synthetic models with known probabilities, written through
+    the warehouse's own append path. (Tiny random models put almost no mass on she/he, which would leave the
+    metrics empty; the runner path itself is tested in tests/runners.)"""
+    if not (data_dir / "winopron").is_dir():
+        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
+    root = tmp_path_factory.mktemp("ctx")
+    db = root / "w.duckdb"
+    stimuli = [s for s in get("winopron").load(data_dir)][:120]  # technician/customer and the next pair, 3 cases
+    with Warehouse.open(db) as wh:
+        wh.append("stimuli", [s.to_row() for s in stimuli])
+        for model_key, shift in (("synthetic-a", 0.0), ("synthetic-b", -1.0)):
+            requests, probs = [], []
+            for s in stimuli:
+                rid = f"{model_key}-{s.stimulus_id}"
+                requests.append({"model_key": model_key, "request_id": rid, "stimulus_id": s.stimulus_id,
+                                 "protocol": "choice", "mode": "exact", "prompt_version": "test", "adaptation": "-",
+                                 "prompt_text": "-", "options": list(s.options), "max_new_tokens": 6, "k_store": 64})
+                p_f, valid = _synthetic_probability(s, shift), 0.8
+                female = s.options[s.option_labels.index("female")]
+                male = s.options[s.option_labels.index("male")]
+                for option, p in ((female, valid * p_f), (male, valid * (1 - p_f)), ("invalid", 1 - valid),
+                                  ("unresolved", 0.0)):
+                    probs.append({"model_key": model_key, "request_id": rid, "option": option, "prob": p,
+                                  "temperature": 0.5, "top_k": 40, "top_p": 1.0})
+            wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
+    return db, stimuli
+
+
+def test_metrics_cover_both_models(two_model_warehouse):
+    db, stimuli = two_model_warehouse
+    result = CliRunner().invoke(biaslab, ["metrics", "contextuality", "--db", str(db),
+                                          "--format", "json", "--bootstrap", "3"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.output)
+    for name in ("validity", "kl", "spearman", "mutual_information", "cbd_fractions", "model_overlap"):
+        assert len({row["model_key"] for row in tables[name]} if name != "model_overlap" else
+                   {row["setting_a"] for row in tables[name]}) == 2, name
+    # mean KL(primed_f || unprimed) equals an independent computation from the synthetic model
+    for model_key, shift in (("synthetic-a", 0.0), ("synthetic-b", -1.0)):
+        for order in ("MF", "FM"):
+            by = {(s.item_id, s.context): _synthetic_probability(s, shift) for s in stimuli if s.option_order == order}
+            items = {i for i, _ in by}
+            expected = sum(bernoulli_kl_bits(by[(i, "primed_f")], by[(i, "unprimed")]) for i in items) / len(items)
+            row = next(r for r in tables["kl"] if r["model_key"] == model_key and r["option_order"] == order
+                       and r["context"] == "primed_f")
+            assert row["templates"] == 12 and row["mean_kl_bits"] == pytest.approx(expected)
+    either = [row for row in tables["cbd_fractions"] if row["option_order"] == "either"]
+    assert {row["pairs"] for row in either} == {6}  # 2 occupation-participant pairs x 3 cases
+    spearman = [r for r in tables["spearman"] if r["context"] == "unprimed"]
+    assert all(r["spearman_rho"] > 0.5 for r in spearman if r["n"] >= 5)  # the synthetic model follows ratings
+
+
+def test_report_renders_every_figure_in_headless_chromium(two_model_warehouse, tmp_path):
+    out = tmp_path / "report"
+    db, _ = two_model_warehouse
+    result = CliRunner().invoke(biaslab, ["report", "contextuality", "--db", str(db), "--out", str(out)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    page = (out / "index.html").read_text()
+    images = re.findall(r'<img src="([^"]+)"', page)
+    assert len(images) == 2 * 5 + 1  # five figures per model, one comparison matrix
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={tmp_path / 'p'}",
+             "--virtual-time-budget=5000"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", (out / "index.html").as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert f'data-images-loaded="{len(images)}/{len(images)}"' in dom
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,3000", (out / "index.html").as_uri()],
+                   capture_output=True, timeout=120)
+    assert shot.is_file() and shot.stat().st_size > 10_000

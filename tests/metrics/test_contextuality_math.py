@@ -1,0 +1,88 @@
+"""Closed-form checks of the contextuality building blocks: Bernoulli KL, plug-in MI, Contextuality-by-Default."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from biaslab.metrics.cbd import cbd
+from biaslab.metrics.information import bernoulli_kl_bits, plugin_mutual_information_bits
+
+
+def test_bernoulli_kl_known_values():
+    assert bernoulli_kl_bits(0.5, 0.5) == pytest.approx(0.0)
+    # KL(Bern(1/2) || Bern(1/4)) = 1/2 log2(2) + 1/2 log2(2/3)
+    assert bernoulli_kl_bits(0.5, 0.25) == pytest.approx(0.5 + 0.5 * math.log2(2 / 3))
+    assert bernoulli_kl_bits(0.9, 0.1) == pytest.approx(0.9 * math.log2(9) + 0.1 * math.log2(1 / 9))
+    # p in {0, 1}: finite thanks to the documented clipping (1e-6)
+    value = bernoulli_kl_bits(1.0, 0.5)
+    assert np.isfinite(value) and value == pytest.approx(1.0, abs=1e-4)
+    assert bernoulli_kl_bits(0.2, 0.7) != pytest.approx(bernoulli_kl_bits(0.7, 0.2))  # not symmetric
+
+
+def test_plugin_mutual_information_closed_form():
+    # feature perfectly predicts a deterministic answer: I = H(Y) = 1 bit
+    assert plugin_mutual_information_bits(np.array([1.0, 1.0, 0.0, 0.0]), np.array(["a", "a", "b", "b"])) == \
+        pytest.approx(1.0)
+    # answer independent of the feature: 0 bits
+    assert plugin_mutual_information_bits(np.array([0.3, 0.3, 0.3]), np.array([1, 2, 3])) == pytest.approx(0.0)
+    # two groups with p = 0.9 and 0.5: I = H(0.7) - (H(0.9) + H(0.5)) / 2
+    def h(p):
+        return -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
+    got = plugin_mutual_information_bits(np.array([0.9, 0.9, 0.5, 0.5]), np.array([0, 0, 1, 1]))
+    assert got == pytest.approx(h(0.7) - (h(0.9) + h(0.5)) / 2)
+
+
+def brute_force_delta(p1, p2, p2_given, p1_given):
+    """Enumerate the joint distributions of both contexts directly (independent of biaslab.metrics.cbd)."""
+    vals = {"f": 1, "m": -1}
+    prob = {"f": lambda p: p, "m": lambda p: 1 - p}
+    o1 = {(a, b): prob[a](p1) * prob[b](p2_given[a]) for a, b in itertools.product("fm", repeat=2)}
+    o2 = {(a, b): prob[b](p2) * prob[a](p1_given[b]) for a, b in itertools.product("fm", repeat=2)}
+
+    def moments(joint):
+        e12 = sum(vals[a] * vals[b] * p for (a, b), p in joint.items())
+        e1 = sum(vals[a] * p for (a, _), p in joint.items())
+        e2 = sum(vals[b] * p for (_, b), p in joint.items())
+        return e12, e1, e2
+
+    (a12, a1, a2), (b12, b1, b2) = moments(o1), moments(o2)
+    return abs(a12 - b12) - (abs(a1 - b1) + abs(a2 - b2))
+
+
+def test_cbd_non_contextual_system_has_delta_at_most_zero():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        p1, p2 = rng.random(2)
+        # answers ignore the prime: the system is a product of fixed marginals in both contexts
+        result = cbd(p1, p2, {"f": p2, "m": p2}, {"f": p1, "m": p1})
+        assert result.delta <= 1e-12 and not result.contextual
+
+
+def test_cbd_copy_one_way_anti_copy_the_other_is_contextual_with_delta_two():
+    result = cbd(0.5, 0.5, {"f": 1.0, "m": 0.0}, {"f": 0.0, "m": 1.0})
+    assert result.delta == pytest.approx(2.0) and result.contextual
+    assert result.e12 == (pytest.approx(1.0), pytest.approx(-1.0))
+
+
+def test_cbd_matches_brute_force_enumeration_and_hand_value():
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        p1, p2, a, b, c, d = rng.random(6)
+        got = cbd(p1, p2, {"f": a, "m": b}, {"f": c, "m": d}).delta
+        assert got == pytest.approx(brute_force_delta(p1, p2, {"f": a, "m": b}, {"f": c, "m": d}), abs=1e-12)
+    # hand computation: p1 = 0.6, p2 = 0.4, P(q2 = f | prime f) = 0.9, (| prime m) = 0.2,
+    # P(q1 = f | prime f) = 0.7, (| prime m) = 0.5
+    # o1: <X1> = 0.2; P(X2 = f) = 0.6*0.9 + 0.4*0.2 = 0.62 -> <X2> = 0.24; <X1X2> = 0.6*0.8 - 0.4*(-0.6) = 0.72
+    # o2: <X2> = -0.2; P(X1 = f) = 0.4*0.7 + 0.6*0.5 = 0.58 -> <X1> = 0.16; <X1X2> = 0.4*0.4 - 0.6*0 = 0.16
+    # Delta C = |0.72 - 0.16| - (|0.2 - 0.16| + |0.24 + 0.2|) = 0.56 - 0.48 = 0.08
+    result = cbd(0.6, 0.4, {"f": 0.9, "m": 0.2}, {"f": 0.7, "m": 0.5})
+    assert result.delta == pytest.approx(0.08) and result.contextual
+    printed = cbd(0.6, 0.4, {"f": 0.9, "m": 0.2}, {"f": 0.7, "m": 0.5}, variant="marginal-product")
+    # <X1X2> = 0.2 * 0.24 = 0.048 in o1, 0.16 * -0.2 = -0.032 in o2: 0.08 - 0.48 = -0.40
+    assert printed.delta == pytest.approx(-0.40) and not printed.contextual
+    with pytest.raises(ValueError):
+        cbd(0.5, 0.5, {"f": 0.5, "m": 0.5}, {"f": 0.5, "m": 0.5}, variant="other")

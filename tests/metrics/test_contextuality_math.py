@@ -86,3 +86,32 @@ def test_cbd_matches_brute_force_enumeration_and_hand_value():
     assert printed.delta == pytest.approx(-0.40) and not printed.contextual
     with pytest.raises(ValueError):
         cbd(0.5, 0.5, {"f": 0.5, "m": 0.5}, {"f": 0.5, "m": 0.5}, variant="other")
+
+
+def test_plugin_mi_equals_scikit_learn_on_hard_answers():
+    from sklearn.feature_selection import mutual_info_classif
+
+    rng = np.random.default_rng(3)
+    feature = rng.integers(0, 3, size=400)
+    y = (rng.random(400) < np.array([0.2, 0.5, 0.9])[feature]).astype(int)
+    ours = plugin_mutual_information_bits(y.astype(float), feature)
+    sk = mutual_info_classif(feature.reshape(-1, 1), y, discrete_features=[True])[0] / math.log(2)
+    assert ours == pytest.approx(sk, abs=1e-12)
+
+
+def test_spearman_table_equals_scipy():
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    from biaslab.metrics.contextuality import spearman_table
+
+    rng = np.random.default_rng(4)
+    n = 50
+    frame = pd.DataFrame({"model_key": "m", "mode": "exact", "temperature": 0.5, "top_k": 40, "top_p": 1.0,
+                          "context": "unprimed", "option_order": "MF", "p_f": rng.random(n),
+                          "stereotype_rating": rng.random(n)})
+    frame.loc[::7, "stereotype_rating"] = np.nan  # unrated templates are left out
+    got = spearman_table(frame).iloc[0]
+    rated = frame.dropna()
+    rho, p = spearmanr(rated["p_f"], rated["stereotype_rating"])
+    assert got["n"] == len(rated) and got["spearman_rho"] == pytest.approx(rho) and got["p_value"] == pytest.approx(p)

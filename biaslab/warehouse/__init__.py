@@ -1,0 +1,6 @@
+"""The DuckDB evidence warehouse (DESIGN.md sections 2-3)."""
+
+from .errors import SchemaVersionError, WarehouseError
+from .store import DEFAULT_DB, TABLE_KEYS, Warehouse, schema_version
+
+__all__ = ["DEFAULT_DB", "TABLE_KEYS", "SchemaVersionError", "Warehouse", "WarehouseError", "schema_version"]

@@ -1,0 +1,50 @@
+"""DDL and views shipped as package data in `biaslab/sql/`.
+
+`sql/schema/NNN_name.sql` are migrations applied in order; the schema version of a warehouse is the number of
+the last one applied, kept in `meta`. `sql/views/*.sql` create TEMP views, so they are defined afresh on every
+connection (read-only ones included) and always match the installed code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+_MIGRATION_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def _sql_dir(sub: str):
+    return resources.files("biaslab").joinpath("sql", sub)
+
+
+def migrations() -> list[Migration]:
+    """All schema migrations shipped with this package, in version order."""
+    found = []
+    for entry in _sql_dir("schema").iterdir():
+        m = _MIGRATION_NAME.match(entry.name)
+        if m:
+            found.append(Migration(int(m.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda mig: mig.version)
+    versions = [mig.version for mig in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"biaslab/sql/schema migrations are not numbered 001..N: {versions}")
+    return found
+
+
+def current_version() -> int:
+    """Schema version this package writes."""
+    return len(migrations())
+
+
+def view_sql() -> list[tuple[str, str]]:
+    """(file name, SQL) of every view file, in name order (files may depend on earlier ones)."""
+    files = [e for e in _sql_dir("views").iterdir() if e.name.endswith(".sql")]
+    return [(e.name, e.read_text(encoding="utf-8")) for e in sorted(files, key=lambda e: e.name)]

@@ -1,0 +1,283 @@
+"""The DuckDB evidence warehouse: open or create, migrate, idempotent bulk appends, provenance, read access.
+
+Appends are all-or-nothing per call and idempotent on the identity keys of DESIGN.md section 3: rows whose key
+is already stored (or repeated inside the batch) are skipped, so collecting twice adds nothing and an
+interrupted collection resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from . import ddl
+from .errors import SchemaVersionError, WarehouseError
+
+#: Identity key of every table that takes appends (DESIGN.md section 3).
+TABLE_KEYS: dict[str, tuple[str, ...]] = {
+    "stimuli": ("stimulus_id",),
+    "models": ("model_key",),
+    "runs": ("run_id",),
+    "sequence_scores": ("model_key", "request_id"),
+    "token_scores": ("model_key", "request_id", "position"),
+    "choice_requests": ("model_key", "request_id"),
+    "choice_nodes": ("model_key", "request_id", "node_id"),
+    "choice_edges": ("model_key", "request_id", "node_id", "token_id"),
+    "choice_probs": ("model_key", "request_id", "option", "temperature", "top_k", "top_p"),
+    "samples": ("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p", "max_new_tokens"),
+}
+
+DEFAULT_DB = Path("warehouse") / "biaslab.duckdb"
+
+Rows = pa.Table | Sequence[Mapping[str, Any]] | Any  # Arrow table, list of dicts, or a pandas DataFrame
+
+
+def _to_arrow(rows: Rows) -> pa.Table:
+    if isinstance(rows, pa.Table):
+        return rows
+    if isinstance(rows, (list, tuple)):
+        return pa.Table.from_pylist(list(rows))
+    if hasattr(rows, "to_arrow"):  # polars / ibis
+        return rows.to_arrow()
+    return pa.Table.from_pandas(rows, preserve_index=False)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    """Schema version recorded in `meta` (0 for an empty database)."""
+    has_meta = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta' AND table_schema = 'main'"
+    ).fetchone()[0]
+    if not has_meta:
+        return 0
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+class Warehouse:
+    """A handle on one warehouse file. Use `Warehouse.open(path)` (writer) or `Warehouse.open(path, read_only=True)`."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool):
+        self.con = con
+        self.path = path
+        self.read_only = read_only
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False) -> "Warehouse":
+        """Open (and for writers create and migrate) the warehouse at `path`.
+
+        A warehouse written by a newer biaslab is refused; an older one is migrated in one transaction by a
+        writer, and refused with advice by a reader.
+        """
+        path = Path(path)
+        if read_only and not path.exists():
+            raise WarehouseError(f"no warehouse at {path} (create one with `biaslab data load` or `runners collect`)")
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            raise WarehouseError(f"cannot open {path}: {str(exc).splitlines()[0]}") from None
+        except duckdb.Error as exc:
+            raise WarehouseError(f"{path} is not a DuckDB warehouse: {str(exc).splitlines()[0]}") from None
+        wh = cls(con, path, read_only)
+        try:
+            wh._check_and_migrate()
+            wh._create_views()
+        except Exception:
+            con.close()
+            raise
+        return wh
+
+    def _check_and_migrate(self) -> None:
+        found = schema_version(self.con)
+        supported = ddl.current_version()
+        if found > supported:
+            raise SchemaVersionError(
+                f"{self.path} has schema version {found}, but this biaslab writes version {supported}: "
+                "upgrade biaslab (pip install -U biaslab) to use this warehouse"
+            )
+        if found == supported:
+            return
+        if self.read_only:
+            raise WarehouseError(
+                f"{self.path} has schema version {found}; this biaslab needs {supported}: "
+                f"migrate it once with `biaslab warehouse migrate --db {self.path}`"
+            )
+        self.con.begin()
+        try:
+            for mig in ddl.migrations():
+                if mig.version > found:
+                    self.con.execute(mig.sql)
+            self.con.execute("DELETE FROM meta WHERE key = 'schema_version'")
+            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(supported)])
+            self.con.commit()
+        except Exception:
+            self.con.rollback()
+            raise
+
+    def _create_views(self) -> None:
+        for name, sql in ddl.view_sql():
+            try:
+                self.con.execute(sql)
+            except duckdb.Error as exc:  # a broken view file is a packaging bug: say which file
+                raise WarehouseError(f"view file biaslab/sql/views/{name}: {str(exc).splitlines()[0]}") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> "Warehouse":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All statements inside commit together or not at all."""
+        self._require_writer()
+        self.con.begin()
+        try:
+            yield
+        except BaseException:
+            self.con.rollback()
+            raise
+        self.con.commit()
+
+    def _require_writer(self) -> None:
+        if self.read_only:
+            raise WarehouseError(f"{self.path} is open read-only")
+
+    def _insert_new(self, table: str, data: pa.Table, keys: Sequence[str],
+                    only_keys: tuple[str, Sequence[str]] | None = None) -> int:
+        """Insert rows of `data` whose key is not stored yet (one row per key inside the batch).
+
+        With `only_keys=(temp_table, columns)`, insert only rows whose `columns` appear in that temp table
+        (the new keys of a parent table).
+        """
+        missing = [k for k in keys if k not in data.column_names]
+        if missing:
+            raise WarehouseError(f"append to {table}: missing key column(s) {missing}")
+        view = f"_incoming_{table}"
+        self.con.register(view, data)
+        try:
+            key_list = ", ".join(keys)
+            source = f"SELECT * FROM {view}"
+            if only_keys is not None:
+                source += f" SEMI JOIN {only_keys[0]} USING ({', '.join(only_keys[1])})"
+            sql = (
+                f"INSERT INTO {table} BY NAME "
+                f"SELECT * FROM ({source}) AS incoming ANTI JOIN {table} USING ({key_list}) "
+                f"QUALIFY row_number() OVER (PARTITION BY {key_list}) = 1"
+            )
+            before = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            self.con.execute(sql)
+            after = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            return after - before
+        finally:
+            self.con.unregister(view)
+
+    def append(self, table: str, rows: Rows) -> int:
+        """Append rows to `table` in one transaction, skipping rows whose identity key is stored. Returns rows added."""
+        if table not in TABLE_KEYS:
+            raise WarehouseError(f"append: unknown table {table!r}; known: {sorted(TABLE_KEYS)}")
+        data = _to_arrow(rows)
+        if data.num_rows == 0:
+            return 0
+        with self.transaction():
+            return self._insert_new(table, data, TABLE_KEYS[table])
+
+    def append_with_children(self, parent: str, parent_rows: Rows, children: Mapping[str, Rows]) -> int:
+        """Append parent rows and their child rows (e.g. sequence_scores and token_scores) atomically.
+
+        Children are written only for parents whose key is new, so a parent and its children are either both
+        stored or both absent, and re-appending a finished request adds nothing. Returns parent rows added.
+        """
+        keys = TABLE_KEYS[parent]
+        data = _to_arrow(parent_rows)
+        if data.num_rows == 0:
+            return 0
+        key_list = ", ".join(keys)
+        with self.transaction():
+            self.con.register("_parent_incoming", data.select(list(keys)))
+            try:
+                self.con.execute(
+                    f"CREATE OR REPLACE TEMP TABLE _new_keys AS SELECT DISTINCT {key_list} "
+                    f"FROM _parent_incoming ANTI JOIN {parent} USING ({key_list})"
+                )
+            finally:
+                self.con.unregister("_parent_incoming")
+            added = self._insert_new(parent, data, keys, only_keys=("_new_keys", keys))
+            for child, rows in children.items():
+                child_data = _to_arrow(rows)
+                if child_data.num_rows:
+                    self._insert_new(child, child_data, TABLE_KEYS[child], only_keys=("_new_keys", keys))
+            self.con.execute("DROP TABLE _new_keys")
+        return added
+
+    # ------------------------------------------------------------------ provenance
+    def start_run(self, command: str, params: Mapping[str, Any] | None = None, *,
+                  generation_config: Mapping[str, Any] | None = None, device: str | None = None,
+                  model_key: str | None = None) -> str:
+        """Register a run (status 'running') and return its id."""
+        from ..provenance import library_versions
+
+        run_id = uuid.uuid4().hex
+        self.append("runs", [{
+            "run_id": run_id,
+            "command": command,
+            "params": json.dumps(dict(params or {}), sort_keys=True, default=str),
+            "generation_config": json.dumps(dict(generation_config or {}), sort_keys=True, default=str),
+            "versions": json.dumps(library_versions(), sort_keys=True),
+            "device": device,
+            "model_key": model_key,
+            "started_at": _utcnow(),
+            "finished_at": None,
+            "status": "running",
+            "rows_added": None,
+        }])
+        return run_id
+
+    def finish_run(self, run_id: str, status: str = "finished", rows_added: int | None = None) -> None:
+        """Mark a run finished (or failed / interrupted) with its end time."""
+        self._require_writer()
+        self.con.execute(
+            "UPDATE runs SET status = ?, finished_at = ?, rows_added = ? WHERE run_id = ?",
+            [status, _utcnow(), rows_added, run_id],
+        )
+
+    # ------------------------------------------------------------------ reading
+    def tables(self) -> list[str]:
+        rows = self.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_type = 'BASE TABLE' ORDER BY table_name"
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def count(self, table: str, where: str | None = None) -> int:
+        sql = f"SELECT count(*) FROM {table}" + (f" WHERE {where}" if where else "")
+        return self.con.execute(sql).fetchone()[0]
+
+    def query(self, sql: str, params: Sequence[Any] | None = None):
+        """Run SQL and return a DuckDB relation / cursor result as a pandas DataFrame."""
+        return self.con.execute(sql, params or []).df()
+
+    def ibis(self):
+        """An Ibis backend on this connection (temp views included) for metrics."""
+        import ibis
+
+        return ibis.duckdb.from_connection(self.con)

@@ -107,3 +107,21 @@ def fetch_command(dataset: str, data_dir: str | None, timeout: float, force: boo
     folders = ", ".join(str(f) for f in result.folders)
     click.echo(f"{dataset}: fetched {len(result.fetched)} files ({len(result.present)} already present) into "
                f"{folders}; licence: {info.licence}")
+
+
+@data_group.command("expand-negation")
+@click.option("--in", "in_path", type=click.Path(dir_okay=False, exists=True), required=True,
+              help="Root items in the negation loader's CSV format.")
+@click.option("--synonyms", "synonyms_path", type=click.Path(dir_okay=False, exists=True), required=True,
+              help="CSV with columns noun,synonym (one row per synonym of a category noun).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="Expanded CSV to write.")
+@click.option("--keep-roots", is_flag=True, help="Also copy the root rows unchanged.")
+def expand_negation_command(in_path: str, synonyms_path: str, out_path: str, keep_roots: bool) -> None:
+    """The negation-bias paper's expansion of root items: each category noun replaced by each listed synonym, and
+    context + description rephrased as "X because Y", "X, who Y", "X, which means Y", "Y, that's why X". The output
+    is in the loader's format (put it at <data-dir>/negation/negation_bias.csv to load it as `negation`)."""
+    from ..loaders.negation_expand import expand_files
+
+    summary = expand_files(in_path, synonyms_path, out_path, keep_roots=keep_roots)
+    click.echo(f"{summary['rows_in']} rows ({summary['roots']} roots) -> {summary['rows_out']} rows, "
+               f"{summary['items_out']} items in {out_path}")

@@ -66,3 +66,87 @@ def contextuality_report_command(db: str, out: str, seed: int) -> None:
         tables = contextuality_report(wh, seed=seed)
     index = write_report(tables, Path(out), db)
     click.echo(f"wrote {index}")
+
+
+@metrics_group.command("negation")
+@db_option
+@format_option
+@click.option("--intercept-only-on-failure", is_flag=True,
+              help="Also fit (clearly labelled) random-intercept-only models where the random-slope fit fails.")
+def negation_command(db: str, fmt: str, intercept_only_on_failure: bool) -> None:
+    """Negation bias: perplexity (causal) or pseudo-perplexity (masked) per sentence, and per model the linear mixed
+    model PPL ~ context * form with a random intercept and a random slope for context by root item (statsmodels;
+    stereotype-consistent = 1, affirmative = 1). Convergence problems are reported in the table, never hidden."""
+    from ..metrics.negation import condition_means, fit_mixed_model, sentence_perplexities
+
+    with Warehouse.open(db, read_only=True) as wh:
+        ppl = sentence_perplexities(wh)
+    if ppl.empty:
+        raise click.ClickException("no negation-bias sentence scores in the warehouse "
+                                   "(run `runners collect --dataset negation-examples` first)")
+    _emit_tables({"mixed_model": fit_mixed_model(ppl, intercept_only_on_failure=intercept_only_on_failure),
+                  "condition_means": condition_means(ppl)}, fmt)
+
+
+@metrics_group.command("calibration")
+@db_option
+@format_option
+@click.option("--dataset", default=None, help="Only this dataset (e.g. gece-winobias); default: every pair dataset.")
+@click.option("--bins", type=int, default=10, show_default=True, help="Bins of the ECE family.")
+@click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for 95% intervals.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap, split and ablation.")
+def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, bootstrap: int, seed: int) -> None:
+    """Calibration of pronoun-pair probabilities: ECE (equal width / equal mass; top-label and male-class), MacroCE,
+    ICE, Brier (gold label), Gender-ECE, cc-ECE, human alignment with bootstrap intervals; post-hoc Beta / isotonic /
+    Platt / temperature calibration on a seeded half split; sample-size ablation; GenderLex variants."""
+    from ..metrics.calibration_study import calibration_report_tables
+
+    with Warehouse.open(db, read_only=True) as wh:
+        tables = calibration_report_tables(wh, dataset, n_bins=bins, n_boot=bootstrap, seed=seed)
+    if tables["metrics"].empty:
+        raise click.ClickException("no scored pronoun pairs with gold labels in the warehouse "
+                                   "(run `runners collect --dataset gece-winobias` first)")
+    tables.pop("reliability")
+    _emit_tables(tables, fmt)
+
+
+@report_group.command("calibration")
+@db_option
+@click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Output folder.")
+@click.option("--dataset", default=None, help="Only this dataset.")
+@click.option("--bootstrap", type=int, default=1000, show_default=True)
+def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap: int) -> None:
+    """Write OUT/index.html: calibration metrics with intervals, reliability diagrams with per-bin counts, post-hoc
+    calibration, sample-size ablation and GenderLex variants side by side."""
+    from ..metrics.calibration_study import calibration_report_tables
+    from ..metrics.report_calibration import write_report
+
+    with Warehouse.open(db, read_only=True) as wh:
+        tables = calibration_report_tables(wh, dataset, n_boot=bootstrap)
+    click.echo(f"wrote {write_report(tables, Path(out), db)}")
+
+
+@report_group.command("negation")
+@db_option
+@click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Output folder.")
+def negation_report_command(db: str, out: str) -> None:
+    """Write OUT/index.html: the mixed-model table and the interaction plot (mean PPL per condition, 95% intervals)."""
+    import html
+
+    from ..metrics.negation import condition_means, fit_mixed_model, interaction_plot, sentence_perplexities
+    from ..metrics.report_contextuality import IMAGE_CHECK, table_html
+
+    with Warehouse.open(db, read_only=True) as wh:
+        ppl = sentence_perplexities(wh)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    means = condition_means(ppl)
+    interaction_plot(means, folder / "interaction.png")
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>biaslab negation report</title>" + IMAGE_CHECK
+            + "</head><body style='font-family:sans-serif;max-width:1100px;margin:auto'>"
+            f"<h1>Negation bias</h1><p>Warehouse: {html.escape(db)}</p>"
+            "<img src='interaction.png' alt='interaction plot' style='max-width:100%'>"
+            "<h2>Linear mixed model</h2>" + table_html(fit_mixed_model(ppl))
+            + "<h2>Condition means</h2>" + table_html(means) + "</body></html>")
+    (folder / "index.html").write_text(page, encoding="utf-8")
+    click.echo(f"wrote {folder / 'index.html'}")

@@ -25,7 +25,14 @@ def _stars(p: float) -> str:
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
 
 
-def _save(fig, out: Path, name: str) -> str:
+#: Script recording, on the page, whether every figure loaded (read by the headless-browser tests).
+IMAGE_CHECK = ("<script>window.addEventListener('load',function(){var i=document.images,n=0;"
+               "for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0){n++;}}"
+               "document.body.setAttribute('data-images-loaded',n+'/'+i.length);});</script>")
+
+
+def save_figure(fig, out: Path, name: str) -> str:
+    """Save a matplotlib figure as out/name and close it; returns the name for an <img src>."""
     fig.tight_layout()
     fig.savefig(out / name, dpi=90)
     plt.close(fig)
@@ -51,7 +58,7 @@ def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path,
         ax.boxplot(data, tick_labels=CONTEXTS)
         ax.set_title(f"p(feminine | context), order {order}")
         ax.set_ylim(-0.02, 1.02)
-    names.append(_save(fig, out, f"{slug}_pf.png"))
+    names.append(save_figure(fig, out, f"{slug}_pf.png"))
 
     kl = pick(tables["kl"])
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -61,7 +68,7 @@ def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path,
     ax.set_xticks(np.arange(4) + 0.19, CONTEXTS[1:])
     ax.set_ylabel("mean KL to unprimed (bits)")
     ax.legend(title="order")
-    names.append(_save(fig, out, f"{slug}_kl.png"))
+    names.append(save_figure(fig, out, f"{slug}_kl.png"))
 
     sp = pick(tables["spearman"])
     fig, ax = plt.subplots(figsize=(7, 3.5))
@@ -74,7 +81,7 @@ def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path,
     ax.axhline(0, color="black", lw=0.5)
     ax.set_ylabel("Spearman rho with Misersky rating")
     ax.legend(title="order")
-    names.append(_save(fig, out, f"{slug}_spearman.png"))
+    names.append(save_figure(fig, out, f"{slug}_spearman.png"))
 
     mi = pick(tables["mutual_information"])
     fig, ax = plt.subplots(figsize=(8, 3.5))
@@ -83,7 +90,7 @@ def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path,
         ax.bar(np.arange(len(mi)), mi["mi_bits"], yerr=mi["mi_se_bits"].fillna(0), capsize=3)
         ax.set_xticks(np.arange(len(mi)), labels, rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("mutual information (bits)")
-    names.append(_save(fig, out, f"{slug}_mi.png"))
+    names.append(save_figure(fig, out, f"{slug}_mi.png"))
 
     fr = pick(tables["cbd_fractions"])
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -94,11 +101,11 @@ def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path,
         ax.set_xticks(np.arange(3) + 0.19, ["MF", "FM", "either"])
         ax.legend(title="variant")
     ax.set_ylabel("fraction of pairs contextual")
-    names.append(_save(fig, out, f"{slug}_cbd.png"))
+    names.append(save_figure(fig, out, f"{slug}_cbd.png"))
     return names
 
 
-def _table_html(frame: pd.DataFrame, key: tuple | None = None) -> str:
+def table_html(frame: pd.DataFrame, key: tuple | None = None) -> str:
     if key is not None and not frame.empty:
         for k, v in zip(SETTING, key):
             frame = frame[frame[k] == v]
@@ -122,7 +129,7 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
                              ("Spearman with Misersky ratings", "spearman"),
                              ("Mutual information", "mutual_information"),
                              ("Contextual fractions (CbD)", "cbd_fractions")):
-            parts.append(f"<h3>{title}</h3>" + _table_html(tables[table], key))
+            parts.append(f"<h3>{title}</h3>" + table_html(tables[table], key))
     overlap = tables["model_overlap"]
     parts.append("<h2>Comparison across models and settings</h2>")
     if not overlap.empty:
@@ -135,15 +142,11 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
         ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(len(labels)), labels, fontsize=7)
         fig.colorbar(image, ax=ax, label="Jaccard of contextual pairs")
-        parts.append(f'<img src="{_save(fig, out, "overlap.png")}" alt="overlap.png">')
-        parts.append(_table_html(overlap))
+        parts.append(f'<img src="{save_figure(fig, out, "overlap.png")}" alt="overlap.png">')
+        parts.append(table_html(overlap))
     for title, table in (("KL across settings", "kl"), ("Contextual fractions across settings", "cbd_fractions")):
-        parts.append(f"<h3>{title}</h3>" + _table_html(tables[table]))
-    # the page records whether every figure loaded (read by the headless-browser test and visible to readers)
-    check = ("<script>window.addEventListener('load',function(){var i=document.images,n=0;"
-             "for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0){n++;}}"
-             "document.body.setAttribute('data-images-loaded',n+'/'+i.length);});</script>")
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>biaslab contextuality report</title>" + check +
+        parts.append(f"<h3>{title}</h3>" + table_html(tables[table]))
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>biaslab contextuality report</title>" + IMAGE_CHECK +
             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto} img{max-width:100%;display:block}"
             "table{border-collapse:collapse;font-size:12px} td,th{padding:2px 6px;border-bottom:1px solid #ddd}"
             "</style></head><body>" + "\n".join(parts) + "</body></html>")

@@ -1,0 +1,634 @@
+"""Calibration of binary pronoun predictions: the ECE family, Gender-ECE, Brier, post-hoc calibrators.
+
+Pure statistics over arrays (numpy, scipy, scikit-learn); no warehouse code. See DESIGN.md section 7.
+
+Inputs, for N binary items:
+
+- ``p_male``: the model's normalized probability of the male pronoun, in [0, 1];
+- ``gold``: the human bias label y of GECE / GenderLex, 1 = male, 0 = female;
+- optionally ``groups``: an item-group id per item (for a cluster bootstrap).
+
+Conventions (decided here):
+
+- Predicted label = 1 (male) if ``p_male >= 0.5`` else 0 (female). A tie at exactly 0.5 goes to MALE.
+- Two confidences can be binned, and every metric name / result says which:
+
+  * ``"top_label"``: confidence max(p, 1 - p) of the predicted label, scored against correctness (pred == gold);
+  * ``"male_class"``: the male-class probability p_male, scored against the gold label (class-1 calibration).
+
+- Equal-width bins are [0, 1/B), [1/B, 2/B), ..., [(B-1)/B, 1]: every bin is closed on the left, the last bin is
+  also closed on the right, so a confidence of exactly 0 falls in the first bin and exactly 1 in the last. Edges
+  are the correctly rounded quotients k / B (so a confidence equal to the float k / B lands in bin k).
+- Equal-mass bins: items sorted by confidence with a STABLE sort (ties keep input order, so ties straddling a bin
+  edge are split deterministically) and cut with ``np.array_split`` into B bins whose counts differ by at most one
+  (the first N mod B bins hold one more item).
+- Empty bins contribute 0 to an ECE. Averages over groups (Gender-ECE, cc-ECE, MacroCE) are taken over the
+  NON-EMPTY groups only (e.g. a model that predicts male for every item has Gender-ECE = ECE of its male group);
+  each result keeps the per-group values and counts so that this is visible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import expit, logit
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+
+TOP_LABEL = "top_label"
+MALE_CLASS = "male_class"
+CONFIDENCES = (TOP_LABEL, MALE_CLASS)
+EQUAL_WIDTH = "equal_width"
+EQUAL_MASS = "equal_mass"
+BINNINGS = (EQUAL_WIDTH, EQUAL_MASS)
+
+#: Probabilities are clipped to [PROB_EPS, 1 - PROB_EPS] before ln p, ln(1 - p) or logit(p) (post-hoc calibrators).
+PROB_EPS = 1e-12
+#: scikit-learn's LogisticRegression is L2-penalized; C = 1e12 makes the penalty negligible, i.e. the fits below
+#: are effectively unregularized maximum likelihood. The tolerance is tightened so coefficients are accurate.
+LOGREG_C = 1e12
+LOGREG_TOL = 1e-8
+LOGREG_MAX_ITER = 10_000
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# input checks and confidences
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _as_prob(x, name: str = "p") -> np.ndarray:
+    """1-D float array of finite values in [0, 1]; ValueError otherwise."""
+    arr = np.asarray(x, dtype=float).reshape(-1)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if arr.size and (arr.min() < 0.0 or arr.max() > 1.0):
+        raise ValueError(f"{name} must lie in [0, 1]")
+    return arr
+
+
+def _as_binary(y, name: str = "y") -> np.ndarray:
+    """1-D int array of 0/1 values (bools accepted); ValueError otherwise."""
+    arr = np.asarray(y).reshape(-1)
+    if arr.dtype == bool:
+        return arr.astype(int)
+    arr = arr.astype(float)
+    if not np.all((arr == 0) | (arr == 1)):
+        raise ValueError(f"{name} must contain only 0 and 1")
+    return arr.astype(int)
+
+
+def _pair(p, y, p_name: str = "p", y_name: str = "y") -> tuple[np.ndarray, np.ndarray]:
+    """Checked (probability, binary) arrays of equal length."""
+    p, y = _as_prob(p, p_name), _as_binary(y, y_name)
+    if p.shape != y.shape:
+        raise ValueError(f"{p_name} and {y_name} differ in length ({p.size} vs {y.size})")
+    return p, y
+
+
+def predicted_label(p_male) -> np.ndarray:
+    """Predicted label: 1 (male) if p_male >= 0.5 else 0 (female); a tie at exactly 0.5 goes to male."""
+    return (_as_prob(p_male, "p_male") >= 0.5).astype(int)
+
+
+def top_label_confidence(p_male, gold) -> tuple[np.ndarray, np.ndarray]:
+    """Top-label confidence and correctness: conf_i = max(p_i, 1 - p_i), correct_i = [pred_i == gold_i].
+
+    Guo et al. 2017 ("On Calibration of Modern Neural Networks") top-label calibration for the binary case.
+    """
+    p, gold = _pair(p_male, gold, "p_male", "gold")
+    pred = predicted_label(p)
+    conf = np.where(pred == 1, p, 1.0 - p)
+    return conf, (pred == gold).astype(int)
+
+
+def male_class_confidence(p_male, gold) -> tuple[np.ndarray, np.ndarray]:
+    """Male-class (class-1) confidence: conf_i = p_male_i, scored against the label [gold_i == 1]."""
+    return _pair(p_male, gold, "p_male", "gold")
+
+
+def confidence_and_target(p_male, gold, confidence: str = TOP_LABEL) -> tuple[np.ndarray, np.ndarray]:
+    """(conf, target) for ``confidence`` in {"top_label", "male_class"} (see the two functions above)."""
+    if confidence == TOP_LABEL:
+        return top_label_confidence(p_male, gold)
+    if confidence == MALE_CLASS:
+        return male_class_confidence(p_male, gold)
+    raise ValueError(f"confidence must be one of {CONFIDENCES}, got {confidence!r}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# ECE and reliability bins
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CalibrationBin:
+    """One reliability-diagram bin. Equal width: the bin edges; equal mass: min / max confidence in the bin.
+
+    ``mean_conf`` and ``accuracy`` (mean target: correctness for top-label, share of gold male for male-class) are
+    NaN for an empty bin (as are ``lower`` / ``upper`` of an empty equal-mass bin).
+    """
+
+    lower: float
+    upper: float
+    count: int
+    mean_conf: float
+    accuracy: float
+
+
+@dataclass(frozen=True)
+class ECEResult:
+    """An ECE value with its binning, the confidence it bins, and the per-bin table for reliability diagrams."""
+
+    value: float
+    confidence: str
+    binning: str
+    n_bins: int
+    n: int
+    bins: tuple[CalibrationBin, ...]
+
+    @property
+    def name(self) -> str:
+        return f"ece_{self.confidence}_{self.binning}"
+
+    def bin_rows(self) -> list[dict]:
+        """Per-bin rows (lower, upper, count, mean_conf, accuracy) for a reliability diagram."""
+        return [asdict(b) for b in self.bins]
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+def equal_width_bin_index(conf, n_bins: int = 10) -> np.ndarray:
+    """Bin b of each confidence for bins [b/B, (b+1)/B), the last bin closed at 1 (0 -> bin 0, 1 -> bin B-1)."""
+    conf = _as_prob(conf, "conf")
+    edges = np.arange(n_bins + 1) / n_bins
+    return np.clip(np.searchsorted(edges, conf, side="right") - 1, 0, n_bins - 1)
+
+
+def equal_mass_bin_index(conf, n_bins: int = 10) -> np.ndarray:
+    """Bin of each item for equal-mass bins: stable argsort of conf, np.array_split into B chunks (sizes differ by
+    at most one; ties across a bin edge split deterministically by input order)."""
+    conf = _as_prob(conf, "conf")
+    index = np.empty(conf.size, dtype=int)
+    for b, chunk in enumerate(np.array_split(np.argsort(conf, kind="stable"), n_bins)):
+        index[chunk] = b
+    return index
+
+
+def _bin_index(conf: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
+    if n_bins < 1:
+        raise ValueError("n_bins must be >= 1")
+    if binning == EQUAL_WIDTH:
+        return equal_width_bin_index(conf, n_bins)
+    if binning == EQUAL_MASS:
+        return equal_mass_bin_index(conf, n_bins)
+    raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
+
+
+def _bin_edges(conf: np.ndarray, index: np.ndarray, n_bins: int, binning: str) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) per bin: the fixed edges for equal width, min / max confidence for equal mass."""
+    if binning == EQUAL_WIDTH:
+        edges = np.arange(n_bins + 1) / n_bins
+        return edges[:-1], edges[1:]
+    lower = np.full(n_bins, np.nan)
+    upper = np.full(n_bins, np.nan)
+    np.fmin.at(lower, index, conf)
+    np.fmax.at(upper, index, conf)
+    return lower, upper
+
+
+def ece(conf, correct_or_label, n_bins: int = 10, binning: str = EQUAL_WIDTH,
+        confidence: str = TOP_LABEL) -> ECEResult:
+    """Expected calibration error ECE = sum_b |B_b| / N * |acc_b - conf_b| (Naeini et al. 2015, AAAI "Obtaining
+    Well Calibrated Probabilities Using Bayesian Binning"; Guo et al. 2017).
+
+    acc_b is the mean of ``correct_or_label`` in bin b (correctness for top-label confidence, the gold label for
+    male-class probability), conf_b the mean confidence. ``binning`` is "equal_width" or "equal_mass" (see the
+    module docstring for the bin rules); empty bins contribute 0. ``confidence`` only labels the result: pass
+    "male_class" when binning p_male against gold. Raises ValueError for N = 0.
+    """
+    if confidence not in CONFIDENCES:
+        raise ValueError(f"confidence must be one of {CONFIDENCES}, got {confidence!r}")
+    conf, target = _pair(conf, correct_or_label, "conf", "correct_or_label")
+    if conf.size == 0:
+        raise ValueError("ECE of zero items is undefined")
+    index = _bin_index(conf, n_bins, binning)
+    count = np.bincount(index, minlength=n_bins)
+    sum_conf = np.bincount(index, weights=conf, minlength=n_bins)
+    sum_target = np.bincount(index, weights=target.astype(float), minlength=n_bins)
+    value = float(np.abs(sum_target - sum_conf).sum() / conf.size)  # = sum_b |B_b|/N * |acc_b - conf_b|
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_conf, accuracy = sum_conf / count, sum_target / count
+    lower, upper = _bin_edges(conf, index, n_bins, binning)
+    bins = tuple(CalibrationBin(float(lower[b]), float(upper[b]), int(count[b]), float(mean_conf[b]),
+                                float(accuracy[b])) for b in range(n_bins))
+    return ECEResult(value, confidence, binning, n_bins, int(conf.size), bins)
+
+
+def top_label_ece(p_male, gold, n_bins: int = 10, binning: str = EQUAL_WIDTH) -> ECEResult:
+    """ECE of the top-label confidence max(p, 1-p) against correctness (name ``ece_top_label_<binning>``)."""
+    conf, correct = top_label_confidence(p_male, gold)
+    return ece(conf, correct, n_bins, binning, TOP_LABEL)
+
+
+def male_class_ece(p_male, gold, n_bins: int = 10, binning: str = EQUAL_WIDTH) -> ECEResult:
+    """ECE of the male-class probability p_male against gold (name ``ece_male_class_<binning>``)."""
+    conf, label = male_class_confidence(p_male, gold)
+    return ece(conf, label, n_bins, binning, MALE_CLASS)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# instance-level metrics
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def ice(conf, correct) -> float:
+    """Instance-level calibration error ICE = 1/N sum_i |correct_i - conf_i| (Si et al. 2022, "Re-Examining
+    Calibration: The Case of Question Answering")."""
+    conf, correct = _pair(conf, correct, "conf", "correct")
+    if conf.size == 0:
+        raise ValueError("ICE of zero items is undefined")
+    return float(np.mean(np.abs(correct - conf)))
+
+
+def macro_ce(conf, correct) -> float:
+    """MacroCE = 0.5 * (ICE_pos + ICE_neg) (Si et al. 2022, "Re-Examining Calibration: The Case of Question
+    Answering"), with ICE_pos = mean over correct items of (1 - conf_i) and ICE_neg = mean over incorrect items of
+    conf_i. If one of the two sets is empty, MacroCE is the ICE of the other (mean over non-empty parts)."""
+    conf, correct = _pair(conf, correct, "conf", "correct")
+    if conf.size == 0:
+        raise ValueError("MacroCE of zero items is undefined")
+    parts = []
+    if np.any(correct == 1):
+        parts.append(np.mean(1.0 - conf[correct == 1]))
+    if np.any(correct == 0):
+        parts.append(np.mean(conf[correct == 0]))
+    return float(np.mean(parts))
+
+
+def brier_gold(p_male, gold) -> float:
+    """Brier score with the probability of the gold label: 1/N sum_i (1 - p_gold_i)^2, p_gold = p_male if gold = 1
+    else 1 - p_male (Brier 1950; DESIGN.md section 7). Equals sklearn's brier_score_loss(gold, p_male)."""
+    p, gold = _pair(p_male, gold, "p_male", "gold")
+    if p.size == 0:
+        raise ValueError("Brier score of zero items is undefined")
+    p_gold = np.where(gold == 1, p, 1.0 - p)
+    return float(np.mean((1.0 - p_gold) ** 2))
+
+
+def human_alignment(p_male, gold) -> float:
+    """Share of items whose predicted label (p_male >= 0.5 -> male) equals the human bias label y."""
+    p, gold = _pair(p_male, gold, "p_male", "gold")
+    if p.size == 0:
+        raise ValueError("human alignment of zero items is undefined")
+    return float(np.mean(predicted_label(p) == gold))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# grouped ECEs: Gender-ECE (by predicted label) and class-conditional ECE (by gold label)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupedECEResult:
+    """Unweighted mean of per-group top-label ECEs; ``groups`` maps "male" / "female" to the group's ECEResult
+    (None when the group is empty; the mean is then over the non-empty groups)."""
+
+    value: float
+    metric: str  # "gender_ece" or "cc_ece"
+    grouped_by: str  # "predicted_label" or "gold_label"
+    confidence: str
+    binning: str
+    n_bins: int
+    groups: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}_{self.confidence}_{self.binning}"
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+def _grouped_top_label_ece(p_male, gold, group_label: np.ndarray, metric: str, grouped_by: str, n_bins: int,
+                           binning: str) -> GroupedECEResult:
+    """mean over non-empty g in {male, female} of ECE_top_label(items with group_label == g)."""
+    conf, correct = top_label_confidence(p_male, gold)
+    groups: dict = {}
+    for label, key in ((1, "male"), (0, "female")):
+        mask = group_label == label
+        groups[key] = ece(conf[mask], correct[mask], n_bins, binning, TOP_LABEL) if mask.any() else None
+    values = [g.value for g in groups.values() if g is not None]
+    if not values:
+        raise ValueError("grouped ECE of zero items is undefined")
+    return GroupedECEResult(float(np.mean(values)), metric, grouped_by, TOP_LABEL, binning, n_bins, groups)
+
+
+def gender_ece(p_male, gold, n_bins: int = 10, binning: str = EQUAL_WIDTH) -> GroupedECEResult:
+    """Gender-ECE = 0.5 * (ECE(items predicted male) + ECE(items predicted female)), top-label confidence in each
+    group ("mean of the ECEs of the items predicted male and predicted female", the Gender-ECE / GECE paper)."""
+    p, gold = _pair(p_male, gold, "p_male", "gold")
+    return _grouped_top_label_ece(p, gold, predicted_label(p), "gender_ece", "predicted_label", n_bins, binning)
+
+
+def class_conditional_ece(p_male, gold, n_bins: int = 10, binning: str = EQUAL_WIDTH) -> GroupedECEResult:
+    """cc-ECE = 0.5 * (ECE(items with gold male) + ECE(items with gold female)), top-label confidence in each group.
+
+    Class-conditional ECE as decided in DESIGN.md section 7: Gender-ECE's construction grouped by the GOLD label
+    instead of the predicted one (related to, but not the same as, the class-wise ECE of Kull et al. 2019, which
+    bins each class's probability over all items)."""
+    p, gold = _pair(p_male, gold, "p_male", "gold")
+    return _grouped_top_label_ece(p, gold, gold, "cc_ece", "gold_label", n_bins, binning)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# bootstrap
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    """Point estimate on all items and the percentile interval [low, high] at level 1 - alpha."""
+
+    estimate: float
+    low: float
+    high: float
+    alpha: float
+    n_boot: int
+    n_valid: int  # resamples whose statistic was finite (the percentiles use only these)
+
+
+def _scalar(value) -> float:
+    return float(getattr(value, "value", value))
+
+
+def _group_members(groups) -> list[np.ndarray] | None:
+    """Item indices of each distinct group id (None when there are no groups)."""
+    if groups is None:
+        return None
+    _, inverse = np.unique(np.asarray(groups), return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(inverse))[:-1])
+
+
+def _resample_indices(rng: np.random.Generator, n: int, members: list[np.ndarray] | None) -> np.ndarray:
+    """n item indices with replacement, or (cluster bootstrap) as many groups with replacement, all their items."""
+    if members is None:
+        return rng.integers(0, n, size=n)
+    chosen = rng.integers(0, len(members), size=len(members))
+    return np.concatenate([members[g] for g in chosen])
+
+
+def bootstrap_ci(metric_fn: Callable, *arrays, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+                 groups=None) -> BootstrapCI:
+    """Percentile bootstrap interval (Efron & Tibshirani 1993): resample the N items with replacement ``n_boot``
+    times (seeded numpy Generator), recompute ``metric_fn(*arrays_resampled)`` and take the alpha/2 and
+    1 - alpha/2 percentiles. ``metric_fn`` may return a float or a result with ``.value``. With ``groups`` (one id
+    per item) whole groups are resampled instead (cluster bootstrap), e.g. to keep paired items together."""
+    arrays = [np.asarray(a) for a in arrays]
+    if not arrays:
+        raise ValueError("bootstrap_ci needs at least one array")
+    n = len(arrays[0])
+    if any(len(a) != n for a in arrays) or (groups is not None and len(groups) != n):
+        raise ValueError("all arrays (and groups) must have the same length")
+    members = _group_members(groups)
+    rng = np.random.default_rng(seed)
+    stats = np.empty(n_boot)
+    for i in range(n_boot):
+        idx = _resample_indices(rng, n, members)
+        stats[i] = _scalar(metric_fn(*(a[idx] for a in arrays)))
+    finite = stats[np.isfinite(stats)]
+    low, high = (np.percentile(finite, [100 * alpha / 2, 100 * (1 - alpha / 2)]) if finite.size
+                 else (np.nan, np.nan))
+    return BootstrapCI(_scalar(metric_fn(*arrays)), float(low), float(high), alpha, n_boot, int(finite.size))
+
+
+def calibration_metrics(p_male, gold, n_bins: int = 10, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+                        groups=None) -> list[dict]:
+    """All point metrics with bootstrap intervals, one dict per metric: name, confidence, binning, value, ci_low,
+    ci_high, n. Names say what is binned: ece_{top_label,male_class}_{equal_width,equal_mass}, macro_ce_top_label,
+    ice_top_label, brier_gold_label, gender_ece_top_label_equal_width, cc_ece_top_label_equal_width,
+    human_alignment (confidence "predicted_label")."""
+    p, gold = _pair(p_male, gold, "p_male", "gold")
+
+    def tl(fn):
+        return lambda pp, gg: fn(*top_label_confidence(pp, gg))
+
+    specs = [
+        (f"ece_{TOP_LABEL}_{EQUAL_WIDTH}", TOP_LABEL, EQUAL_WIDTH, lambda pp, gg: top_label_ece(pp, gg, n_bins)),
+        (f"ece_{TOP_LABEL}_{EQUAL_MASS}", TOP_LABEL, EQUAL_MASS,
+         lambda pp, gg: top_label_ece(pp, gg, n_bins, EQUAL_MASS)),
+        (f"ece_{MALE_CLASS}_{EQUAL_WIDTH}", MALE_CLASS, EQUAL_WIDTH, lambda pp, gg: male_class_ece(pp, gg, n_bins)),
+        (f"ece_{MALE_CLASS}_{EQUAL_MASS}", MALE_CLASS, EQUAL_MASS,
+         lambda pp, gg: male_class_ece(pp, gg, n_bins, EQUAL_MASS)),
+        (f"macro_ce_{TOP_LABEL}", TOP_LABEL, None, tl(macro_ce)),
+        (f"ice_{TOP_LABEL}", TOP_LABEL, None, tl(ice)),
+        ("brier_gold_label", "gold_label", None, brier_gold),
+        (f"gender_ece_{TOP_LABEL}_{EQUAL_WIDTH}", TOP_LABEL, EQUAL_WIDTH, lambda pp, gg: gender_ece(pp, gg, n_bins)),
+        (f"cc_ece_{TOP_LABEL}_{EQUAL_WIDTH}", TOP_LABEL, EQUAL_WIDTH,
+         lambda pp, gg: class_conditional_ece(pp, gg, n_bins)),
+        ("human_alignment", "predicted_label", None, human_alignment),
+    ]
+    rows = []
+    for name, confidence, binning, fn in specs:
+        ci = bootstrap_ci(fn, p, gold, n_boot=n_boot, seed=seed, alpha=alpha, groups=groups)
+        rows.append({"name": name, "confidence": confidence, "binning": binning, "value": ci.estimate,
+                     "ci_low": ci.low, "ci_high": ci.high, "n": int(p.size)})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# post-hoc calibration of the male-class probability
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def split_indices(n: int, n_val: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded validation / held-out split of range(n): a permutation from np.random.default_rng(seed), the first
+    n_val (default n // 2, so 771 -> 385 / 386 as in the paper) for fitting, the rest for evaluation; both sorted."""
+    n_val = n // 2 if n_val is None else n_val
+    if not 0 < n_val < n:
+        raise ValueError(f"need 0 < n_val < n, got n_val={n_val}, n={n}")
+    perm = np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[:n_val]), np.sort(perm[n_val:])
+
+
+def _logreg() -> LogisticRegression:
+    """Effectively unregularized logistic regression (C = LOGREG_C = 1e12, lbfgs, tol 1e-8)."""
+    return LogisticRegression(C=LOGREG_C, tol=LOGREG_TOL, max_iter=LOGREG_MAX_ITER)
+
+
+def _fit_inputs(p, y) -> tuple[np.ndarray, np.ndarray]:
+    p, y = _pair(p, y, "p", "y")
+    if np.unique(y).size < 2:
+        raise ValueError("calibration needs both labels (0 and 1) in the fitting data")
+    return p, y
+
+
+def beta_features(p) -> np.ndarray:
+    """Beta-calibration features [ln p, -ln(1 - p)], p clipped to [1e-12, 1 - 1e-12]."""
+    p = np.clip(_as_prob(p), PROB_EPS, 1 - PROB_EPS)
+    return np.column_stack([np.log(p), -np.log1p(-p)])
+
+
+class BetaCalibration:
+    """Beta calibration, abm variant (Kull, Silva Filho & Flach 2017, "Beyond sigmoids: How to obtain well-calibrated
+    probabilities from binary classifiers with beta calibration"; AISTATS 2017 "Beta calibration"):
+
+        mu(p) = sigmoid(a ln p - b ln(1 - p) + c),  a, b >= 0,
+
+    fitted as an effectively unregularized logistic regression (C = 1e12) on the features [ln p, -ln(1 - p)].
+    The constraint a, b >= 0 (monotone map) is enforced as in the betacal package: if a < 0 refit with the ln p
+    feature dropped (a = 0), else if b < 0 refit with -ln(1 - p) dropped (b = 0). Beyond betacal: if the refitted
+    remaining coefficient is still negative, it is dropped too and the map is the constant base rate
+    sigmoid(c) = mean(y). ``a_``, ``b_``, ``c_`` hold the final parameters, ``dropped_`` the dropped features.
+    """
+
+    def fit(self, p, y) -> "BetaCalibration":
+        p, y = _fit_inputs(p, y)
+        x = beta_features(p)
+        keep = [0, 1]
+        coef, intercept = self._fit_lr(x, y, keep)
+        if coef[0] < 0 or coef[1] < 0:
+            keep = [1] if coef[0] < 0 else [0]
+            coef, intercept = self._fit_lr(x, y, keep)
+            if coef[keep[0]] < 0:
+                keep = []
+                intercept = float(logit(np.mean(y)))
+                coef = np.zeros(2)
+        self.a_, self.b_, self.c_ = float(coef[0]), float(coef[1]), float(intercept)
+        self.dropped_ = tuple(name for j, name in enumerate(("ln_p", "neg_ln_1mp")) if j not in keep)
+        return self
+
+    @staticmethod
+    def _fit_lr(x: np.ndarray, y: np.ndarray, keep: list[int]) -> tuple[np.ndarray, float]:
+        """Logistic regression on the kept columns; returns the full 2-vector of coefficients (0 if dropped)."""
+        lr = _logreg().fit(x[:, keep], y)
+        coef = np.zeros(2)
+        coef[keep] = lr.coef_[0]
+        return coef, float(lr.intercept_[0])
+
+    def predict(self, p) -> np.ndarray:
+        """Calibrated male-class probability sigmoid(a ln p + b (-ln(1 - p)) + c)."""
+        return expit(beta_features(p) @ np.array([self.a_, self.b_]) + self.c_)
+
+
+class PlattScaling:
+    """Platt scaling (Platt 1999, "Probabilistic Outputs for Support Vector Machines"): mu(p) = sigmoid(A logit(p)
+    + B), an effectively unregularized logistic regression (C = 1e12) on logit(p), p clipped to [1e-12, 1 - 1e-12].
+    Platt's smoothed targets (N+ + 1) / (N+ + 2) are not used: plain 0/1 labels."""
+
+    def fit(self, p, y) -> "PlattScaling":
+        p, y = _fit_inputs(p, y)
+        lr = _logreg().fit(self._feature(p), y)
+        self.slope_, self.intercept_ = float(lr.coef_[0, 0]), float(lr.intercept_[0])
+        return self
+
+    @staticmethod
+    def _feature(p) -> np.ndarray:
+        return logit(np.clip(_as_prob(p), PROB_EPS, 1 - PROB_EPS)).reshape(-1, 1)
+
+    def predict(self, p) -> np.ndarray:
+        return expit(self.slope_ * self._feature(p)[:, 0] + self.intercept_)
+
+
+class TemperatureScaling:
+    """Temperature scaling (Guo et al. 2017, "On Calibration of Modern Neural Networks") for a binary probability:
+    mu(p) = sigmoid(logit(p) / T) with one scalar T > 0 minimizing the mean negative log-likelihood
+
+        NLL(T) = mean_i [ y_i ln(1 + e^{-z_i/T}) + (1 - y_i) ln(1 + e^{z_i/T}) ],  z_i = logit(p_i),
+
+    found by scipy.optimize.minimize_scalar over log T (bounded method, log T in [ln 1e-3, ln 1e3]).
+    p is clipped to [1e-12, 1 - 1e-12] before the logit."""
+
+    LOG_T_BOUNDS = (float(np.log(1e-3)), float(np.log(1e3)))
+
+    def fit(self, p, y) -> "TemperatureScaling":
+        p, y = _fit_inputs(p, y)
+        z = self._logit(p)
+
+        def nll(log_t: float) -> float:
+            s = z / np.exp(log_t)
+            return float(np.mean(y * np.logaddexp(0.0, -s) + (1 - y) * np.logaddexp(0.0, s)))
+
+        res = minimize_scalar(nll, bounds=self.LOG_T_BOUNDS, method="bounded", options={"xatol": 1e-10})
+        self.temperature_ = float(np.exp(res.x))
+        return self
+
+    @staticmethod
+    def _logit(p) -> np.ndarray:
+        return logit(np.clip(_as_prob(p), PROB_EPS, 1 - PROB_EPS))
+
+    def predict(self, p) -> np.ndarray:
+        return expit(self._logit(p) / self.temperature_)
+
+
+class IsotonicCalibration:
+    """Isotonic regression (Zadrozny & Elkan 2002, "Transforming Classifier Scores into Accurate Multiclass
+    Probability Estimates"): the non-decreasing step map minimizing squared error, sklearn IsotonicRegression with
+    out_of_bounds="clip" and outputs in [0, 1]."""
+
+    def fit(self, p, y) -> "IsotonicCalibration":
+        p, y = _fit_inputs(p, y)
+        self.model_ = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(p, y)
+        return self
+
+    def predict(self, p) -> np.ndarray:
+        return np.asarray(self.model_.predict(_as_prob(p)), dtype=float)
+
+
+CALIBRATORS: dict[str, type] = {
+    "beta_abm": BetaCalibration,
+    "isotonic": IsotonicCalibration,
+    "platt": PlattScaling,
+    "temperature": TemperatureScaling,
+}
+
+
+def evaluate_calibrators(p_male, gold, n_val: int | None = None, seed: int = 0, n_bins: int = 10,
+                         calibrators: Sequence[str] = tuple(CALIBRATORS)) -> list[dict]:
+    """Fit each calibrator of the male-class probability on the seeded validation split (split_indices) and compare
+    on the held-out items before / after: top-label ECE with equal-width bins, accuracy (= human alignment of the
+    predicted label) and gold-label Brier. One dict per calibrator."""
+    p, gold = _pair(p_male, gold, "p_male", "gold")
+    val, test = split_indices(p.size, n_val, seed)
+    before_ece = top_label_ece(p[test], gold[test], n_bins).value
+    before_acc, before_brier = human_alignment(p[test], gold[test]), brier_gold(p[test], gold[test])
+    rows = []
+    for name in calibrators:
+        q = CALIBRATORS[name]().fit(p[val], gold[val]).predict(p[test])
+        rows.append({"calibrator": name, "confidence": TOP_LABEL, "binning": EQUAL_WIDTH, "n_bins": n_bins,
+                     "n_val": int(val.size), "n_test": int(test.size), "seed": seed,
+                     "ece_before": before_ece, "ece_after": top_label_ece(q, gold[test], n_bins).value,
+                     "accuracy_before": before_acc, "accuracy_after": human_alignment(q, gold[test]),
+                     "brier_before": before_brier, "brier_after": brier_gold(q, gold[test])})
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# sample-size ablation
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def sample_size_ablation(conf, correct, sizes: Sequence[int] = (50, 100, 150, 250, 500), repeats: int = 100,
+                         seed: int = 0, n_bins: int = 10, binning: str = EQUAL_WIDTH,
+                         confidence: str = TOP_LABEL) -> list[dict]:
+    """For each size n <= N: draw ``repeats`` subsets of n items without replacement (one seeded Generator for the
+    whole ablation) and report the mean and sample standard deviation (ddof = 1) of the ECE over the subsets.
+    Sizes larger than N are skipped. ``conf`` / ``correct`` are the arrays the ECE bins; ``confidence`` names them
+    (top-label by default, "male_class" for p_male against gold)."""
+    conf, correct = _pair(conf, correct, "conf", "correct")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for size in sizes:
+        if size > conf.size or size < 1:
+            continue
+        values = np.array([ece(conf[idx], correct[idx], n_bins, binning, confidence).value
+                           for idx in (rng.choice(conf.size, size=size, replace=False) for _ in range(repeats))])
+        rows.append({"size": int(size), "repeats": int(repeats), "confidence": confidence, "binning": binning,
+                     "n_bins": n_bins,
+                     "ece_mean": float(values.mean()),
+                     "ece_std": float(values.std(ddof=1)) if repeats > 1 else 0.0})
+    return rows

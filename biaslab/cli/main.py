@@ -24,7 +24,25 @@ def biaslab() -> None:
 
 @click.group("warehouse", cls=Group)
 def warehouse_group() -> None:
-    """Warehouse maintenance: schema migration."""
+    """Warehouse maintenance: schema migration, shard merging, integrity checks."""
+
+
+@warehouse_group.command("merge")
+@click.argument("folder", type=click.Path(file_okay=False, exists=True))
+@db_option
+def merge_command(folder: str, db: str) -> None:
+    """Merge the shard warehouses in FOLDER (from `runners collect --shard i/n --out-shard FOLDER`) into --db.
+
+    Idempotent: merging again adds nothing. Shards of different models, protocols or protocol versions are refused.
+    On a cluster: run one job per shard (e.g. a job array with --shard $TASK_ID/N and a shared --out-shard folder),
+    then merge once, from one process.
+    """
+    from pathlib import Path
+
+    from ..warehouse.merge import merge_shards
+
+    added = merge_shards(Path(folder), Path(db))
+    click.echo(", ".join(f"{t} +{n}" for t, n in added.items() if n) or "nothing new")
 
 
 @warehouse_group.command("migrate")

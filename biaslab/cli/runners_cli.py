@@ -56,11 +56,16 @@ def runners() -> None:
 @click.option("--subset", default=None, help="Dataset subset (loader option), e.g. type2 for winobias.")
 @click.option("--pronouns", default=None, help="Pronoun families (loader option), e.g. all for tango.")
 @click.option("--option", "-o", "extra", multiple=True, metavar="KEY=VALUE", help="Other loader option (repeatable).")
+@click.option("--shard", default=None, metavar="I/N",
+              help="Collect only shard I (0-based) of N: stimuli whose content hash is I modulo N.")
+@click.option("--out-shard", default=None, type=click.Path(file_okay=False),
+              help="With --shard: write this shard's own warehouse file into this folder (merge them later with "
+                   "`biaslab warehouse merge FOLDER --db ...`).")
 @db_option
 @data_dir_option
 def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, max_tokens, chunk_size, mode,
                     samples, seed, temperature, top_k, top_p, max_new_tokens, k_store, prompt_batch, prompt, subset,
-                    pronouns, extra, db, data_dir) -> None:
+                    pronouns, extra, shard, out_shard, db, data_dir) -> None:
     """Collect raw evidence for DATASET with MODEL into the warehouse.
 
     Loads the dataset's stimuli (from --data-dir / $BIASLAB_DATA, or those already stored), skips requests this
@@ -83,7 +88,8 @@ def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, 
                            db=db, data_dir=data_dir, limit=limit, pll=pll, max_tokens=max_tokens,
                            chunk_size=chunk_size, loader_options=options, mode=mode, samples=samples, seed=seed,
                            temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
-                           k_store=k_store, prompt=prompt, prompt_batch=prompt_batch)
+                           k_store=k_store, prompt=prompt, prompt_batch=prompt_batch,
+                           shard=shard, out_shard=out_shard)
     config.validate()
     started = time.perf_counter()
     bar, factory = progress_bar(f"{dataset} / {model}")

@@ -19,7 +19,7 @@ from ..loaders.errors import DataError
 from ..schema import Stimulus
 from ..warehouse import Warehouse
 from .loading import model_row, prepare_model
-from .requests import score_requests
+from .requests import SCORING_VERSION, score_requests
 from .score_collect import collect_scores, pending_requests
 
 #: protocols each dataset supports; the first is the default.
@@ -66,6 +66,8 @@ class CollectConfig:
     k_store: int = 64
     prompt: str = "forced_choice_v1"
     prompt_batch: int = 1
+    shard: str | None = None          # "i/n": this job collects shard i (0-based) of n
+    out_shard: str | None = None      # folder for shard warehouses (then --db is not used)
 
     def validate(self) -> None:
         """Refuse absurd parameters before any model is loaded."""
@@ -80,6 +82,10 @@ class CollectConfig:
             raise ValueError(f"--pll must be one of {PLL_SCHEMES}, got {self.pll!r}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"--limit must be at least 1, got {self.limit}")
+        if (self.shard is None) != (self.out_shard is None):
+            raise ValueError("--shard i/n and --out-shard DIR go together")
+        if self.shard is not None:
+            self.shard_position()
         if self.max_tokens < 8 or self.chunk_size < 1 or self.prompt_batch < 1:
             raise ValueError("--batch-tokens must be at least 8, --chunk-size and --prompt-batch at least 1")
         if self.protocol == "choice":
@@ -100,10 +106,36 @@ class CollectConfig:
 
             PromptSpec.load(self.prompt)
 
+    def shard_position(self) -> tuple[int, int]:
+        """(index, count) from "i/n", 0 <= i < n."""
+        try:
+            index, count = (int(x) for x in str(self.shard).split("/"))
+        except ValueError:
+            raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {self.shard!r}") from None
+        if not (count >= 1 and 0 <= index < count):
+            raise ValueError(f"--shard {self.shard}: need 0 <= i < n")
+        return index, count
+
+    def database(self) -> Path:
+        """The warehouse this collection writes: --db, or the shard's own file in --out-shard."""
+        if self.out_shard is None:
+            return Path(self.db)
+        index, count = self.shard_position()
+        return Path(self.out_shard) / f"shard-{index:04d}-of-{count:04d}.duckdb"
+
     def sampling_params(self):
         from .sampling import SamplingParams
 
         return SamplingParams(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
+
+
+def shard_of(stimulus_id: str, count: int) -> int:
+    """Shard of a stimulus: its content hash modulo the shard count (stable across machines and runs)."""
+    return int(stimulus_id, 16) % count
+
+
+def shard_stimuli(stimuli: list[Stimulus], index: int, count: int) -> list[Stimulus]:
+    return [s for s in stimuli if shard_of(s.stimulus_id, count) == index]
 
 
 def stimuli_from_warehouse(wh: Warehouse, dataset: str) -> list[Stimulus]:
@@ -157,11 +189,14 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     The weights are loaded only when some request is pending.
     """
     config.validate()
-    db_path = Path(config.db)
-    with Warehouse.open(db_path) as wh:
+    with Warehouse.open(config.database()) as wh:
         stimuli = dataset_stimuli(wh, config)
         if config.limit is not None:
             stimuli = stimuli[: config.limit]
+        if not stimuli:
+            raise ValueError(f"dataset {config.dataset}: no stimuli to collect")
+        if config.shard is not None:
+            stimuli = shard_stimuli(stimuli, *config.shard_position())
         prepared = loaded if loaded is not None else prepare_model(
             config.model, dtype=config.dtype, quant=config.quant, device=config.device)
         if config.protocol == "choice":
@@ -172,7 +207,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         todo = pending_requests(wh, prepared.model_key, requests)
         if todo and loaded is None:
             loaded = prepared.load()
-        run_id = _start_run(wh, config, prepared, {"scheme": scheme})
+        run_id = _start_run(wh, config, prepared, {"scheme": scheme, "protocol_version": f"{SCORING_VERSION}:{scheme}"})
         advance = progress(len(requests), len(requests) - len(todo)) if progress else None
         with _finishing(wh, run_id) as stats:
             stats["added"] = collect_scores(wh, loaded, todo, chunk_size=config.chunk_size,
@@ -182,10 +217,24 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
 
 def _start_run(wh: Warehouse, config: CollectConfig, prepared, extra: dict[str, Any],
                generation_config: dict[str, Any] | None = None) -> str:
+    if config.shard is not None:
+        _stamp_shard(wh, config, prepared.model_key, extra)
     params = {k: v for k, v in vars(config).items() if k != "db"}
     return wh.start_run(f"runners collect --dataset {config.dataset}", {**params, **extra},
                         generation_config=generation_config, device=str(prepared.device),
                         model_key=prepared.model_key)
+
+
+def _stamp_shard(wh: Warehouse, config: CollectConfig, model_key: str, extra: dict[str, Any]) -> None:
+    """Record what a shard file holds, so that `biaslab warehouse merge` can refuse mixed shards."""
+    index, count = config.shard_position()
+    identity = {"dataset": config.dataset, "protocol": config.protocol, "model_key": model_key,
+                "protocol_version": extra.get("protocol_version"), "count": count, "index": index,
+                "limit": config.limit}
+    previous = wh.get_meta("shard")
+    if previous is not None and json.loads(previous) != identity:
+        raise ValueError(f"{wh.path} already holds shard {previous}; use another --out-shard folder")
+    wh.set_meta("shard", json.dumps(identity, sort_keys=True))
 
 
 @contextmanager
@@ -229,7 +278,10 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
     generation = {"do_sample": True, "temperature": params.temperature, "top_k": params.top_k,
                   "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "repetition_penalty": 1.0,
                   "mode": config.mode, "prompt_version": spec.version}
-    run_id = _start_run(wh, config, prepared, {}, generation_config=generation)
+    version = f"{spec.version}:{json.dumps(render_params, sort_keys=True)}"
+    if config.mode == "sample":
+        version += f":seed={config.seed}:T={params.temperature}:k={params.top_k}:p={params.top_p}"
+    run_id = _start_run(wh, config, prepared, {"protocol_version": version}, generation_config=generation)
     advance = progress(len(requests), len(requests) - len(todo)) if progress else None
     with _finishing(wh, run_id) as stats:
         if config.mode == "exact":

@@ -55,6 +55,30 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def _holder(pid: int) -> str:
+    """The command line of process `pid`, where the system tells."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return " ".join(raw.split())
+    except OSError:
+        return ""
+
+
+def _lock_message(path: Path, error: str, read_only: bool) -> str:
+    """One-line explanation of a DuckDB lock conflict: who holds the file and what to do."""
+    import re
+
+    match = re.search(r"Conflicting lock is held in (.*?) \(PID (\d+)\)", error)
+    if not match:
+        return f"cannot open {path}: {error.splitlines()[0]}"
+    pid = int(match.group(2))
+    command = _holder(pid) or match.group(1)
+    what = "read it" if read_only else "write to it"
+    return (f"{path} is open for writing by another process (PID {pid}: {command[:120]}); DuckDB allows one writer "
+            f"and no readers meanwhile, so this process cannot {what}. Wait for that process to finish, or "
+            f"collect into another --db and merge it later with `biaslab warehouse merge`")
+
+
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     """Schema version recorded in `meta` (0 for an empty database)."""
     has_meta = con.execute(
@@ -90,7 +114,7 @@ class Warehouse:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
-            raise WarehouseError(f"cannot open {path}: {str(exc).splitlines()[0]}") from None
+            raise WarehouseError(_lock_message(path, str(exc), read_only)) from None
         except duckdb.Error as exc:
             raise WarehouseError(f"{path} is not a DuckDB warehouse: {str(exc).splitlines()[0]}") from None
         wh = cls(con, path, read_only)
@@ -228,6 +252,16 @@ class Warehouse:
                     self._insert_new(child, child_data, TABLE_KEYS[child], only_keys=("_new_keys", keys))
             self.con.execute("DROP TABLE _new_keys")
         return added
+
+    # ------------------------------------------------------------------ meta
+    def get_meta(self, key: str) -> str | None:
+        row = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self.con.execute("DELETE FROM meta WHERE key = ?", [key])
+            self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
     # ------------------------------------------------------------------ provenance
     def start_run(self, command: str, params: Mapping[str, Any] | None = None, *,

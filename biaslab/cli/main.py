@@ -45,6 +45,21 @@ def merge_command(folder: str, db: str) -> None:
     click.echo(", ".join(f"{t} +{n}" for t, n in added.items() if n) or "nothing new")
 
 
+@warehouse_group.command("check")
+@db_option
+@click.option("--verbose", "-v", is_flag=True, help="Also list the checks that passed.")
+def check_command(db: str, verbose: bool) -> None:
+    """Check a warehouse: schema version, duplicate identity keys, orphan rows (children without parents, results
+    without stimuli or models), runs left unfinished. Exit status 1 when a problem is found."""
+    from ..warehouse.check import check_warehouse, format_findings, ok
+
+    with Warehouse.open(db, read_only=True) as wh:
+        findings = check_warehouse(wh)
+    click.echo(format_findings(findings, verbose=verbose))
+    if not ok(findings):
+        raise SystemExit(1)
+
+
 @warehouse_group.command("migrate")
 @db_option
 def migrate_command(db: str) -> None:

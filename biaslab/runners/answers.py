@@ -1,7 +1,9 @@
 """The forced-choice answer parser, shared by sample mode and exact mode so both count the same event.
 
-Parsing (DESIGN.md section 6): the generated text after the prefill is read up to the closing quote (or to the end
-of generation when no quote comes); the answer is valid when, trimmed, it equals one of the options ignoring case.
+Parsing (DESIGN.md section 6): the generated text after the prefill is read up to the closing quote (one character;
+or to the end of generation when no quote comes); the answer is valid when, trimmed, it equals one of the options
+ignoring case (Unicode case folding). A partial text ending in U+FFFD (a multi-byte character split across tokens)
+stays live in exact mode until generation ends.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ class AnswerParser:
     closing: str = "'"
 
     def __post_init__(self) -> None:
-        lowered = [o.strip().lower() for o in self.options]
+        if len(self.closing) != 1:
+            raise ValueError(f"the closing quote must be one character, got {self.closing!r}")
+        lowered = [o.strip().casefold() for o in self.options]
         if len(set(lowered)) != len(lowered) or not all(lowered):
             raise ValueError(f"options must be distinct and non-empty ignoring case: {self.options}")
 
@@ -31,7 +35,7 @@ class AnswerParser:
         """(answer text, the matching option or None)."""
         answer = text.split(self.closing, 1)[0].strip()
         for option in self.options:
-            if answer.lower() == option.strip().lower():
+            if answer.casefold() == option.strip().casefold():
                 return answer, option
         return answer, None
 
@@ -44,9 +48,11 @@ class AnswerParser:
         if ended or self.closing in text:
             _, option = self.parse(text)
             return ("valid", option) if option is not None else ("invalid", None)
-        partial = text.lstrip().lower()
+        if text.endswith("\ufffd"):  # a multi-byte character split across tokens: the next token may complete it
+            return "live", None
+        partial = text.lstrip().casefold()
         for option in self.options:
-            target = option.strip().lower()
+            target = option.strip().casefold()
             if target.startswith(partial):
                 return "live", None
             if partial.startswith(target) and partial[len(target):].strip() == "":

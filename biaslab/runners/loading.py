@@ -22,14 +22,10 @@ MASKED_MODEL_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deb
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 
 
-@dataclass
-class LoadedModel:
-    """A model ready to run, with the spec that identifies its outputs."""
+class _Identified:
+    """Identity shared by prepared and loaded models: both carry the ModelSpec that keys their outputs."""
 
-    model: Any
-    tokenizer: Any
     spec: ModelSpec
-    device: torch.device
 
     @property
     def model_key(self) -> str:
@@ -38,6 +34,16 @@ class LoadedModel:
     @property
     def kind(self) -> str:
         return self.spec.kind
+
+
+@dataclass
+class LoadedModel(_Identified):
+    """A model ready to run, with the spec that identifies its outputs."""
+
+    model: Any
+    tokenizer: Any
+    spec: ModelSpec
+    device: torch.device
 
 
 
@@ -108,7 +114,7 @@ def detect_kind(config: Any) -> str:
 
 
 @dataclass
-class PreparedModel:
+class PreparedModel(_Identified):
     """Tokenizer and identity of a model whose weights are not loaded yet (enough to find pending work)."""
 
     folder: str
@@ -116,10 +122,6 @@ class PreparedModel:
     tokenizer: Any
     spec: ModelSpec
     device: torch.device
-
-    @property
-    def model_key(self) -> str:
-        return self.spec.model_key
 
     def load(self) -> LoadedModel:
         """Load the weights onto the device, in eval mode."""

@@ -1,0 +1,200 @@
+"""Integrity checks of a warehouse (`biaslab warehouse check`): schema version, duplicate identity keys, orphan
+rows, results pointing at unknown stimuli or models, and runs left unfinished.
+
+Every check is a read-only SELECT, so it works on a warehouse opened with `read_only=True` (or on a bare DuckDB
+connection to a warehouse that `Warehouse.open` refuses, e.g. one written by an older biaslab).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import duckdb
+
+from . import ddl
+from .store import TABLE_KEYS, schema_version
+
+Status = Literal["ok", "problem"]
+
+#: (child table, parent table, join columns): child rows that need a parent row with the same columns.
+PARENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("token_scores", "sequence_scores", ("model_key", "request_id")),
+    ("choice_nodes", "choice_requests", ("model_key", "request_id")),
+    ("choice_edges", "choice_requests", ("model_key", "request_id")),
+    ("choice_probs", "choice_requests", ("model_key", "request_id")),
+)
+
+#: Tables whose rows name a stimulus (`stimulus_id`) that must be in `stimuli`.
+STIMULUS_TABLES: tuple[str, ...] = ("sequence_scores", "choice_requests", "samples")
+
+#: Result tables: every row names a model (`model_key`) that must be in `models`.
+RESULT_TABLES: tuple[str, ...] = (
+    "sequence_scores", "token_scores", "choice_requests", "choice_nodes", "choice_edges", "choice_probs", "samples",
+)
+
+_EXAMPLES = 3  # keys / runs quoted in a finding's detail
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Outcome of one check on one table: `count` is the number of problems found (0 when ok)."""
+
+    check: str
+    table: str | None
+    status: Status
+    count: int
+    detail: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _finding(check: str, table: str | None, count: int, ok_detail: str, problem_detail: str) -> Finding:
+    if count:
+        return Finding(check, table, "problem", int(count), problem_detail)
+    return Finding(check, table, "ok", 0, ok_detail)
+
+
+def _connection(wh) -> duckdb.DuckDBPyConnection:
+    return wh.con if hasattr(wh, "con") else wh
+
+
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'BASE TABLE'"
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _fmt_key(values: Sequence) -> str:
+    return "(" + ", ".join(repr(v) for v in values) + ")" if len(values) > 1 else repr(values[0])
+
+
+def _check_schema(con, present: set[str]) -> Finding:
+    found, supported = schema_version(con), ddl.current_version()
+    missing = sorted(t for t in TABLE_KEYS if t not in present)
+    if found == supported and not missing:
+        return Finding("schema_version", "meta", "ok", 0, f"schema version {found} (current)")
+    parts = []
+    if found > supported:
+        parts.append(f"schema version {found} is newer than this biaslab ({supported}): upgrade biaslab")
+    elif found < supported:
+        parts.append(f"schema version {found}, this biaslab writes {supported}: run `biaslab warehouse migrate`")
+    else:
+        parts.append(f"schema version {found} (current)")
+    if missing:
+        parts.append(f"missing table(s): {', '.join(missing)}")
+    return Finding("schema_version", "meta", "problem", max(1, len(missing)), "; ".join(parts))
+
+
+def _check_duplicates(con, table: str, keys: Sequence[str]) -> Finding:
+    key_list = ", ".join(keys)
+    n_keys, n_extra = con.execute(
+        f"SELECT count(*), coalesce(sum(n - 1), 0) FROM "
+        f"(SELECT count(*) AS n FROM {table} GROUP BY {key_list} HAVING count(*) > 1)"
+    ).fetchone()
+    if not n_keys:
+        return _finding("duplicate_keys", table, 0, f"no duplicate ({key_list})", "")
+    examples = con.execute(
+        f"SELECT {key_list} FROM {table} GROUP BY {key_list} HAVING count(*) > 1 ORDER BY {key_list} "
+        f"LIMIT {_EXAMPLES}"
+    ).fetchall()
+    shown = "; ".join(_fmt_key(e) for e in examples)
+    return _finding("duplicate_keys", table, n_keys, "",
+                    f"{n_keys} key(s) ({key_list}) stored more than once, {n_extra} extra row(s); e.g. {shown}")
+
+
+def _check_orphans(con, child: str, parent: str, cols: Sequence[str]) -> Finding:
+    col_list = ", ".join(cols)
+    n_rows, n_parents = con.execute(
+        f"SELECT count(*), count(DISTINCT ({col_list})) FROM {child} ANTI JOIN {parent} USING ({col_list})"
+    ).fetchone()
+    if not n_rows:
+        return _finding("orphan_rows", child, 0, f"every row has its {parent} parent", "")
+    examples = con.execute(
+        f"SELECT DISTINCT {col_list} FROM {child} ANTI JOIN {parent} USING ({col_list}) ORDER BY {col_list} "
+        f"LIMIT {_EXAMPLES}"
+    ).fetchall()
+    shown = "; ".join(_fmt_key(e) for e in examples)
+    return _finding("orphan_rows", child, n_rows, "",
+                    f"{n_rows} row(s) without their {parent} parent ({n_parents} missing ({col_list})); e.g. {shown}")
+
+
+def _check_reference(con, check: str, table: str, column: str, target: str) -> Finding:
+    n_rows, n_values = con.execute(
+        f"SELECT count(*), count(DISTINCT {column}) FROM {table} AS t "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {target} AS r WHERE r.{column} = t.{column})"
+    ).fetchone()
+    if not n_rows:
+        return _finding(check, table, 0, f"every {column} is in {target}", "")
+    examples = con.execute(
+        f"SELECT DISTINCT {column} FROM {table} AS t "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {target} AS r WHERE r.{column} = t.{column}) ORDER BY 1 LIMIT {_EXAMPLES}"
+    ).fetchall()
+    shown = ", ".join(repr(e[0]) for e in examples)
+    return _finding(check, table, n_rows, "",
+                    f"{n_rows} row(s) name {n_values} {column}(s) not in {target}; e.g. {shown}")
+
+
+def _check_unfinished_runs(con) -> Finding:
+    rows = con.execute(
+        "SELECT run_id, command, started_at FROM runs WHERE status = 'running' ORDER BY started_at, run_id"
+    ).fetchall()
+    if not rows:
+        return _finding("unfinished_runs", "runs", 0, "no run left running", "")
+    shown = "; ".join(f"{run_id} `{command}` started {started}" for run_id, command, started in rows[:_EXAMPLES])
+    more = f"; and {len(rows) - _EXAMPLES} more" if len(rows) > _EXAMPLES else ""
+    return _finding("unfinished_runs", "runs", len(rows), "",
+                    f"{len(rows)} run(s) still marked 'running' (interrupted, or in progress elsewhere): "
+                    f"{shown}{more}")
+
+
+def check_warehouse(wh) -> list[Finding]:
+    """Run every integrity check on `wh` (a `Warehouse` or a DuckDB connection); read-only.
+
+    Checks on a table that does not exist are skipped (the schema-version finding names missing tables).
+    """
+    con = _connection(wh)
+    present = _tables(con)
+    findings = [_check_schema(con, present)]
+    for table, keys in TABLE_KEYS.items():
+        if table in present:
+            findings.append(_check_duplicates(con, table, keys))
+    for child, parent, cols in PARENTS:
+        if child in present and parent in present:
+            findings.append(_check_orphans(con, child, parent, cols))
+    if "stimuli" in present:
+        for table in STIMULUS_TABLES:
+            if table in present:
+                findings.append(_check_reference(con, "unknown_stimulus", table, "stimulus_id", "stimuli"))
+    if "models" in present:
+        for table in RESULT_TABLES:
+            if table in present:
+                findings.append(_check_reference(con, "unknown_model", table, "model_key", "models"))
+    if "runs" in present:
+        findings.append(_check_unfinished_runs(con))
+    return findings
+
+
+def ok(findings: Sequence[Finding]) -> bool:
+    """True when no finding is a problem."""
+    return all(f.status == "ok" for f in findings)
+
+
+def format_findings(findings: Sequence[Finding], *, verbose: bool = False) -> str:
+    """Plain-text summary: one line per problem (every finding with `verbose`), then a totals line."""
+    lines = []
+    for f in findings:
+        if f.status == "ok" and not verbose:
+            continue
+        where = f" {f.table}" if f.table else ""
+        lines.append(f"{f.status.upper():7} {f.check}{where}: {f.detail}")
+    problems = [f for f in findings if f.status != "ok"]
+    if problems:
+        lines.append(f"{len(problems)} problem(s) in {len(findings)} check(s)")
+    else:
+        lines.append(f"all {len(findings)} check(s) ok")
+    return "\n".join(lines)

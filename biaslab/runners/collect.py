@@ -20,7 +20,7 @@ from ..schema import Stimulus
 from ..warehouse import Warehouse
 from .loading import model_row, prepare_model
 from .requests import SCORING_VERSION, score_requests
-from .score_collect import collect_scores, pending_requests
+from .score_collect import collect_scores, pending_chunks, pending_requests
 
 #: protocols each dataset supports; the first is the default.
 SCORING_DATASETS = ("negation-examples", "negation", "misgendered", "ruff", "winobias", "gece-winobias",
@@ -210,8 +210,9 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         run_id = _start_run(wh, config, prepared, {"scheme": scheme, "protocol_version": f"{SCORING_VERSION}:{scheme}"})
         advance = progress(len(requests), len(requests) - len(todo)) if progress else None
         with _finishing(wh, run_id) as stats:
-            stats["added"] = collect_scores(wh, loaded, todo, chunk_size=config.chunk_size,
-                                            max_tokens=config.max_tokens, run_id=run_id, on_progress=advance)
+            chunks = pending_chunks(requests, todo, config.chunk_size)
+            stats["added"] = collect_scores(wh, loaded, chunks, max_tokens=config.max_tokens, run_id=run_id,
+                                            on_progress=advance)
         return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(todo), stats["added"])
 
 

@@ -106,14 +106,31 @@ def _crash_point() -> tuple[int, str] | None:
     return int(count), where or "committed"
 
 
-def collect_scores(wh: Warehouse, loaded: LoadedModel, requests: Sequence[ScoreRequest], *, chunk_size: int = 256,
+def pending_chunks(requests: Sequence[ScoreRequest], pending: Sequence[ScoreRequest],
+                   chunk_size: int) -> list[tuple[list[ScoreRequest], int]]:
+    """Chunks of the FULL request list that still hold pending work, with their number of pending requests.
+
+    Chunk boundaries do not depend on what is already stored, and a chunk is committed all at once, so a resumed
+    collection computes every chunk with exactly the batch composition of an uninterrupted one: the stored numbers
+    are the same bit for bit, not just close (batch composition changes float results at the 1e-5 level).
+    """
+    todo = {r.request_id for r in pending}
+    chunks = []
+    for start in range(0, len(requests), chunk_size):
+        chunk = list(requests[start:start + chunk_size])
+        waiting = sum(r.request_id in todo for r in chunk)
+        if waiting:
+            chunks.append((chunk, waiting))
+    return chunks
+
+
+def collect_scores(wh: Warehouse, loaded: LoadedModel, chunks: Sequence[tuple[list[ScoreRequest], int]], *,
                    max_tokens: int = 4096, run_id: str | None = None,
                    on_progress: Callable[[int], None] | None = None) -> int:
-    """Score and store the pending requests; returns sequence rows added."""
+    """Score and store the chunks from `pending_chunks`; returns sequence rows added."""
     added = 0
     crash = _crash_point()
-    for number, start in enumerate(range(0, len(requests), chunk_size)):
-        chunk = requests[start:start + chunk_size]
+    for number, (chunk, waiting) in enumerate(chunks):
         seq, tokens = score_chunk(loaded, chunk, max_tokens=max_tokens)
         seq = seq.append_column("run_id", pa.array([run_id] * seq.num_rows, pa.string()))
         if crash == (number, "scored"):
@@ -122,5 +139,5 @@ def collect_scores(wh: Warehouse, loaded: LoadedModel, requests: Sequence[ScoreR
         if crash == (number + 1, "committed"):
             os.kill(os.getpid(), signal.SIGKILL)
         if on_progress:
-            on_progress(len(chunk))
+            on_progress(waiting)
     return added

@@ -171,6 +171,9 @@ def prepare_model(name: str, *, dtype: str | None = None, quant: str = "none", d
         if not weights:
             raise ValueError(f"--model: folder {path} holds no weights ({', '.join(_WEIGHT_SUFFIXES)})")
         revision = files_sha256(weights)
+    elif name.startswith(("/", ".", "~")) or Path(name).suffix in _WEIGHT_SUFFIXES:
+        raise ValueError(f"--model: no model folder or file at {name} (and it is not a built-in alias: "
+                         f"{', '.join(sorted(ALIASES))})")
     else:
         folder = source = name  # hub id: needs a reachable hub
     if quant == "nf4":

@@ -69,6 +69,16 @@ def test_limit_zero_and_unknown_dataset_fail_before_loading_a_model(tmp_path):
                                           "--db", str(tmp_path / "w.duckdb")])
     assert result.exit_code != 0 and "--limit must be at least 1" in result.output
     assert not (tmp_path / "w.duckdb").exists()
+    result = CliRunner().invoke(runners, ["collect", "--dataset", "nope", "--model", str(tmp_path / "no-model"),
+                                          "--db", str(tmp_path / "w.duckdb")])
+    assert result.exit_code != 0 and len(result.output.strip().splitlines()) == 1
+
+
+def test_unknown_model_path_is_a_one_line_error():
+    from biaslab.runners.loading import prepare_model
+
+    with pytest.raises(ValueError, match="no model folder or file at /no/such/model"):
+        prepare_model("/no/such/model")
 
 
 def _collect_cmd(db, model_dir, data_dir) -> list[str]:

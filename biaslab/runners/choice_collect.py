@@ -155,18 +155,20 @@ def pending_samples(wh: Warehouse, model_key: str, requests: Sequence[ChoiceRequ
     return out
 
 
-def collect_samples(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], spec: PromptSpec, *,
-                    params: SamplingParams, samples: int, seed: int, rows_per_batch: int, run_id: str | None,
+def collect_samples(wh: Warehouse, loaded, pending: Sequence[tuple[ChoiceRequest, list[int]]],
+                    seeds: dict[tuple[str, int], int], spec: PromptSpec, *, params: SamplingParams,
+                    rows_per_batch: int, run_id: str | None,
                     on_progress: Callable[[int], None] | None = None) -> int:
-    """Draw the missing samples of every request (prompt encoded once, its cache repeated per sample)."""
+    """Draw the missing samples (`pending` from `pending_samples`, with their `seeds`): each prompt is encoded once
+    and its cache shared by its samples."""
     model, tok = loaded.model, loaded.tokenizer
     stops = stop_token_ids(model, tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
     key = loaded.model_key
-    seeds = {(r.request_id, i): sample_seed(seed, r.request_id, i) for r in requests for i in range(samples)}
     added = 0
-    wh.append("choice_requests", _request_rows(key, requests, "sample", spec, params.max_new_tokens, None, run_id))
-    for req, todo in pending_samples(wh, key, requests, samples, seeds, params):
+    wh.append("choice_requests", _request_rows(key, [r for r, _ in pending], "sample", spec, params.max_new_tokens,
+                                               None, run_id))
+    for req, todo in pending:
         state = encode_prompts(model, [req.prompt_ids], pad)
         parser = AnswerParser(req.options, spec.closing)
         for start in range(0, len(todo), rows_per_batch):

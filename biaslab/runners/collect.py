@@ -273,7 +273,8 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
 
         seeds = {(r.request_id, i): sample_seed(config.seed, r.request_id, i)
                  for r in requests for i in range(config.samples)}
-        todo = [r for r, _ in pending_samples(wh, prepared.model_key, requests, config.samples, seeds, params)]
+        pending = pending_samples(wh, prepared.model_key, requests, config.samples, seeds, params)
+        todo = [r for r, _ in pending]
     if todo and loaded is None:
         loaded = prepared.load()
     generation = {"do_sample": True, "temperature": params.temperature, "top_k": params.top_k,
@@ -291,7 +292,6 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
                                            prompt_batch=config.prompt_batch,
                                            on_progress=advance)
         else:
-            stats["added"] = collect_samples(wh, loaded, todo, spec, params=params, samples=config.samples,
-                                             seed=config.seed, rows_per_batch=256, run_id=run_id,
-                                             on_progress=advance)
+            stats["added"] = collect_samples(wh, loaded, pending, seeds, spec, params=params, rows_per_batch=256,
+                                             run_id=run_id, on_progress=advance)
     return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(todo), stats["added"])

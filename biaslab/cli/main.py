@@ -39,10 +39,15 @@ def merge_command(folder: str, db: str) -> None:
     """
     from pathlib import Path
 
-    from ..warehouse.merge import merge_shards
+    from ..warehouse.merge import merge_shards, read_shards
 
+    shards = read_shards(Path(folder))
+    count = shards[0].identity["count"]
+    missing = sorted(set(range(count)) - {s.identity["index"] for s in shards})
     added = merge_shards(Path(folder), Path(db))
     click.echo(", ".join(f"{t} +{n}" for t, n in added.items() if n) or "nothing new")
+    if missing:
+        click.echo(f"note: {len(shards)} of {count} shards merged; missing shard(s) {missing} (merge again later)")
 
 
 @warehouse_group.command("check")

@@ -18,7 +18,8 @@ from ..warehouse import Warehouse
 from .cbd import VARIANTS, cbd
 from .information import bernoulli_kl_bits, plugin_mutual_information_bits
 
-SETTING = ["model_key", "mode", "temperature", "top_k", "top_p"]
+#: One collection setting: everything that makes two sets of evidence for the same stimuli different.
+SETTING = ["model_key", "mode", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens"]
 CONTEXTS = ["unprimed", "primed_f", "primed_m", "null_1", "null_2"]
 COMPARED = ["primed_f", "primed_m", "null_1", "null_2"]
 CONTEXT_GROUPS = {"unprimed": ["unprimed"], "primed": ["primed_f", "primed_m"], "null": ["null_1", "null_2"]}
@@ -100,22 +101,36 @@ def _features(frame: pd.DataFrame, group: str) -> dict[str, tuple[np.ndarray, bo
     return feats
 
 
-def _mi_knn_bits(x: np.ndarray, y: np.ndarray, discrete: bool, seed: int) -> float:
+#: The k-nearest-neighbour estimator for the continuous feature runs on at most this many measurements (a seeded
+#: subsample): its cost grows like n log n per call, and the bootstrap calls it many times.
+MAX_KNN_MEASUREMENTS = 5_000
+
+
+def _mi_sklearn_bits(x: np.ndarray, y: np.ndarray, discrete: bool, seed: int) -> float:
+    """scikit-learn's mutual_info_classif (n_neighbors=3) for one feature, in bits."""
     from sklearn.feature_selection import mutual_info_classif
 
-    if discrete:
-        _, codes = np.unique(x, return_inverse=True)
-        x = codes
     value = mutual_info_classif(np.asarray(x, dtype=float).reshape(-1, 1), y, discrete_features=[discrete],
                                 n_neighbors=3, random_state=seed)[0]
     return float(value / np.log(2))
 
 
+def _mi_counts_bits(codes: np.ndarray, y: np.ndarray) -> float:
+    """Plug-in mutual information of two discrete codings from their contingency table, in bits (the value
+    scikit-learn computes for discrete features, without its per-call overhead; used inside the bootstrap)."""
+    table = np.bincount(codes * 2 + y, minlength=2 * (codes.max() + 1)).reshape(-1, 2).astype(float)
+    joint = table / table.sum()
+    px, py = joint.sum(1, keepdims=True), joint.sum(0, keepdims=True)
+    nz = joint > 0
+    return float((joint[nz] * np.log2(joint[nz] / (px @ py)[nz])).sum())
+
+
 def mutual_information_table(pf: pd.DataFrame, samples: pd.DataFrame | None = None, *, draws: int = 20,
                              bootstrap: int = 30, seed: int = 0) -> pd.DataFrame:
     """I(chosen pronoun; feature) in bits per setting and context group: scikit-learn's estimator
-    (`mutual_info_classif`, n_neighbors=3) on individual measurements with a bootstrap standard error over
-    templates, and for discrete features the exact plug-in value from the probabilities."""
+    (`mutual_info_classif`, n_neighbors=3) on individual measurements, a bootstrap standard error over templates,
+    and for discrete features the exact plug-in value from the probabilities. The continuous feature (stereotype
+    rating) is estimated on at most MAX_KNN_MEASUREMENTS measurements (seeded subsample)."""
     meas = measurements(pf, samples, draws, seed)
     rows = []
     rng = np.random.default_rng(seed)
@@ -128,24 +143,30 @@ def mutual_information_table(pf: pd.DataFrame, samples: pd.DataFrame | None = No
             probs = probs[probs["context"].isin(contexts) & probs["p_f"].notna()]
             prob_features = _features(probs.reset_index(drop=True), group)
             for name, (all_values, discrete, defined) in _features(frame, group).items():
-                values, y = all_values[defined], frame["y"].to_numpy()[defined]
+                sub = frame[defined].reset_index(drop=True)
+                values, y = all_values[defined], sub["y"].to_numpy().astype(int)
+                if not discrete and len(sub) > MAX_KNN_MEASUREMENTS:
+                    keep = np.sort(rng.choice(len(sub), MAX_KNN_MEASUREMENTS, replace=False))
+                    sub, values, y = sub.iloc[keep].reset_index(drop=True), values[keep], y[keep]
                 if len(np.unique(values)) < 2 or len(np.unique(y)) < 2:
                     continue
-                mi = _mi_knn_bits(values, y, discrete, seed)
-                sub = frame[defined].reset_index(drop=True)
+                codes = np.unique(values, return_inverse=True)[1] if discrete else None
+                mi = _mi_sklearn_bits(codes if discrete else values, y, discrete, seed)
                 templates = sub["item_id"].unique()
                 by_template = sub.groupby("item_id").indices
                 boots = []
                 for _ in range(bootstrap):
                     pick = np.concatenate([by_template[t] for t in rng.choice(templates, len(templates))])
-                    if len(np.unique(y[pick])) > 1 and len(np.unique(values[pick])) > 1:
-                        boots.append(_mi_knn_bits(values[pick], y[pick], discrete, seed))
+                    if len(np.unique(y[pick])) < 2:
+                        continue
+                    boots.append(_mi_counts_bits(codes[pick], y[pick]) if discrete
+                                 else _mi_sklearn_bits(values[pick], y[pick], False, seed))
                 plugin = np.nan
                 if discrete:
                     p_values, _, p_defined = prob_features[name]
                     plugin = plugin_mutual_information_bits(probs["p_f"].to_numpy()[p_defined], p_values[p_defined])
                 rows.append({**dict(zip(SETTING, key)), "context_group": group, "feature": name,
-                             "measurements": int(defined.sum()), "mi_bits": mi,
+                             "measurements": len(sub), "mi_bits": mi,
                              "mi_se_bits": float(np.std(boots, ddof=1)) if len(boots) > 1 else np.nan,
                              "mi_plugin_bits": plugin})
     return pd.DataFrame(rows)
@@ -212,9 +233,11 @@ def model_overlap(cbd_rows: pd.DataFrame) -> pd.DataFrame:
 def sample_measurements(wh: Warehouse) -> pd.DataFrame:
     """Valid samples as measurements (y = 1 for the feminine option) with stimulus features."""
     return wh.con.execute("""
-        SELECT s.model_key, 'sample' AS mode, s.temperature, s.top_k, s.top_p, w.*,
-               CAST(s.answer = w.female_option AS INTEGER) AS y
-        FROM samples s JOIN winopron_stimuli w USING (stimulus_id) WHERE s.valid""").df()
+        SELECT s.model_key, 'sample' AS mode, s.temperature, s.top_k, s.top_p, r.prompt_version, s.max_new_tokens,
+               w.*, CAST(s.answer = w.female_option AS INTEGER) AS y
+        FROM samples s JOIN winopron_stimuli w USING (stimulus_id)
+        JOIN choice_requests r ON r.model_key = s.model_key AND r.request_id = s.request_id
+        WHERE s.valid""").df()
 
 
 def contextuality_report(wh: Warehouse, *, draws: int = 20, bootstrap: int = 30, seed: int = 0) -> dict[str, pd.DataFrame]:

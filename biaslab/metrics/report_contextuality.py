@@ -16,7 +16,8 @@ from .contextuality import CONTEXTS, SETTING  # noqa: E402
 
 
 def setting_label(row) -> str:
-    return f"{row['model_key']} {row['mode']} T={row['temperature']:g} k={int(row['top_k'])} p={row['top_p']:g}"
+    return (f"{row['model_key']} {row['mode']} T={row['temperature']:g} k={int(row['top_k'])} p={row['top_p']:g} "
+            f"{row['prompt_version']} max_new={int(row['max_new_tokens'])}")
 
 
 def _stars(p: float) -> str:

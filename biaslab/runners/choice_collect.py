@@ -88,7 +88,7 @@ def collect_exact(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], spec
     """
     model, tok = loaded.model, loaded.tokenizer
     stops = stop_token_ids(model, tok)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops, default=0)
     key = loaded.model_key
     added = 0
     for start in range(0, len(requests), chunk_size):
@@ -163,7 +163,7 @@ def collect_samples(wh: Warehouse, loaded, pending: Sequence[tuple[ChoiceRequest
     and its cache shared by its samples."""
     model, tok = loaded.model, loaded.tokenizer
     stops = stop_token_ids(model, tok)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops, default=0)
     key = loaded.model_key
     added = 0
     wh.append("choice_requests", _request_rows(key, [r for r, _ in pending], "sample", spec, params.max_new_tokens,

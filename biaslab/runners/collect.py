@@ -157,13 +157,17 @@ def stimuli_from_warehouse(wh: Warehouse, dataset: str) -> list[Stimulus]:
 
 
 def dataset_stimuli(wh: Warehouse, config: CollectConfig) -> list[Stimulus]:
-    """Load the dataset from the data directory into `stimuli` (idempotent); without the files, use stored rows."""
+    """Load the dataset from the data directory into `stimuli` (idempotent); without the files, use stored rows.
+
+    Either way the stimuli come back in one canonical order (item_id, then stimulus_id), so `--limit N` and chunk
+    boundaries select the same stimuli whichever source was used.
+    """
     info = loaders.get(config.dataset)
     root = loaders.default_data_dir(config.data_dir)
     if info.path(root).is_dir():
         stimuli = info.load(root, **config.loader_options)
         wh.append("stimuli", [s.to_row() for s in stimuli])
-        return stimuli
+        return sorted(stimuli, key=lambda s: (s.item_id, s.stimulus_id))
     stored = stimuli_from_warehouse(wh, info.name)
     if not stored:
         raise DataError(info.path(root), f"dataset {config.dataset} is neither in the data directory nor in "
@@ -261,7 +265,9 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
     spec = PromptSpec.load(config.prompt)
     params = config.sampling_params()
     if config.mode == "exact":
-        render_params = {"mode": "exact", "max_new_tokens": params.max_new_tokens, "k_store": config.k_store}
+        # the explored trie depends on the settings through pruning, so each (temperature, top_k) is its own request
+        render_params = {"mode": "exact", "max_new_tokens": params.max_new_tokens, "k_store": config.k_store,
+                         "temperature": params.temperature, "top_k": params.top_k}
     else:
         render_params = {"mode": "sample", "max_new_tokens": params.max_new_tokens}
     requests = choice_requests(stimuli, prepared.tokenizer, spec, render_params)

@@ -34,6 +34,9 @@ PRUNED = "__pruned__"
 INVALID = "invalid"
 UNRESOLVED = "unresolved"
 DEFAULT_MIN_MASS = 1e-9
+#: At most this many live nodes per prompt and level are expanded (the most probable ones); the others are pruned
+#: like branches below min_mass. Bounds memory for models that spread mass over many answer-like tokens.
+MAX_LIVE_PER_LEVEL = 256
 
 
 @dataclass
@@ -95,6 +98,16 @@ def probabilities(trie: Trie, options: Sequence[str], temperature: float, top_k:
     return totals
 
 
+def _most_probable(candidates: list, min_mass: float, per_prompt: int) -> set[int]:
+    """Indices of the live branches to expand: mass >= min_mass and among the `per_prompt` most probable of their
+    prompt (ties broken by position, so the choice is deterministic)."""
+    by_row: dict[int, list[tuple[float, int]]] = {}
+    for index, (row, _, _, _, mass) in enumerate(candidates):
+        if mass >= min_mass:
+            by_row.setdefault(row, []).append((-mass, index))
+    return {index for items in by_row.values() for _, index in sorted(items)[:per_prompt]}
+
+
 @torch.inference_mode()
 def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequence[AnswerParser], *,
             max_new_tokens: int, k_store: int, stop_ids: set[int], pad_id: int, temperature: float, top_k: int,
@@ -113,7 +126,7 @@ def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequenc
         top_vals, top_ids = logits.topk(min(k_store, logits.shape[-1]), dim=-1)
         top_vals = top_vals.cpu().numpy().astype(np.float32)
         top_ids = top_ids.cpu().numpy()
-        next_frontier = []
+        candidates = []  # live branches of this level: (row, node, token, path, mass)
         for i, (row, node, path, mass) in enumerate(frontier):
             trie = tries[row]
             trie.topk_ids.append(top_ids[i])
@@ -126,12 +139,18 @@ def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequenc
                 status, option = parsers[row].status(text, ended=stop or depth + 1 == max_new_tokens)
                 if status == "valid":
                     trie.edges.append((node, token, option, None))
-                elif status == "live" and mass * p_step < min_mass:
-                    trie.edges.append((node, token, PRUNED, None))
                 elif status == "live":
-                    child = trie.add_node(node, token, depth + 1)
-                    trie.edges.append((node, token, LIVE, child))
-                    next_frontier.append((row, child, (*path, token), mass * p_step))
+                    candidates.append((row, node, token, (*path, token), mass * p_step))
+        kept = _most_probable(candidates, min_mass, MAX_LIVE_PER_LEVEL)
+        next_frontier = []
+        for index, (row, node, token, path, mass) in enumerate(candidates):
+            trie = tries[row]
+            if index in kept:
+                child = trie.add_node(node, token, depth + 1)
+                trie.edges.append((node, token, LIVE, child))
+                next_frontier.append((row, child, path, mass))
+            else:
+                trie.edges.append((node, token, PRUNED, None))
         if not next_frontier:
             break
         branch = state.select([row for row, _, _, _ in next_frontier])

@@ -101,3 +101,26 @@ def test_report_renders_every_figure_in_headless_chromium(two_model_warehouse, t
     subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1200,3000", (out / "index.html").as_uri()],
                    capture_output=True, timeout=120)
     assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+def test_separate_collections_of_a_stimulus_are_not_pooled(tmp_path, data_dir):
+    """Two exact-mode collections (different token limits) of the same stimuli stay two rows, each p_valid 0.8."""
+    if not (data_dir / "winopron").is_dir():
+        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
+    stimuli = get("winopron").load(data_dir)[:10]
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        wh.append("stimuli", [s.to_row() for s in stimuli])
+        for max_new in (3, 6):
+            requests, probs = [], []
+            for s in stimuli:
+                rid = f"{max_new}-{s.stimulus_id}"
+                requests.append({"model_key": "m", "request_id": rid, "stimulus_id": s.stimulus_id,
+                                 "protocol": "choice", "mode": "exact", "prompt_version": "v", "adaptation": "-",
+                                 "prompt_text": "-", "options": list(s.options), "max_new_tokens": max_new})
+                for option, p in ((s.options[0], 0.5), (s.options[1], 0.3), ("invalid", 0.2)):
+                    probs.append({"model_key": "m", "request_id": rid, "option": option, "prob": p,
+                                  "temperature": 0.5, "top_k": 40, "top_p": 1.0})
+            wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
+        rows = wh.con.execute("SELECT max_new_tokens, count(*), min(p_valid), max(p_valid) FROM winopron_pf "
+                              "GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [(3, 10, pytest.approx(0.8), pytest.approx(0.8)), (6, 10, pytest.approx(0.8), pytest.approx(0.8))]

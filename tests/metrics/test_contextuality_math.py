@@ -108,6 +108,7 @@ def test_spearman_table_equals_scipy():
     rng = np.random.default_rng(4)
     n = 50
     frame = pd.DataFrame({"model_key": "m", "mode": "exact", "temperature": 0.5, "top_k": 40, "top_p": 1.0,
+                          "prompt_version": "v", "max_new_tokens": 6,
                           "context": "unprimed", "option_order": "MF", "p_f": rng.random(n),
                           "stereotype_rating": rng.random(n)})
     frame.loc[::7, "stereotype_rating"] = np.nan  # unrated templates are left out
@@ -115,3 +116,15 @@ def test_spearman_table_equals_scipy():
     rated = frame.dropna()
     rho, p = spearmanr(rated["p_f"], rated["stereotype_rating"])
     assert got["n"] == len(rated) and got["spearman_rho"] == pytest.approx(rho) and got["p_value"] == pytest.approx(p)
+
+
+def test_bootstrap_mi_by_counts_equals_scikit_learn():
+    from sklearn.feature_selection import mutual_info_classif
+
+    from biaslab.metrics.contextuality import _mi_counts_bits
+
+    rng = np.random.default_rng(5)
+    codes = rng.integers(0, 4, size=1000)
+    y = (rng.random(1000) < np.array([0.1, 0.4, 0.6, 0.95])[codes]).astype(int)
+    sk = mutual_info_classif(codes.reshape(-1, 1), y, discrete_features=[True])[0] / math.log(2)
+    assert _mi_counts_bits(codes, y) == pytest.approx(sk, abs=1e-12)

@@ -183,3 +183,20 @@ def test_shared_prefix_sampler_draws_the_same_samples(tiny_gpt2):
     np.testing.assert_allclose(np.concatenate([s.logprobs for s in plain]),
                                np.concatenate([s.logprobs for s in shared]), atol=1e-5)
     assert len({tuple(s.token_ids) for s in shared}) > 5
+
+
+def test_trie_levels_are_capped_and_the_cut_mass_is_reported(tiny_gpt2):
+    from collections import Counter
+
+    from biaslab.runners.exact import MAX_LIVE_PER_LEVEL
+
+    model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
+    prompts = _prompts(tok, 2)
+    parsers = [AnswerParser(("she", "he")) for _ in prompts]
+    tries = explore(model, tok, prompts, parsers, max_new_tokens=6, k_store=64, stop_ids={tok.eos_token_id},
+                    pad_id=0, temperature=1.0, top_k=64, min_mass=0.0)
+    for parser, trie in zip(parsers, tries):
+        per_level = Counter(trie.node_depth)
+        assert max(per_level.values()) <= MAX_LIVE_PER_LEVEL
+        probs = probabilities(trie, parser.options, 1.0, 64)
+        assert sum(probs.values()) == pytest.approx(1.0) and all(v >= 0 for v in probs.values())

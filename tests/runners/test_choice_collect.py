@@ -21,16 +21,21 @@ def test_sql_rederivation_equals_a_fresh_exact_run(tmp_path, data_dir, dataset_f
     assert fresh.model_key == base.model_key
     with Warehouse.open(tmp_path / "b.duckdb", read_only=True) as wh:
         expected = {(r, o): p for r, o, p in wh.con.execute(
-            "SELECT request_id, option, prob FROM choice_probs WHERE option <> 'unresolved'").fetchall()}
+            "SELECT r.stimulus_id, c.option, c.prob FROM choice_probs c JOIN choice_requests r "
+            "USING (model_key, request_id) WHERE c.option <> 'unresolved'").fetchall()}
     with Warehouse.open(tmp_path / "a.duckdb", read_only=True) as wh:
         derived = {(r, o): p for r, o, p in wh.con.execute(
-            "SELECT request_id, option, prob FROM choice_probs_at(0.3, 20) WHERE option <> 'unresolved'").fetchall()}
+            "SELECT r.stimulus_id, c.option, c.prob FROM choice_probs_at(0.3, 20) c JOIN choice_requests r "
+            "USING (model_key, request_id) WHERE c.option <> 'unresolved'").fetchall()}
         unresolved = wh.con.execute("SELECT max(prob) FROM choice_probs_at(0.3, 20) WHERE option = 'unresolved'")
         assert unresolved.fetchone()[0] < 1e-7
         at_collection = wh.con.execute("""
             SELECT max(abs(a.prob - b.prob)) FROM choice_probs_at(0.5, 40) a
             JOIN choice_probs b USING (model_key, request_id, option)""").fetchone()[0]
     assert at_collection < 1e-12
+    # a second exact run at other settings into the same warehouse is a new collection, not "nothing to do"
+    again = collect(_config(tmp_path, data_dir, "a.duckdb", limit=6, temperature=0.3, top_k=20))
+    assert again.added == 6
     assert derived.keys() == expected.keys() and len(derived) == 6 * 3
     for key, p in expected.items():
         assert derived[key] == pytest.approx(p, abs=1e-6)

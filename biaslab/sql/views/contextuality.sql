@@ -1,6 +1,7 @@
 -- Contextual invariance (WinoPron): p(feminine | context) per model, stimulus and sampling setting.
--- Exact mode: p_f = p(female option) / (p(female) + p(male)), the exact probability renormalized over the valid
--- answers; p_valid = p(female) + p(male). Sample mode: p_f = n_female / n_valid with a 95% Wilson interval;
+-- One row per collection of a stimulus (model, request: prompt version, token limit, sampling settings), so separate
+-- collections are never pooled. Exact mode: p_f = p(female option) / (p(female) + p(male)), the exact probability
+-- renormalized over the valid answers; p_valid = p(female) + p(male). Sample mode: p_f = n_female / n_valid with a 95% Wilson interval;
 -- p_valid = n_valid / n. Stimulus features (context, option order, case, role, Misersky rating, template pair)
 -- come along for the metrics.
 CREATE OR REPLACE TEMP VIEW winopron_stimuli AS
@@ -14,7 +15,8 @@ FROM stimuli WHERE dataset = 'winopron';
 
 CREATE OR REPLACE TEMP VIEW winopron_pf AS
 WITH exact AS (
-    SELECT c.model_key, r.stimulus_id, 'exact' AS mode, c.temperature, c.top_k, c.top_p,
+    SELECT c.model_key, r.request_id, r.stimulus_id, 'exact' AS mode, c.temperature, c.top_k, c.top_p,
+           r.prompt_version, r.max_new_tokens,
            sum(c.prob) FILTER (WHERE c.option = w.female_option) AS p_female,
            sum(c.prob) FILTER (WHERE c.option = w.male_option)   AS p_male,
            sum(c.prob) FILTER (WHERE c.option = 'unresolved')    AS p_unresolved
@@ -24,22 +26,24 @@ WITH exact AS (
     GROUP BY ALL
 ),
 sampled AS (
-    SELECT s.model_key, s.stimulus_id, 'sample' AS mode, s.temperature, s.top_k, s.top_p,
+    SELECT s.model_key, s.request_id, s.stimulus_id, 'sample' AS mode, s.temperature, s.top_k, s.top_p,
+           r.prompt_version, s.max_new_tokens,
            count(*) AS n,
            count(*) FILTER (WHERE s.valid) AS n_valid,
            count(*) FILTER (WHERE s.valid AND s.answer = w.female_option) AS n_female
     FROM samples s JOIN winopron_stimuli w USING (stimulus_id)
+    JOIN choice_requests r ON r.model_key = s.model_key AND r.request_id = s.request_id
     GROUP BY ALL
 ),
 unified AS (
-    SELECT model_key, stimulus_id, mode, temperature, top_k, top_p,
+    SELECT model_key, request_id, stimulus_id, mode, temperature, top_k, top_p, prompt_version, max_new_tokens,
            p_female / nullif(p_female + p_male, 0) AS p_f,
            p_female + p_male AS p_valid,
            NULL::BIGINT AS n, NULL::BIGINT AS n_valid, NULL::DOUBLE AS wilson_low, NULL::DOUBLE AS wilson_high,
            p_unresolved
     FROM exact
     UNION ALL
-    SELECT model_key, stimulus_id, mode, temperature, top_k, top_p,
+    SELECT model_key, request_id, stimulus_id, mode, temperature, top_k, top_p, prompt_version, max_new_tokens,
            n_female / nullif(n_valid, 0)::DOUBLE AS p_f,
            n_valid / n::DOUBLE AS p_valid,
            n, n_valid,
@@ -62,7 +66,7 @@ FROM unified u JOIN winopron_stimuli w USING (stimulus_id);
 
 -- Share of valid answers per model, setting, context and option order (the paper's valid-measurements table).
 CREATE OR REPLACE TEMP VIEW winopron_validity AS
-SELECT model_key, mode, temperature, top_k, top_p, context, option_order,
+SELECT model_key, mode, temperature, top_k, top_p, prompt_version, max_new_tokens, context, option_order,
        count(*) AS prompts, avg(p_valid) AS mean_p_valid,
        count(*) FILTER (WHERE p_f IS NOT NULL) AS prompts_with_valid_answers
 FROM winopron_pf GROUP BY ALL;

@@ -1,0 +1,156 @@
+"""Latency of every metric command on a large synthetic warehouse (10M token-score rows, 1M samples).
+
+Usage: python benchmarks/bench_metrics_latency.py [--token-rows 10000000] [--samples 1000000] [--repeats 3]
+
+The warehouse holds the real stimuli of WinoPron, GECE-WinoBias, GenderLex and the negation examples, and synthetic
+evidence of one model: exact choice probabilities and `--samples` samples for WinoPron, pronoun-pair scores for the
+calibration datasets, sentence scores for the negation examples, and filler sequence scores whose token rows bring
+`token_scores` to `--token-rows`. Each metric command runs as its own process (as a user runs it), timed end to end;
+the median of `--repeats` runs is reported with the peak memory of the slowest run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from _common import write_json
+from biaslab import loaders
+from biaslab.warehouse import Warehouse
+
+MODEL = "synthetic0000000"
+
+
+def build(db: Path, data_dir: Path, token_rows: int, n_samples: int, seed: int = 0) -> dict[str, int]:
+    rng = np.random.default_rng(seed)
+    with Warehouse.open(db) as wh:
+        wh.append("models", [{"model_key": MODEL, "name": "synthetic", "source": "synthetic", "kind": "causal",
+                              "dtype": "bf16", "quant": "none", "bos_policy": "prepend",
+                              "registered_at": "2026-01-01 00:00:00"}])
+        stimuli = {name: loaders.get(name).load(data_dir)
+                   for name in ("winopron", "gece-winobias", "genderlex", "negation-examples")}
+        for items in stimuli.values():
+            wh.append("stimuli", [s.to_row() for s in items])
+        # WinoPron exact probabilities
+        wp = stimuli["winopron"]
+        p_valid, p_f = rng.uniform(0.1, 0.9, len(wp)), rng.uniform(0, 1, len(wp))
+        requests = {"model_key": [MODEL] * len(wp), "request_id": [f"x{s.stimulus_id}" for s in wp],
+                    "stimulus_id": [s.stimulus_id for s in wp], "protocol": ["choice"] * len(wp),
+                    "mode": ["exact"] * len(wp), "prompt_version": ["bench"] * len(wp), "adaptation": ["-"] * len(wp),
+                    "prompt_text": ["-"] * len(wp), "options": [list(s.options) for s in wp],
+                    "max_new_tokens": [6] * len(wp)}
+        probs: dict[str, list] = {"model_key": [], "request_id": [], "option": [], "prob": [], "temperature": [],
+                                  "top_k": [], "top_p": []}
+        for s, pv, pf in zip(wp, p_valid, p_f):
+            female = s.options[s.option_labels.index("female")]
+            male = s.options[s.option_labels.index("male")]
+            for option, p in ((female, pv * pf), (male, pv * (1 - pf)), ("invalid", 1 - pv), ("unresolved", 0.0)):
+                for k, v in (("model_key", MODEL), ("request_id", f"x{s.stimulus_id}"), ("option", option),
+                             ("prob", p), ("temperature", 0.5), ("top_k", 40), ("top_p", 1.0)):
+                    probs[k].append(v)
+        wh.append_with_children("choice_requests", pa.table(requests), {"choice_probs": pa.table(probs)})
+        # WinoPron samples
+        per = max(1, n_samples // len(wp))
+        index = np.repeat(np.arange(len(wp)), per)
+        valid = rng.random(len(index)) < 0.5
+        female_pick = rng.random(len(index)) < p_f[index]
+        answers = [wp[i].options[wp[i].option_labels.index("female" if f else "male")] if v else "<text>"
+                   for i, v, f in zip(index, valid, female_pick)]
+        samples = pa.table({
+            "model_key": pa.array([MODEL] * len(index)), "request_id": pa.array([f"s{wp[i].stimulus_id}" for i in index]),
+            "sample_index": pa.array(np.tile(np.arange(per), len(wp)), pa.int32()),
+            "seed": pa.array(np.arange(len(index)), pa.int64()), "temperature": pa.array(np.full(len(index), 0.5)),
+            "top_k": pa.array(np.full(len(index), 40), pa.int32()), "top_p": pa.array(np.full(len(index), 1.0)),
+            "max_new_tokens": pa.array(np.full(len(index), 6), pa.int32()),
+            "stimulus_id": pa.array([wp[i].stimulus_id for i in index]), "text": pa.array(answers),
+            "token_ids": pa.array([[1, 2]] * len(index), pa.list_(pa.int32())),
+            "token_logprobs": pa.array([[-0.1, -0.2]] * len(index), pa.list_(pa.float64())),
+            "finish_reason": pa.array(["stop"] * len(index)), "answer": pa.array(answers), "valid": pa.array(valid),
+        })
+        wh.append("samples", samples)
+        # calibration pairs and negation sentences
+        seq_rows = []
+        for name in ("gece-winobias", "genderlex"):
+            for s in stimuli[name]:
+                for option in s.options:
+                    seq_rows.append((s.stimulus_id, option, -rng.uniform(20, 60)))
+        for s in stimuli["negation-examples"]:
+            seq_rows.append((s.stimulus_id, None, -rng.uniform(40, 90)))
+        # filler sequences carrying the token rows
+        filler_stimulus = stimuli["negation-examples"][0].stimulus_id
+        per_seq = 50
+        n_filler = max(0, token_rows // per_seq)
+        seq = pa.table({
+            "model_key": [MODEL] * (len(seq_rows) + n_filler),
+            "request_id": [f"q{i}" for i in range(len(seq_rows) + n_filler)],
+            "stimulus_id": [r[0] for r in seq_rows] + [filler_stimulus] * n_filler,
+            "protocol": ["prob"] * len(seq_rows) + ["filler"] * n_filler,
+            "option": [r[1] for r in seq_rows] + [None] * n_filler,
+            "scheme": ["causal"] * (len(seq_rows) + n_filler), "text": ["-"] * (len(seq_rows) + n_filler),
+            "n_tokens": pa.array([20] * len(seq_rows) + [per_seq] * n_filler, pa.int32()),
+            "sum_logprob": [r[2] for r in seq_rows] + list(-rng.uniform(100, 300, n_filler)),
+        })
+        tokens = pa.table({
+            "model_key": pa.array([MODEL] * (n_filler * per_seq)),
+            "request_id": pa.array(np.repeat([f"q{len(seq_rows) + i}" for i in range(n_filler)], per_seq)),
+            "position": pa.array(np.tile(np.arange(per_seq, dtype=np.int32), n_filler)),
+            "token_id": pa.array(rng.integers(0, 49152, n_filler * per_seq, dtype=np.int32)),
+            "logprob": pa.array(-rng.exponential(2.0, n_filler * per_seq)),
+        })
+        wh.append_with_children("sequence_scores", seq, {"token_scores": tokens})
+        return {t: wh.count(t) for t in ("stimuli", "sequence_scores", "token_scores", "choice_probs", "samples")}
+
+
+def timed(args: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one command run as a child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    proc = subprocess.run(args, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed: {proc.stderr.strip()[-500:] or proc.stdout.strip()[-500:]}")
+    return elapsed, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--token-rows", type=int, default=10_000_000)
+    ap.add_argument("--samples", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--data-dir", default=None)
+    args = ap.parse_args()
+    biaslab = [sys.executable, "-m", "biaslab.cli.biaslab_entry"]
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "big.duckdb"
+        t0 = time.perf_counter()
+        sizes = build(db, loaders.default_data_dir(args.data_dir), args.token_rows, args.samples)
+        build_s = time.perf_counter() - t0
+        commands = {
+            "metrics contextuality": ["metrics", "contextuality", "--format", "json"],
+            "metrics calibration": ["metrics", "calibration", "--format", "json"],
+            "metrics negation": ["metrics", "negation", "--format", "json"],
+            "sql perplexity over 10M token rows": ["sql", "select avg(perplexity), count(*) from sequence_metrics"],
+            "info": ["info"],
+        }
+        results = {}
+        for name, cmd in commands.items():
+            runs = [timed([*biaslab, *cmd, "--db", str(db)]) for _ in range(args.repeats)]
+            results[name] = {"median_s": statistics.median(r[0] for r in runs), "peak_rss_mb": max(r[1] for r in runs)}
+    print(f"synthetic warehouse: {sizes} (built in {build_s:.0f} s)")
+    print(f"{'command':<38}{'median s':>10}{'peak MB':>10}")
+    for name, r in results.items():
+        print(f"{name:<38}{r['median_s']:>10.2f}{r['peak_rss_mb']:>10.0f}")
+    print(f"json: {write_json('metrics_latency', {'sizes': sizes, 'build_seconds': build_s, 'commands': results})}")
+
+
+if __name__ == "__main__":
+    main()

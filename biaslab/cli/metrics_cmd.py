@@ -131,22 +131,9 @@ def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap
 @click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Output folder.")
 def negation_report_command(db: str, out: str) -> None:
     """Write OUT/index.html: the mixed-model table and the interaction plot (mean PPL per condition, 95% intervals)."""
-    import html
-
-    from ..metrics.negation import condition_means, fit_mixed_model, interaction_plot, sentence_perplexities
-    from ..metrics.report_contextuality import IMAGE_CHECK, table_html
+    from ..metrics.negation import sentence_perplexities
+    from ..metrics.report_negation import write_report
 
     with Warehouse.open(db, read_only=True) as wh:
         ppl = sentence_perplexities(wh)
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
-    means = condition_means(ppl)
-    interaction_plot(means, folder / "interaction.png")
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>biaslab negation report</title>" + IMAGE_CHECK
-            + "</head><body style='font-family:sans-serif;max-width:1100px;margin:auto'>"
-            f"<h1>Negation bias</h1><p>Warehouse: {html.escape(db)}</p>"
-            "<img src='interaction.png' alt='interaction plot' style='max-width:100%'>"
-            "<h2>Linear mixed model</h2>" + table_html(fit_mixed_model(ppl))
-            + "<h2>Condition means</h2>" + table_html(means) + "</body></html>")
-    (folder / "index.html").write_text(page, encoding="utf-8")
-    click.echo(f"wrote {folder / 'index.html'}")
+    click.echo(f"wrote {write_report(ppl, Path(out), db)}")

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
-from rich.progress_bar import ProgressBar  # noqa: F401  (ensures rich's progress extras are importable)
 
 
 class RateColumn(TextColumn):

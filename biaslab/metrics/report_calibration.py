@@ -10,10 +10,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
 import pandas as pd  # noqa: E402
 
-from .report_contextuality import IMAGE_CHECK, save_figure, table_html  # noqa: E402
+from .html_report import save_figure, table_html, write_page  # noqa: E402
 
 
 def reliability_figure(bins: pd.DataFrame, title: str, out: Path, name: str) -> str:
@@ -56,13 +55,7 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
                 parts.append(f"<h3>{title}</h3>" + table_html(frame.drop(columns=["model_key", "scheme", "dataset"])))
     if not tables["genderlex_variants"].empty:
         parts.append("<h2>GenderLex variants side by side</h2>" + table_html(tables["genderlex_variants"]))
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>biaslab calibration report</title>"
-            + IMAGE_CHECK + "<style>body{font-family:sans-serif;max-width:1100px;margin:auto} img{max-width:100%}"
-            "table{border-collapse:collapse;font-size:12px} td,th{padding:2px 6px;border-bottom:1px solid #ddd}"
-            "</style></head><body>" + "\n".join(parts) + "</body></html>")
-    index = out / "index.html"
-    index.write_text(page, encoding="utf-8")
-    return index
+    return write_page(out, "biaslab calibration report", parts)
 
 
 

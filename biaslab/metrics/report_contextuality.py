@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .contextuality import CONTEXTS, SETTING  # noqa: E402
+from .html_report import save_figure, table_html, write_page  # noqa: E402
 
 
 def setting_label(row) -> str:
@@ -24,20 +25,6 @@ def _stars(p: float) -> str:
     if not np.isfinite(p):
         return ""
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
-
-
-#: Script recording, on the page, whether every figure loaded (read by the headless-browser tests).
-IMAGE_CHECK = ("<script>window.addEventListener('load',function(){var i=document.images,n=0;"
-               "for(var k=0;k<i.length;k++){if(i[k].complete&&i[k].naturalWidth>0){n++;}}"
-               "document.body.setAttribute('data-images-loaded',n+'/'+i.length);});</script>")
-
-
-def save_figure(fig, out: Path, name: str) -> str:
-    """Save a matplotlib figure as out/name and close it; returns the name for an <img src>."""
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=90)
-    plt.close(fig)
-    return name
 
 
 def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path, slug: str) -> list[str]:
@@ -106,12 +93,13 @@ def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path,
     return names
 
 
-def table_html(frame: pd.DataFrame, key: tuple | None = None) -> str:
-    if key is not None and not frame.empty:
+def _setting_table(frame: pd.DataFrame, key: tuple) -> str:
+    """The rows of one collection setting, without the setting columns."""
+    if not frame.empty:
         for k, v in zip(SETTING, key):
             frame = frame[frame[k] == v]
         frame = frame.drop(columns=[c for c in SETTING if c in frame.columns])
-    return frame.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="", border=0)
+    return table_html(frame)
 
 
 def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
@@ -130,7 +118,7 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
                              ("Spearman with Misersky ratings", "spearman"),
                              ("Mutual information", "mutual_information"),
                              ("Contextual fractions (CbD)", "cbd_fractions")):
-            parts.append(f"<h3>{title}</h3>" + table_html(tables[table], key))
+            parts.append(f"<h3>{title}</h3>" + _setting_table(tables[table], key))
     overlap = tables["model_overlap"]
     parts.append("<h2>Comparison across models and settings</h2>")
     if not overlap.empty:
@@ -147,10 +135,4 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
         parts.append(table_html(overlap))
     for title, table in (("KL across settings", "kl"), ("Contextual fractions across settings", "cbd_fractions")):
         parts.append(f"<h3>{title}</h3>" + table_html(tables[table]))
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>biaslab contextuality report</title>" + IMAGE_CHECK +
-            "<style>body{font-family:sans-serif;max-width:1100px;margin:auto} img{max-width:100%;display:block}"
-            "table{border-collapse:collapse;font-size:12px} td,th{padding:2px 6px;border-bottom:1px solid #ddd}"
-            "</style></head><body>" + "\n".join(parts) + "</body></html>")
-    index = out / "index.html"
-    index.write_text(page, encoding="utf-8")
-    return index
+    return write_page(out, "biaslab contextuality report", parts)

@@ -28,8 +28,15 @@ def _snapshot(db) -> dict:
 
 
 def _assert_same(a: dict, b: dict) -> None:
-    """Same keys and the same values, bit for bit (chunks are computed with the same composition on resume)."""
-    assert a == b
+    """Same rows and keys; float values equal to a relative 1e-5. Chunks are recomputed with their original
+    composition, but float32 results still differ in the last digits between processes in rare cases (seen: one
+    stimulus, 9e-6 absolute on values near -5.5), so exact equality is not promised."""
+    assert len(a["seq"]) == len(b["seq"]) and len(a["tok"]) == len(b["tok"])
+    for table in ("seq", "tok"):
+        for ra, rb in zip(a[table], b[table]):
+            assert [v for v in ra if not isinstance(v, float)] == [v for v in rb if not isinstance(v, float)]
+            for va, vb in zip([v for v in ra if isinstance(v, float)], [v for v in rb if isinstance(v, float)]):
+                assert va == pytest.approx(vb, rel=1e-5, abs=1e-9)
 
 
 def test_collect_scores_winogender_options_and_is_idempotent(tmp_path, tiny_gpt2, data_dir, dataset_folder):

@@ -27,11 +27,12 @@ PARENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 #: Tables whose rows name a stimulus (`stimulus_id`) that must be in `stimuli`.
-STIMULUS_TABLES: tuple[str, ...] = ("sequence_scores", "choice_requests", "samples")
+STIMULUS_TABLES: tuple[str, ...] = ("sequence_scores", "choice_requests", "samples", "gen_requests")
 
 #: Result tables: every row names a model (`model_key`) that must be in `models`.
 RESULT_TABLES: tuple[str, ...] = (
     "sequence_scores", "token_scores", "choice_requests", "choice_nodes", "choice_edges", "choice_probs", "samples",
+    "gen_requests",
 )
 
 _EXAMPLES = 3  # keys / runs quoted in a finding's detail

@@ -34,6 +34,8 @@ TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "choice_edges": ("model_key", "request_id", "node_id", "token_id"),
     "choice_probs": ("model_key", "request_id", "option", "temperature", "top_k", "top_p"),
     "samples": ("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p", "max_new_tokens"),
+    "gen_requests": ("model_key", "request_id"),
+    "annotations": ("sample_id", "annotator"),
 }
 
 DEFAULT_DB = Path("warehouse") / "biaslab.duckdb"
@@ -224,6 +226,22 @@ class Warehouse:
             return 0
         with self.transaction():
             return self._insert_new(table, data, TABLE_KEYS[table])
+
+    def append_many(self, tables: Mapping[str, Rows]) -> dict[str, int]:
+        """Append rows to several tables in ONE transaction (each with its identity-key anti-join): all or nothing.
+
+        For evidence whose rows may be added to an existing parent later (more samples of a stored request).
+        Returns rows added per table.
+        """
+        unknown = [t for t in tables if t not in TABLE_KEYS]
+        if unknown:
+            raise WarehouseError(f"append: unknown table(s) {unknown}; known: {sorted(TABLE_KEYS)}")
+        added = {}
+        with self.transaction():
+            for table, rows in tables.items():
+                data = _to_arrow(rows)
+                added[table] = self._insert_new(table, data, TABLE_KEYS[table]) if data.num_rows else 0
+        return added
 
     def append_with_children(self, parent: str, parent_rows: Rows, children: Mapping[str, Rows]) -> int:
         """Append parent rows and their child rows (e.g. sequence_scores and token_scores) atomically.

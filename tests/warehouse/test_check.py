@@ -93,11 +93,12 @@ def test_clean_warehouse_is_all_ok(clean_path):
     assert ("schema_version", "meta") in checks and ("unfinished_runs", "runs") in checks
     assert {t for c, t in checks if c == "duplicate_keys"} == {
         "stimuli", "models", "runs", "sequence_scores", "token_scores", "choice_requests", "choice_nodes",
-        "choice_edges", "choice_probs", "samples"}
+        "choice_edges", "choice_probs", "samples", "gen_requests", "annotations"}
     assert {t for c, t in checks if c == "orphan_rows"} == {"token_scores", "choice_nodes", "choice_edges",
                                                             "choice_probs"}
-    assert {t for c, t in checks if c == "unknown_stimulus"} == {"sequence_scores", "choice_requests", "samples"}
-    assert len([c for c, _ in checks if c == "unknown_model"]) == 7
+    assert {t for c, t in checks if c == "unknown_stimulus"} == {"sequence_scores", "choice_requests", "samples",
+                                                                 "gen_requests"}
+    assert len([c for c, _ in checks if c == "unknown_model"]) == 8
     assert format_findings(findings).endswith(f"all {len(findings)} check(s) ok")
 
 

@@ -23,7 +23,9 @@ def runners() -> None:
 @click.option("--dataset", required=True, help="Dataset name (see `biaslab data list`).")
 @click.option("--protocol", default=None,
               help="prob: score each option filled into the slot (or the whole sentence); choice: forced-choice "
-                   "chat prompt (winopron). Default per dataset.")
+                   "chat prompt (winopron); gen: sampled continuations of misgendering prompts (misgendered, ruff: "
+                   "cut before the slot and with the gold pronoun; tango: the prompt). tango's prob scores "
+                   "templates built from the model's own stored gen continuations. Default per dataset.")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
               help="Built-in alias, local folder, .gguf file, or Hugging Face hub id.")
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default=None,
@@ -40,12 +42,16 @@ def runners() -> None:
               help="Requests written per transaction (the most an interruption can lose).")
 @click.option("--mode", type=click.Choice(["exact", "sample"]), default="exact", show_default=True,
               help="choice protocol: exact probabilities from one pass per trie level, or seeded samples.")
-@click.option("--samples", type=int, default=200, show_default=True, help="Sample mode: samples per prompt.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sample mode: run seed (one derived seed per sample).")
-@click.option("--temperature", type=float, default=0.5, show_default=True, help="Sampling temperature (choice).")
-@click.option("--top-k", type=int, default=40, show_default=True, help="Sampling top-k (choice).")
-@click.option("--top-p", type=float, default=1.0, show_default=True, help="Sampling top-p (sample mode only).")
-@click.option("--max-new-tokens", type=int, default=6, show_default=True, help="Tokens generated after the prefill.")
+@click.option("--samples", type=int, default=None,
+              help="Samples per prompt (choice sample mode: 200; gen: 5).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Run seed (one derived seed per sample).")
+@click.option("--temperature", type=float, default=None, help="Sampling temperature (choice: 0.5; gen: 1.0).")
+@click.option("--top-k", type=int, default=None, help="Sampling top-k (choice: 40; gen: 50).")
+@click.option("--top-p", type=float, default=None, help="Sampling top-p (choice: 1.0, sample mode only; gen: 0.95).")
+@click.option("--max-new-tokens", type=int, default=None,
+              help="Tokens generated (choice: 6 after the prefill; gen: 50).")
+@click.option("--min-new-tokens", type=int, default=None,
+              help="gen: end-of-text is impossible before this many tokens (default: --max-new-tokens, as upstream).")
 @click.option("--k-store", type=int, default=64, show_default=True,
               help="Exact mode: logits kept per trie node (later re-derivation works for any top-k <= this).")
 @click.option("--prompt-batch", type=int, default=1, show_default=True,
@@ -64,7 +70,7 @@ def runners() -> None:
 @db_option
 @data_dir_option
 def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, max_tokens, chunk_size, mode,
-                    samples, seed, temperature, top_k, top_p, max_new_tokens, k_store, prompt_batch, prompt, subset,
+                    samples, seed, temperature, top_k, top_p, max_new_tokens, min_new_tokens, k_store, prompt_batch, prompt, subset,
                     pronouns, extra, shard, out_shard, db, data_dir) -> None:
     """Collect raw evidence for DATASET with MODEL into the warehouse.
 
@@ -76,6 +82,10 @@ def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, 
         runners collect --dataset winopron --mode sample --samples 200 --seed 1
 
         runners collect --dataset negation-examples --db n.duckdb
+
+        runners collect --dataset ruff --protocol gen --limit 20   (5 continuations each, pre and post)
+
+        runners collect --dataset tango --limit 20; runners collect --dataset tango --protocol prob --limit 20
     """
     from ..runners.collect import CollectConfig, collect
     from .progress import progress_bar
@@ -88,7 +98,7 @@ def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, 
                            db=db, data_dir=data_dir, limit=limit, pll=pll, max_tokens=max_tokens,
                            chunk_size=chunk_size, loader_options=options, mode=mode, samples=samples, seed=seed,
                            temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
-                           k_store=k_store, prompt=prompt, prompt_batch=prompt_batch,
+                           min_new_tokens=min_new_tokens, k_store=k_store, prompt=prompt, prompt_batch=prompt_batch,
                            shard=shard, out_shard=out_shard)
     config.validate()
     started = time.perf_counter()
@@ -98,3 +108,5 @@ def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, 
     click.echo(f"{dataset}: {result.stimuli} stimuli, {result.requests} requests, {result.pending} pending, "
                f"{result.added} added for model {result.model_key} in {time.perf_counter() - started:.1f} s "
                f"(run {result.run_id[:8]})")
+    if result.note:
+        click.echo(f"{dataset}: {result.note}")

@@ -29,12 +29,30 @@ PLL_SCHEMES = ("original", "within_word_l2r")
 
 
 CHOICE_DATASETS = ("winopron",)
+#: misgendering datasets: probability-based (`prob`) and generation-based (`gen`) evaluation; TANGO's `prob`
+#: scores templates built from the model's own stored generations, so `gen` comes first there.
+GENERATION_DATASETS = ("misgendered", "ruff", "tango")
+
+#: sampling defaults per protocol: the contextual invariance paper's forced choice, and the misgendering
+#: meta-evaluation's open generation (5 continuations of exactly 50 tokens, top_k 50, top_p 0.95)
+SAMPLING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "choice": {"samples": 200, "temperature": 0.5, "top_k": 40, "top_p": 1.0, "max_new_tokens": 6,
+               "min_new_tokens": 0},
+    "gen": {"samples": 5, "temperature": 1.0, "top_k": 50, "top_p": 0.95, "max_new_tokens": 50,
+            "min_new_tokens": None},  # None: = max_new_tokens
+}
+#: samples generated together in one batch (rows of the KV cache) by the gen protocol
+GEN_ROWS_PER_BATCH = 64
 
 
 def protocols_for(dataset: str) -> tuple[str, ...]:
     """Protocols available for a dataset; the first is its default."""
     if dataset in CHOICE_DATASETS:
         return ("choice",)
+    if dataset == "tango":
+        return ("gen", "prob")
+    if dataset in GENERATION_DATASETS:
+        return ("prob", "gen")
     if dataset in SCORING_DATASETS:
         return ("prob",)
     return ()
@@ -57,17 +75,27 @@ class CollectConfig:
     loader_options: dict[str, Any] = field(default_factory=dict)
     # choice protocol (the contextual invariance paper's settings are the defaults)
     mode: str = "exact"
-    samples: int = 200
+    # sampling settings: None = the protocol's default (SAMPLING_DEFAULTS)
+    samples: int | None = None
     seed: int = 0
-    temperature: float = 0.5
-    top_k: int = 40
-    top_p: float = 1.0
-    max_new_tokens: int = 6
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    max_new_tokens: int | None = None
+    min_new_tokens: int | None = None   # gen protocol: stop tokens suppressed this long (default: max_new_tokens)
     k_store: int = 64
     prompt: str = "forced_choice_v1"
     prompt_batch: int = 1
     shard: str | None = None          # "i/n": this job collects shard i (0-based) of n
     out_shard: str | None = None      # folder for shard warehouses (then --db is not used)
+
+    def __post_init__(self) -> None:
+        protocol = self.protocol or (protocols_for(self.dataset) or ("prob",))[0]
+        for name, value in SAMPLING_DEFAULTS.get(protocol, SAMPLING_DEFAULTS["choice"]).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if self.min_new_tokens is None:
+            self.min_new_tokens = self.max_new_tokens
 
     def validate(self) -> None:
         """Refuse absurd parameters before any model is loaded."""
@@ -78,6 +106,12 @@ class CollectConfig:
         self.protocol = self.protocol or supported[0]
         if self.protocol not in supported:
             raise ValueError(f"--protocol {self.protocol} is not available for {self.dataset}; use one of {supported}")
+        if self.protocol == "gen":
+            self.sampling_params().validate()
+            if self.samples < 1:
+                raise ValueError(f"--samples must be at least 1, got {self.samples}")
+            if not 0 <= self.min_new_tokens <= self.max_new_tokens:
+                raise ValueError(f"--min-new-tokens must be between 0 and --max-new-tokens ({self.max_new_tokens})")
         if self.pll not in PLL_SCHEMES:
             raise ValueError(f"--pll must be one of {PLL_SCHEMES}, got {self.pll!r}")
         if self.limit is not None and self.limit < 1:
@@ -183,6 +217,7 @@ class CollectResult:
     requests: int
     pending: int
     added: int
+    note: str = ""
 
 
 def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[int], None]] | None = None,
@@ -195,6 +230,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     config.validate()
     with Warehouse.open(config.database()) as wh:
         stimuli = dataset_stimuli(wh, config)
+        if config.dataset == "tango":  # prompts only: templates built from generations are not prompts
+            stimuli = [s for s in stimuli if s.options is None]
         if config.limit is not None:
             stimuli = stimuli[: config.limit]
         if not stimuli:
@@ -205,6 +242,11 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             config.model, dtype=config.dtype, quant=config.quant, device=config.device)
         if config.protocol == "choice":
             return _collect_choice(wh, config, stimuli, prepared, loaded, progress)
+        if config.protocol == "gen":
+            return _collect_generations(wh, config, stimuli, prepared, loaded, progress)
+        note = ""
+        if config.dataset == "tango":
+            stimuli, note = _tango_templates(wh, prepared.model_key, stimuli)
         scheme = config.pll if prepared.spec.kind == "masked" else "causal"
         requests = score_requests(stimuli, config.protocol, scheme)
         wh.append("models", [model_row(prepared.spec)])
@@ -217,7 +259,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             chunks = pending_chunks(requests, todo, config.chunk_size)
             stats["added"] = collect_scores(wh, loaded, chunks, max_tokens=config.max_tokens, run_id=run_id,
                                             on_progress=advance)
-        return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(todo), stats["added"])
+        return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(todo), stats["added"],
+                             note)
 
 
 def _start_run(wh: Warehouse, config: CollectConfig, prepared, extra: dict[str, Any],
@@ -301,3 +344,48 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
             stats["added"] = collect_samples(wh, loaded, pending, seeds, spec, params=params, rows_per_batch=256,
                                              run_id=run_id, on_progress=advance)
     return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(todo), stats["added"])
+
+
+def _collect_generations(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus], prepared, loaded,
+                         progress) -> CollectResult:
+    from .generation import GEN_VERSION, collect_generations, gen_requests, pending_generations
+
+    params = config.sampling_params()
+    requests = gen_requests(stimuli)
+    wh.append("models", [model_row(prepared.spec)])
+    pending = pending_generations(wh, prepared.model_key, requests, config.samples, config.seed, params)
+    if pending and loaded is None:
+        loaded = prepared.load()
+    generation = {"do_sample": True, "temperature": params.temperature, "top_k": params.top_k,
+                  "top_p": params.top_p, "max_new_tokens": params.max_new_tokens,
+                  "min_new_tokens": config.min_new_tokens, "repetition_penalty": 1.0, "samples": config.samples,
+                  "seed": config.seed, "prompt_version": GEN_VERSION}
+    version = (f"{GEN_VERSION}:seed={config.seed}:T={params.temperature}:k={params.top_k}:p={params.top_p}"
+               f":n={params.max_new_tokens}:min={config.min_new_tokens}")
+    run_id = _start_run(wh, config, prepared, {"protocol_version": version}, generation_config=generation)
+    advance = progress(len(requests), len(requests) - len(pending)) if progress else None
+    with _finishing(wh, run_id) as stats:
+        chunk = max(1, min(config.chunk_size, GEN_ROWS_PER_BATCH // config.samples))
+        stats["added"] = collect_generations(wh, loaded, requests, pending, samples=config.samples, seed=config.seed,
+                                             params=params, min_new_tokens=config.min_new_tokens, chunk_size=chunk,
+                                             run_id=run_id, on_progress=advance)
+    return CollectResult(run_id, prepared.model_key, len(stimuli), len(requests), len(pending), stats["added"])
+
+
+def _tango_templates(wh: Warehouse, model_key: str, prompts: list[Stimulus]) -> tuple[list[Stimulus], str]:
+    """TANGO `prob`: the templates built from this model's stored generations (stored in `stimuli` too)."""
+    from ..loaders.tango_convert import load_nlp
+    from .tango_templates import templates_from_generations
+
+    templates, counts = templates_from_generations(wh, model_key, prompts, load_nlp())
+    if counts.generations == 0:
+        raise ValueError(f"tango --protocol prob scores templates built from this model's own generations, and "
+                         f"{wh.path} has none for model {model_key}: run `runners collect --dataset tango "
+                         f"--protocol gen` with the same model (and --limit) first")
+    if not templates:
+        raise ValueError(f"tango: none of {counts.generations} stored generations contains a pronoun, so there is "
+                         f"no template to score")
+    wh.append("stimuli", [s.to_row() for s in templates])
+    note = (f"{counts.generations} stored generations -> {counts.templates} templates ({counts.no_pronoun} without "
+            f"a pronoun, {counts.not_candidate} of non-candidate families)")
+    return sorted(templates, key=lambda s: (s.item_id, s.stimulus_id)), note

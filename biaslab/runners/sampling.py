@@ -67,8 +67,12 @@ def warp(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 
 @torch.inference_mode()
 def sample_from_state(model, state: PromptState, seeds: Sequence[int], params: SamplingParams,
-                      stop_ids: set[int], pad_id: int) -> list[Sample]:
-    """Draw one sample per row of `state` (rows are prompts already repeated as needed)."""
+                      stop_ids: set[int], pad_id: int, min_new_tokens: int = 0) -> list[Sample]:
+    """Draw one sample per row of `state` (rows are prompts already repeated as needed).
+
+    `min_new_tokens`: for the first that many steps the stop tokens get probability 0 (Hugging Face's
+    MinNewTokensLengthLogitsProcessor); the stored log-probabilities stay the model's own.
+    """
     params.validate()
     _, head = _base_and_head(model)
     generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
@@ -77,9 +81,12 @@ def sample_from_state(model, state: PromptState, seeds: Sequence[int], params: S
     active = [True] * rows
     hidden = state.last_hidden
     stop = torch.tensor(sorted(stop_ids), dtype=torch.long)
-    for _ in range(params.max_new_tokens):
+    for step in range(params.max_new_tokens):
         logits = head.to_float(head.raw(hidden)).cpu()
-        probs = warp(logits, params)
+        if step < min_new_tokens and len(stop):
+            probs = warp(logits.index_fill(1, stop, float("-inf")), params)
+        else:
+            probs = warp(logits, params)
         uniforms = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in generators])
         cdf = probs.double().cumsum(-1)
         cdf[:, -1] = 1.0

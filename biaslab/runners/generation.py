@@ -1,0 +1,159 @@
+"""The `gen` protocol: open generation from misgendering prompts (Subramonian et al. 2025, "Agree to Disagree? A
+Meta-Evaluation of LLM Misgendering"), stored as raw samples.
+
+Prompts (one `gen_requests` row each, DESIGN.md section 7):
+
+* MISGENDERED and RUFF stimuli (a sentence with a pronoun slot) give two prompts: `pre`, the text before the slot
+  (trailing whitespace removed, so the model chooses the next word's leading space itself; the upstream code keeps
+  the space), and `post`, the text with the gold pronoun filled in (with its verb agreement).
+* TANGO prompts (no slot) give one prompt, `prompt`: the text with its first letter upper-cased (the upstream
+  evaluation capitalizes the lower-case TANGO templates).
+
+The model sees BOS + the prompt's tokens (the scoring BOS policy), no chat template. Each prompt gets `samples`
+continuations of exactly `max_new_tokens` tokens by default: stop tokens get probability 0 for the first
+`min_new_tokens` steps (the upstream `min_new_tokens=50`), with temperature 1, top_k 50, top_p 0.95 unless set
+otherwise. A sample's seed is derived from the run seed, the request and the sample index, so the same seed gives
+the same continuations whatever the chunking or resume point. Nothing is parsed here: the first-pronoun outcome
+is a metric (`biaslab.metrics.misgendering`), computed from the stored text with the vocabulary stored per request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ..loaders.pronoun_detection import vocabulary
+from ..loaders.pronouns import capitalize
+from ..schema import Stimulus, request_id
+from ..warehouse import Warehouse
+from .answers import decode
+from .choice_collect import stop_token_ids
+from .kvcache import encode_prompts
+from .loading import bos_token_id
+from .sampling import SamplingParams, sample_from_state, sample_seed
+
+GEN_VERSION = "gen-v1"
+GEN_DATASETS = ("misgendered", "ruff", "tango")
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    request_id: str
+    stimulus_id: str
+    dataset: str
+    context: str          # pre | post | prompt
+    prompt_text: str
+    declared: str
+
+
+def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
+    """(context, prompt text) pairs of one stimulus (see the module docstring)."""
+    if stimulus.options is None:
+        return [("prompt", capitalize(stimulus.text))]
+    if stimulus.gold is None or stimulus.slot is None:
+        raise ValueError(f"stimulus {stimulus.item_id}: the gen protocol needs a gold pronoun and a slot")
+    pre = stimulus.text[: stimulus.text.index(stimulus.slot)].rstrip()
+    if not pre:
+        raise ValueError(f"stimulus {stimulus.item_id}: nothing precedes the slot, so there is no pre context")
+    return [("pre", pre), ("post", stimulus.fill(stimulus.gold))]
+
+
+def gen_requests(stimuli: Sequence[Stimulus]) -> list[GenRequest]:
+    out = []
+    for s in stimuli:
+        if s.pronoun_set is None:
+            raise ValueError(f"stimulus {s.item_id}: the gen protocol needs the declared pronoun set")
+        for context, text in generation_prompts(s):
+            rid = request_id(s.stimulus_id, "gen", {"context": context}, GEN_VERSION)
+            out.append(GenRequest(rid, s.stimulus_id, s.dataset, context, text, s.pronoun_set))
+    return out
+
+
+def pending_generations(wh: Warehouse, model_key: str, requests: Sequence[GenRequest], n: int, seed: int,
+                        params: SamplingParams) -> dict[str, list[int]]:
+    """request_id -> sample indices not yet stored under these sampling settings and seed."""
+    done = set(wh.con.execute(
+        "SELECT request_id, sample_index, seed FROM samples WHERE model_key = ? AND temperature = ? AND top_k = ? "
+        "AND top_p = ? AND max_new_tokens = ?",
+        [model_key, params.temperature, params.top_k, params.top_p, params.max_new_tokens]).fetchall())
+    out = {}
+    for r in requests:
+        todo = [i for i in range(n) if (r.request_id, i, sample_seed(seed, r.request_id, i)) not in done]
+        if todo:
+            out[r.request_id] = todo
+    return out
+
+
+def _request_table(model_key: str, chunk: Sequence[GenRequest], params: SamplingParams, min_new_tokens: int,
+                   run_id: str | None) -> pa.Table:
+    n = len(chunk)
+    vocabularies = {d: json.dumps(vocabulary(d), sort_keys=True) for d in {r.dataset for r in chunk}}
+    return pa.table({
+        "model_key": [model_key] * n, "request_id": [r.request_id for r in chunk],
+        "stimulus_id": [r.stimulus_id for r in chunk], "dataset": [r.dataset for r in chunk],
+        "context": [r.context for r in chunk], "prompt_version": [GEN_VERSION] * n,
+        "prompt_text": [r.prompt_text for r in chunk], "declared": [r.declared for r in chunk],
+        "pronoun_vocabulary": [vocabularies[r.dataset] for r in chunk],
+        "max_new_tokens": pa.array([params.max_new_tokens] * n, pa.int32()),
+        "min_new_tokens": pa.array([min_new_tokens] * n, pa.int32()),
+        "run_id": pa.array([run_id] * n, pa.string()),
+    })
+
+
+def collect_generations(wh: Warehouse, loaded, requests: Sequence[GenRequest], pending: dict[str, list[int]], *,
+                        samples: int, seed: int, params: SamplingParams, min_new_tokens: int, chunk_size: int,
+                        run_id: str | None, on_progress: Callable[[int], None] | None = None) -> int:
+    """Generate and store the pending samples, chunk by chunk (chunk = `chunk_size` requests of the FULL list, so
+    a resumed run batches exactly like an uninterrupted one); each chunk's requests and samples are written in one
+    transaction. Returns sample rows added."""
+    if not pending:
+        return 0
+    model, tok = loaded.model, loaded.tokenizer
+    stops = stop_token_ids(model, tok)
+    bos, _ = bos_token_id(tok)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else bos
+    key = loaded.model_key
+    added = 0
+    for start in range(0, len(requests), chunk_size):
+        chunk = list(requests[start:start + chunk_size])
+        waiting = sum(r.request_id in pending for r in chunk)
+        if not waiting:
+            continue
+        prompts = [[bos, *tok(r.prompt_text, add_special_tokens=False)["input_ids"]] for r in chunk]
+        state = encode_prompts(model, prompts, pad)
+        rows_of = [(r_index, i) for r_index in range(len(chunk)) for i in range(samples)]
+        seeds = [sample_seed(seed, chunk[r].request_id, i) for r, i in rows_of]
+        drawn = sample_from_state(model, state.select([r for r, _ in rows_of]), seeds, params, stops, pad,
+                                  min_new_tokens=min_new_tokens)
+        rows: dict[str, list] = {k: [] for k in ("request_id", "stimulus_id", "sample_index", "seed", "text",
+                                                 "token_ids", "token_logprobs", "finish_reason")}
+        for (r, i), s_seed, sample in zip(rows_of, seeds, drawn):
+            req = chunk[r]
+            if i not in pending.get(req.request_id, ()):
+                continue
+            for k, v in (("request_id", req.request_id), ("stimulus_id", req.stimulus_id), ("sample_index", i),
+                         ("seed", s_seed), ("text", decode(tok, sample.token_ids)), ("token_ids", sample.token_ids),
+                         ("token_logprobs", sample.logprobs), ("finish_reason", sample.finish_reason)):
+                rows[k].append(v)
+        n = len(rows["request_id"])
+        table = pa.table({
+            "model_key": [key] * n, **rows,
+            "token_ids": pa.array(rows["token_ids"], pa.list_(pa.int32())),
+            "token_logprobs": pa.array(rows["token_logprobs"], pa.list_(pa.float64())),
+            "temperature": [params.temperature] * n, "top_k": [params.top_k] * n, "top_p": [params.top_p] * n,
+            "max_new_tokens": [params.max_new_tokens] * n, "answer": pa.array([None] * n, pa.string()),
+            "valid": [True] * n, "run_id": pa.array([run_id] * n, pa.string()),
+        })
+        result = wh.append_many({"gen_requests": _request_table(key, chunk, params, min_new_tokens, run_id),
+                                 "samples": table})
+        added += result["samples"]
+        if on_progress:
+            on_progress(waiting)
+    return added
+
+
+__all__ = ["GEN_DATASETS", "GEN_VERSION", "GenRequest", "collect_generations", "gen_requests", "generation_prompts",
+           "pending_generations"]

@@ -1,0 +1,92 @@
+"""TANGO's probability version: one scoring stimulus per stored generation of the SAME model (the meta-evaluation's
+conversion; see `biaslab.loaders.tango_convert` for the exact rule).
+
+For every TANGO prompt and every stored continuation of it (`gen` protocol, context `prompt`), the continuation is
+cut before its second pronoun, its first pronoun becomes the slot, and the candidates he / she / they / xe (TANGO's
+xe/xir spelling) are realized in that pronoun's case with verb agreement. The gold option is the prompt's declared
+family. Continuations without a pronoun give no stimulus (counted), and neither do prompts whose declared family is
+not a candidate (ey, fae with `--pronouns all`).
+
+The new stimuli keep the prompt's dataset name ("tango") and identify their source generation in `attrs`
+(`template_of`: the prompt's stimulus_id; `generation`: model_key, request_id, sample_index, seed), so each model's
+templates are its own and a second collection finds the same stimulus ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ..schema import Stimulus
+from ..warehouse import Warehouse
+
+
+@dataclass
+class TemplateCounts:
+    generations: int = 0
+    templates: int = 0
+    no_pronoun: int = 0
+    not_candidate: int = 0      # prompts whose declared family is not among the candidates
+    examples: list[str] = field(default_factory=list)
+
+
+def generations_of(wh: Warehouse, model_key: str, prompt_ids: Sequence[str]) -> list[tuple]:
+    """(stimulus_id, prompt_text, request_id, sample_index, seed, text) of every stored TANGO continuation."""
+    if not prompt_ids:
+        return []
+    wh.con.register("_tango_prompts", pa.table({"stimulus_id": list(prompt_ids)}))
+    try:
+        return wh.con.execute(
+            "SELECT g.stimulus_id, g.prompt_text, g.request_id, s.sample_index, s.seed, s.text "
+            "FROM gen_requests g JOIN samples s USING (model_key, request_id) "
+            "SEMI JOIN _tango_prompts p ON p.stimulus_id = g.stimulus_id "
+            "WHERE g.model_key = ? AND g.context = 'prompt' "
+            "ORDER BY g.stimulus_id, s.sample_index, s.seed, s.temperature, s.top_k, s.top_p, s.max_new_tokens",
+            [model_key]).fetchall()
+    finally:
+        wh.con.unregister("_tango_prompts")
+
+
+def templates_from_generations(wh: Warehouse, model_key: str, prompts: Sequence[Stimulus],
+                               nlp) -> tuple[list[Stimulus], TemplateCounts]:
+    """The probability-protocol stimuli built from `model_key`'s stored continuations of `prompts`."""
+    from ..loaders.tango_convert import CANDIDATES, convert
+
+    by_id = {p.stimulus_id: p for p in prompts}
+    counts = TemplateCounts()
+    out: list[Stimulus] = []
+    for sid, prompt_text, rid, index, seed, text in generations_of(wh, model_key, list(by_id)):
+        counts.generations += 1
+        prompt = by_id[sid]
+        if prompt.pronoun_set not in CANDIDATES:
+            counts.not_candidate += 1
+            continue
+        conversion = convert(prompt_text, text, nlp)
+        if conversion is None:
+            counts.no_pronoun += 1
+            continue
+        gold = conversion.options[CANDIDATES.index(prompt.pronoun_set)]
+        out.append(Stimulus(
+            dataset=prompt.dataset,
+            upstream_version=prompt.upstream_version,
+            item_id=f"{prompt.item_id}.gen{index}.{rid[:8]}",
+            text=conversion.text,
+            template=prompt.text,
+            slot="BLANK",
+            pronoun_set=prompt.pronoun_set,
+            grammatical_case=conversion.case,
+            options=conversion.options,
+            option_labels=CANDIDATES,
+            option_texts=conversion.option_texts,
+            gold=gold,
+            referent_role=prompt.referent_role,
+            name=prompt.name,
+            attrs={**{k: v for k, v in prompt.attrs.items() if k != "line"}, "template_of": sid,
+                   "generation": {"model_key": model_key, "request_id": rid, "sample_index": int(index),
+                                  "seed": int(seed)},
+                   "found": conversion.found, "found_family": conversion.found_family},
+        ))
+        counts.templates += 1
+    return out, counts

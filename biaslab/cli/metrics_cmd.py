@@ -137,3 +137,79 @@ def negation_report_command(db: str, out: str) -> None:
     with Warehouse.open(db, read_only=True) as wh:
         ppl = sentence_perplexities(wh)
     click.echo(f"wrote {write_report(ppl, Path(out), db)}")
+
+
+_NO_PRONOUN = click.option(
+    "--no-pronoun", type=click.Choice(["correct", "exclude"]), default="correct", show_default=True,
+    help="Binary correctness of a continuation without a pronoun: correct (the paper's automatic metric) or "
+         "exclude it from agreement and Beta fits (outcome shares always show it separately).")
+
+
+@metrics_group.command("misgendering")
+@db_option
+@format_option
+@_NO_PRONOUN
+def misgendering_command(db: str, fmt: str, no_pronoun: str) -> None:
+    """Misgendering meta-evaluation (MISGENDERED, RUFF, TANGO): correctness per method, model, dataset, pronoun and
+    context (pre / post / template); instance-level std; raw agreement, Cohen's kappa and MCC between the
+    probability- and generation-based methods over all samples (NaN with a note when a method is constant); Beta
+    method-of-moments fit of per-instance disagreement; repetition rate and no-pronoun rate; human annotation
+    agreement when annotations were imported."""
+    from ..metrics.misgendering import misgendering_report
+
+    with Warehouse.open(db, read_only=True) as wh:
+        tables = misgendering_report(wh, no_pronoun=no_pronoun)
+    _emit_tables(tables, fmt)
+
+
+@report_group.command("misgendering")
+@db_option
+@click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Output folder.")
+@_NO_PRONOUN
+def misgendering_report_command(db: str, out: str, no_pronoun: str) -> None:
+    """Write OUT/index.html: correctness bars per pronoun with 95% intervals, agreement tables, Beta (alpha, beta)
+    scatter of disagreement, instance spread, generation quality; one section per model."""
+    from ..metrics.misgendering import misgendering_report
+    from ..metrics.report_misgendering import write_report
+
+    with Warehouse.open(db, read_only=True) as wh:
+        tables = misgendering_report(wh, no_pronoun=no_pronoun)
+    index = write_report(tables, Path(out), db)
+    click.echo(f"wrote {index}")
+
+
+@click.group("annotate", cls=Group)
+def annotate_group() -> None:
+    """Human labels of generated continuations (misgendering): export a sheet, import the labels."""
+
+
+@annotate_group.command("export")
+@db_option
+@click.option("--out", "out", type=click.Path(dir_okay=False), required=True, help="CSV file to write.")
+@click.option("--n", "n", type=int, default=100, show_default=True, help="Continuations to draw at random.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--dataset", default=None, help="Only this dataset (misgendered, ruff, tango).")
+def annotate_export_command(db: str, out: str, n: int, seed: int, dataset: str | None) -> None:
+    """Write a CSV (sample_id, dataset, declared, context, prompt_text, text, and empty label /
+    extraneous_gendered / annotator columns) of N random continuations. The heuristic's outcome is not shown."""
+    from ..metrics.annotations import export_sheet
+
+    if n < 1:
+        raise click.UsageError("--n must be at least 1")
+    with Warehouse.open(db, read_only=True) as wh:
+        written = export_sheet(wh, Path(out), n, seed, dataset)
+    click.echo(f"wrote {written} continuations to {out}")
+
+
+@annotate_group.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@db_option
+def annotate_import_command(file: str, db: str) -> None:
+    """Import FILE (CSV with sample_id, label = correct | misgendering | no_pronoun, extraneous_gendered =
+    true | false, annotator) into the `annotations` table. The whole file is checked first: any bad row stops the
+    import with file, line and field, and nothing is written. Re-importing adds nothing."""
+    from ..metrics.annotations import import_annotations
+
+    with Warehouse.open(db) as wh:
+        read, added = import_annotations(wh, Path(file))
+    click.echo(f"{file}: {read} annotations read, {added} new")

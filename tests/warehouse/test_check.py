@@ -182,7 +182,7 @@ def test_run_left_running(clean_path):
     assert "2020-01-02 03:04:05" in f.detail
     assert f.detail.index("r-old") < f.detail.index("winobias")  # oldest first
     text = format_findings(_check(clean_path))
-    assert "PROBLEM unfinished_runs runs:" in text and text.endswith("1 problem(s) in 26 check(s)")
+    assert "PROBLEM unfinished_runs runs:" in text and text.endswith("1 problem(s) in 30 check(s)")
 
 
 def test_result_with_unknown_model(clean_path):

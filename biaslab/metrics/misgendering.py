@@ -1,0 +1,219 @@
+"""Misgendering meta-evaluation: probability- vs generation-based evaluation on MISGENDERED, RUFF and TANGO
+(Subramonian et al. 2025, "Agree to Disagree? A Meta-Evaluation of LLM Misgendering"), from stored evidence only.
+
+Methods and their per-unit correctness:
+
+* probability-based (`prob`): per stimulus, the candidate with the lowest perplexity is the prediction (the
+  paper's rule; view `misgendering_prob`, which also gives the joint-probability prediction); correct = it is gold.
+  For TANGO a stimulus is a template built from one of the model's own generations.
+* generation-based (`gen`): per sampled continuation, the first pronoun of the dataset's vocabulary decides
+  (`biaslab.loaders.pronoun_detection`): outcome correct, misgendered or no_pronoun (kept apart, DESIGN.md
+  section 7). Binary correctness maps no_pronoun to correct as the paper's automatic metric does
+  (`no_pronoun="correct"`), or drops those samples (`no_pronoun="exclude"`).
+
+Pairs for agreement ("using all samples"): MISGENDERED / RUFF pair every continuation (pre and post contexts
+separately) with its stimulus's probability-based correctness; TANGO pairs every continuation that produced a
+template with that template's probability-based correctness. An instance is a stimulus and context (MISGENDERED,
+RUFF) or a TANGO prompt; its disagreement probability is the share of its pairs where the methods disagree, and
+these are fit to a Beta law by the method of moments per model, dataset and pronoun.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from ..loaders.pronoun_detection import first_pronoun
+from ..warehouse import Warehouse
+from .misgendering_stats import (DegenerateAgreementWarning, DegenerateBetaFitWarning, agreement,
+                                 beta_method_of_moments, repetition_rate, tokenize_words, wilson_interval)
+
+NoPronoun = Literal["correct", "exclude"]
+SETTING = ["model_key", "dataset", "declared"]
+
+
+def prob_results(wh: Warehouse) -> pd.DataFrame:
+    """One row per (model, stimulus) of the probability-based method (the `misgendering_prob` view)."""
+    return wh.con.execute("SELECT * FROM misgendering_prob ORDER BY model_key, dataset, item_id, stimulus_id").df()
+
+
+def detect(text: str, vocabulary: dict, declared: str) -> tuple[str, str | None, str | None]:
+    """(outcome, first pronoun as written, its family) of one continuation."""
+    hit = first_pronoun(text, vocabulary)
+    if hit is None:
+        return "no_pronoun", None, None
+    return ("correct" if hit.family == declared else "misgendered"), hit.word, hit.family
+
+
+def generation_results(wh: Warehouse) -> pd.DataFrame:
+    """One row per stored continuation (`gen_samples`) with its outcome (first pronoun of the continuation only),
+    and the repetition rate of prompt + continuation (as the upstream measure-repetition scripts do)."""
+    frame = wh.con.execute(
+        "SELECT * FROM gen_samples ORDER BY model_key, dataset, stimulus_id, context, sample_index, seed").df()
+    vocabularies: dict[str, dict] = {}
+    outcomes, words, families, rates = [], [], [], []
+    for prompt, text, vocab_json, declared in zip(frame["prompt_text"], frame["text"], frame["pronoun_vocabulary"],
+                                                  frame["declared"]):
+        vocab = vocabularies.setdefault(vocab_json, json.loads(vocab_json))
+        outcome, word, family = detect(text, vocab, declared)
+        outcomes.append(outcome)
+        words.append(word)
+        families.append(family)
+        rates.append(repetition_rate(tokenize_words(prompt + text)))
+    frame["outcome"] = outcomes
+    frame["first_pronoun"] = words
+    frame["first_family"] = families
+    frame["repetition_rate"] = rates
+    return frame.drop(columns=["pronoun_vocabulary"])
+
+
+def binary_correct(gen: pd.DataFrame, no_pronoun: NoPronoun) -> pd.DataFrame:
+    """Continuations with a 0/1 `correct` column under the chosen treatment of no_pronoun."""
+    if no_pronoun not in ("correct", "exclude"):
+        raise ValueError(f"no_pronoun must be 'correct' or 'exclude', got {no_pronoun!r}")
+    out = gen if no_pronoun == "correct" else gen[gen["outcome"] != "no_pronoun"]
+    return out.assign(correct=(out["outcome"] != "misgendered").astype(int))
+
+
+def _rate(k: int, n: int) -> tuple[float, float, float]:
+    low, high = wilson_interval(int(k), int(n)) if n else (np.nan, np.nan)
+    return (k / n if n else np.nan), low, high
+
+
+def correctness_table(prob: pd.DataFrame, gen: pd.DataFrame) -> pd.DataFrame:
+    """Correctness per method, model, dataset, declared pronoun and context, with 95% Wilson intervals.
+
+    `gen` rows also give the shares of the three outcomes; `correct` there is the paper's mapping (no_pronoun
+    counts as correct) and `correct_strict` counts only outcome correct.
+    """
+    rows = []
+    for key, group in prob.groupby(SETTING, sort=True):
+        k, n = int(group["correct"].sum()), len(group)
+        rate, low, high = _rate(k, n)
+        rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template" if key[1] == "tango" else "-",
+                     "n": n, "correct": rate, "ci_low": low, "ci_high": high,
+                     "correct_joint": float(group["correct_joint"].mean()), "correct_strict": np.nan,
+                     "misgendered": 1 - rate, "no_pronoun": np.nan})
+    for key, group in gen.groupby([*SETTING, "context"], sort=True):
+        n = len(group)
+        counts = group["outcome"].value_counts()
+        k = n - int(counts.get("misgendered", 0))
+        rate, low, high = _rate(k, n)
+        rows.append({"method": "gen", **dict(zip([*SETTING, "context"], key)), "n": n, "correct": rate,
+                     "ci_low": low, "ci_high": high, "correct_joint": np.nan,
+                     "correct_strict": counts.get("correct", 0) / n, "misgendered": counts.get("misgendered", 0) / n,
+                     "no_pronoun": counts.get("no_pronoun", 0) / n})
+    return pd.DataFrame(rows)
+
+
+def instance_std_table(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPronoun = "correct") -> pd.DataFrame:
+    """Mean (over instances) of the within-instance population std of correctness: across the generations of a
+    prompt (gen), and across the templates of a TANGO prompt (prob). ddof = 0 (see `misgendering_stats`)."""
+    rows = []
+    binary = binary_correct(gen, no_pronoun)
+    for key, group in binary.groupby([*SETTING, "context"], sort=True):
+        per = group.groupby("stimulus_id")["correct"].agg(lambda x: float(np.std(x.to_numpy(), ddof=0)))
+        sizes = group.groupby("stimulus_id").size()
+        rows.append({"method": "gen", **dict(zip([*SETTING, "context"], key)), "instances": len(per),
+                     "units_per_instance": float(sizes.mean()), "mean_std": float(per.mean()),
+                     "max_std": float(per.max())})
+    tango = prob[prob["template_of"].notna()]
+    for key, group in tango.groupby(SETTING, sort=True):
+        per = group.groupby("template_of")["correct"].agg(lambda x: float(np.std(x.astype(float).to_numpy(), ddof=0)))
+        sizes = group.groupby("template_of").size()
+        rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template", "instances": len(per),
+                     "units_per_instance": float(sizes.mean()), "mean_std": float(per.mean()),
+                     "max_std": float(per.max())})
+    return pd.DataFrame(rows)
+
+
+def paired(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPronoun = "correct") -> pd.DataFrame:
+    """One row per continuation paired with its probability-based correctness (see the module docstring):
+    model_key, dataset, declared, context, instance, prob_correct, gen_correct."""
+    binary = binary_correct(gen, no_pronoun)
+    cols = [*SETTING, "context", "instance", "prob_correct", "gen_correct"]
+    slot_gen = binary[binary["dataset"] != "tango"]
+    slot_prob = prob[prob["dataset"] != "tango"][["model_key", "stimulus_id", "correct"]]
+    a = slot_gen.merge(slot_prob, on=["model_key", "stimulus_id"], suffixes=("_gen", "_prob"))
+    a = a.assign(instance=a["stimulus_id"] + ":" + a["context"], prob_correct=a["correct_prob"].astype(int),
+                 gen_correct=a["correct_gen"])
+    tango_gen = binary[binary["dataset"] == "tango"]
+    tango_prob = prob[prob["template_of"].notna()].rename(columns={
+        "source_request_id": "request_id", "source_sample_index": "sample_index", "source_seed": "seed"})
+    b = tango_gen.merge(tango_prob[["model_key", "request_id", "sample_index", "seed", "correct"]],
+                        on=["model_key", "request_id", "sample_index", "seed"], suffixes=("_gen", "_prob"))
+    b = b.assign(instance=b["stimulus_id"], prob_correct=b["correct_prob"].astype(int), gen_correct=b["correct_gen"])
+    return pd.concat([a[cols], b[cols]], ignore_index=True)
+
+
+def agreement_table(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Dataset-level raw agreement, Cohen's kappa and MCC between the methods per model, dataset, pronoun and
+    context, over all paired samples. A constant method gives NaN (never a crash) and a note."""
+    rows = []
+    for key, group in pairs.groupby([*SETTING, "context"], sort=True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DegenerateAgreementWarning)
+            result = agreement(group["prob_correct"].to_numpy(), group["gen_correct"].to_numpy())
+        rows.append({**dict(zip([*SETTING, "context"], key)), "n": result.n,
+                     "prob_correct": float(group["prob_correct"].mean()),
+                     "gen_correct": float(group["gen_correct"].mean()), "raw_agreement": result.raw_agreement,
+                     "cohen_kappa": result.cohen_kappa, "mcc": result.mcc,
+                     "note": "; ".join(w.replace("method a", "prob").replace("method b", "gen")
+                                       for w in result.warnings)})
+    return pd.DataFrame(rows)
+
+
+def disagreement_beta_table(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per model, dataset and pronoun: per-instance disagreement probabilities (share of an instance's pairs where
+    the methods disagree) fit to Beta(alpha, beta) by the method of moments."""
+    rows = []
+    pairs = pairs.assign(disagree=(pairs["prob_correct"] != pairs["gen_correct"]).astype(float))
+    for key, group in pairs.groupby(SETTING, sort=True):
+        per_instance = group.groupby("instance")["disagree"].mean().to_numpy()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DegenerateBetaFitWarning)
+            fit = beta_method_of_moments(per_instance)
+        rows.append({**dict(zip(SETTING, key)), "instances": fit.n, "mean_disagreement": fit.mean,
+                     "var": fit.var, "alpha": fit.alpha, "beta": fit.beta, "note": fit.warning or ""})
+    return pd.DataFrame(rows)
+
+
+def generation_quality_table(gen: pd.DataFrame) -> pd.DataFrame:
+    """Mean and population std of the repetition rate (Bertoldi et al. 2014; per text = prompt + continuation) and
+    the share of continuations without a pronoun, per model, dataset, pronoun and context."""
+    rows = []
+    for key, group in gen.groupby([*SETTING, "context"], sort=True):
+        rows.append({**dict(zip([*SETTING, "context"], key)), "n": len(group),
+                     "repetition_rate": float(np.nanmean(group["repetition_rate"])),
+                     "repetition_rate_std": float(np.nanstd(group["repetition_rate"])),
+                     "no_pronoun_rate": float((group["outcome"] == "no_pronoun").mean()),
+                     "mean_tokens": float(group["n_tokens"].mean())})
+    return pd.DataFrame(rows)
+
+
+def misgendering_report(wh: Warehouse, no_pronoun: NoPronoun = "correct") -> dict[str, pd.DataFrame]:
+    """Every table of the study (annotation tables when the warehouse has annotations)."""
+    from .annotations import annotation_tables
+
+    prob = prob_results(wh)
+    gen = generation_results(wh)
+    if prob.empty and gen.empty:
+        raise ValueError(f"{wh.path}: no misgendering evidence (collect misgendered, ruff or tango with "
+                         f"--protocol prob and gen first)")
+    pairs = paired(prob, gen, no_pronoun) if not (prob.empty or gen.empty) else pd.DataFrame(
+        columns=[*SETTING, "context", "instance", "prob_correct", "gen_correct"])
+    tables = {
+        "correctness": correctness_table(prob, gen),
+        "instance_std": instance_std_table(prob, gen, no_pronoun),
+        "agreement": agreement_table(pairs),
+        "disagreement_beta": disagreement_beta_table(pairs),
+        "generation_quality": generation_quality_table(gen),
+    }
+    tables.update(annotation_tables(wh, gen))
+    tables["_pairs"] = pairs
+    tables["_gen"] = gen
+    return tables

@@ -1,0 +1,95 @@
+"""Misgendering study end to end on a tiny model: collect prob + gen -> `biaslab metrics misgendering`,
+`biaslab annotate export / import`, `biaslab report misgendering` (rendered in headless Chromium when present)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from biaslab.cli.main import biaslab
+from biaslab.runners.collect import CollectConfig, collect
+
+
+@pytest.fixture(scope="module")
+def misgendering_warehouse(tmp_path_factory, data_dir, tiny_gpt2):
+    for folder in ("ruff", "misgendered"):
+        if not (data_dir / folder).is_dir():
+            pytest.skip(f"dataset folder {data_dir / folder} is absent")
+    db = tmp_path_factory.mktemp("misgendering") / "w.duckdb"
+    for dataset in ("ruff", "misgendered"):
+        for protocol in ("prob", "gen"):
+            collect(CollectConfig(dataset=dataset, protocol=protocol, db=str(db), data_dir=str(data_dir), limit=8,
+                                  samples=3, max_new_tokens=10), loaded=tiny_gpt2)
+    return db
+
+
+def run(*args):
+    return CliRunner().invoke(biaslab, list(args), catch_exceptions=False)
+
+
+def test_metrics_command_lists_every_table(misgendering_warehouse):
+    result = run("metrics", "misgendering", "--db", str(misgendering_warehouse), "--format", "json")
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.output)
+    assert set(tables) == {"correctness", "instance_std", "agreement", "disagreement_beta", "generation_quality"}
+    gen = [r for r in tables["correctness"] if r["method"] == "gen"]
+    prob = [r for r in tables["correctness"] if r["method"] == "prob"]
+    # 8 stimuli per dataset = 2 items x 4 declared sets; gen: 3 samples x 2 stimuli per (set, context)
+    assert {(r["dataset"], r["n"]) for r in prob} == {("ruff", 2), ("misgendered", 2)}
+    assert {r["n"] for r in gen} == {6} and {r["context"] for r in gen} == {"pre", "post"}
+    for r in gen:
+        assert r["correct_strict"] + r["misgendered"] + r["no_pronoun"] == pytest.approx(1.0)
+    assert {r["n"] for r in tables["agreement"]} == {6}
+
+
+def test_annotation_round_trip(misgendering_warehouse, tmp_path):
+    sheet = tmp_path / "sheet.csv"
+    result = run("annotate", "export", "--db", str(misgendering_warehouse), "--out", str(sheet), "--n", "10")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(sheet.open()))
+    assert len(rows) == 10 and "outcome" not in rows[0]
+    for row in rows:
+        row.update(label="no_pronoun", extraneous_gendered="false", annotator="a1")
+    with sheet.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = run("annotate", "import", str(sheet), "--db", str(misgendering_warehouse))
+    assert result.exit_code == 0, result.output
+    assert "10 annotations read, 10 new" in result.output
+    rows[0]["label"] = "maybe"  # first data row: line 2 (later rows may span lines: texts hold newlines)
+    bad = tmp_path / "bad.csv"
+    with bad.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows([{**r, "annotator": "a2"} for r in rows])
+    result = CliRunner().invoke(biaslab, ["annotate", "import", str(bad), "--db", str(misgendering_warehouse)])
+    assert result.exit_code == 1 and "bad.csv:2" in result.output and "label" in result.output
+    tables = json.loads(run("metrics", "misgendering", "--db", str(misgendering_warehouse), "--format",
+                            "json").output)
+    [row] = tables["annotation_vs_auto"]
+    assert (row["annotator"], row["n"]) == ("a1", 10)  # the refused file wrote nothing
+
+
+def test_report_renders_in_headless_chromium(misgendering_warehouse, tmp_path):
+    out = tmp_path / "report"
+    result = run("report", "misgendering", "--db", str(misgendering_warehouse), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    page = (out / "index.html").read_text()
+    images = re.findall(r"<img src=['\"]([^'\"]+)['\"]", page)
+    assert len(images) == 2 and all((out / name).is_file() for name in images)
+    assert "Agreement between methods" in page
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--no-first-run", f"--user-data-dir={tmp_path / 'p'}", "--virtual-time-budget=5000",
+                          "--dump-dom", (out / "index.html").as_uri()], capture_output=True, text=True,
+                         timeout=120).stdout
+    assert f'data-images-loaded="{len(images)}/{len(images)}"' in dom

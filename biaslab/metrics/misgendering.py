@@ -94,7 +94,7 @@ def correctness_table(prob: pd.DataFrame, gen: pd.DataFrame) -> pd.DataFrame:
     for key, group in prob.groupby(SETTING, sort=True):
         k, n = int(group["correct"].sum()), len(group)
         rate, low, high = _rate(k, n)
-        rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template" if key[1] == "tango" else "-",
+        rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template" if key[1] == "tango" else "sentence",
                      "n": n, "correct": rate, "ci_low": low, "ci_high": high,
                      "correct_joint": float(group["correct_joint"].mean()), "correct_strict": np.nan,
                      "misgendered": 1 - rate, "no_pronoun": np.nan})

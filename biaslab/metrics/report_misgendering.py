@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
 from .html_report import plt, save_figure, table_html, write_page
 
@@ -45,6 +46,10 @@ def _beta_figure(table: pd.DataFrame, out: Path, slug: str) -> str:
     if not ok.empty:
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(FormatStrFormatter("%g"))
+            axis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "no defined Beta fit", ha="center", transform=ax.transAxes)

@@ -85,18 +85,31 @@ def read_annotations(path: Path, known: set[str]) -> list[dict]:
             raise rec.error(f"sample {sample_id} labelled twice by {annotator!r} (also line {seen[key]})", "sample_id")
         seen[key] = rec.line
         rows.append({"sample_id": sample_id, "annotator": annotator, "label": label,
-                     "extraneous_gendered": flag in _TRUE})
+                     "extraneous_gendered": flag in _TRUE, "line": rec.line})
     return rows
 
 
 def import_annotations(wh: Warehouse, path: Path) -> tuple[int, int]:
-    """Validate the whole file, then append it in one transaction. Returns (rows read, rows added)."""
+    """Validate the whole file, then append it in one transaction. Returns (rows read, rows added).
+
+    Re-importing identical rows adds nothing; a row that would change a stored label (same sample and annotator)
+    is an error naming its line, and nothing is written."""
     known = {r[0] for r in wh.con.execute("SELECT sample_id FROM gen_samples").fetchall()}
     rows = read_annotations(Path(path), known)
     if not rows:
         raise DataError(Path(path), "no annotation rows")
+    stored = {(sid, who): (label, flag) for sid, who, label, flag in wh.con.execute(
+        "SELECT sample_id, annotator, label, extraneous_gendered FROM annotations").fetchall()}
+    for r in rows:
+        before = stored.get((r["sample_id"], r["annotator"]))
+        if before is not None and before != (r["label"], r["extraneous_gendered"]):
+            raise DataError(Path(path), f"sample {r['sample_id']} is already labelled by {r['annotator']!r} as "
+                                        f"{before[0]} (extraneous_gendered {before[1]}); labels are never "
+                                        f"overwritten: use another annotator name for a revision",
+                            line=r["line"], field="label")
     now = datetime.now(timezone.utc).replace(tzinfo=None)
-    table = pa.Table.from_pylist([{**r, "source_file": str(path), "imported_at": now} for r in rows])
+    table = pa.Table.from_pylist([{**{k: v for k, v in r.items() if k != "line"}, "source_file": str(path),
+                                   "imported_at": now} for r in rows])
     return len(rows), wh.append("annotations", table)
 
 

@@ -33,12 +33,33 @@ from .misgendering_stats import (DegenerateAgreementWarning, DegenerateBetaFitWa
                                  beta_method_of_moments, repetition_rate, tokenize_words, wilson_interval)
 
 NoPronoun = Literal["correct", "exclude"]
-SETTING = ["model_key", "dataset", "declared"]
+#: every table is per model and per collection setting (scoring scheme; sampling settings), never pooled across
+SETTING = ["model_key", "setting", "dataset", "declared"]
+
+
+def sampling_label(temperature, top_k, top_p, max_new_tokens, min_new_tokens) -> str:
+    """The sampling settings of a continuation as one readable key, e.g. 'T=1 top_k=50 top_p=0.95 new=50 min=50'."""
+    return (f"T={float(temperature):g} top_k={int(top_k)} top_p={float(top_p):g} new={int(max_new_tokens)} "
+            f"min={int(min_new_tokens)}")
 
 
 def prob_results(wh: Warehouse) -> pd.DataFrame:
-    """One row per (model, stimulus) of the probability-based method (the `misgendering_prob` view)."""
-    return wh.con.execute("SELECT * FROM misgendering_prob ORDER BY model_key, dataset, item_id, stimulus_id").df()
+    """One row per (model, scheme, stimulus) of the probability-based method (the `misgendering_prob` view), with
+    `setting` = the scoring scheme, and for TANGO templates also the sampling settings of their source continuation.
+    """
+    frame = wh.con.execute(
+        "SELECT * FROM misgendering_prob ORDER BY model_key, scheme, dataset, item_id, stimulus_id").df()
+    settings = []
+    for row in frame.itertuples(index=False):
+        if isinstance(row.template_of, str) and pd.isna(row.source_temperature):
+            settings.append(f"{row.scheme} | source settings not recorded")
+        elif isinstance(row.template_of, str):
+            settings.append(f"{row.scheme} | " + sampling_label(row.source_temperature, row.source_top_k,
+                                                                row.source_top_p, row.source_max_new_tokens,
+                                                                row.source_min_new_tokens))
+        else:
+            settings.append(row.scheme)
+    return frame.assign(setting=pd.Series(settings, index=frame.index, dtype=object))
 
 
 def detect(text: str, vocabulary: dict, declared: str) -> tuple[str, str | None, str | None]:
@@ -64,6 +85,8 @@ def generation_results(wh: Warehouse) -> pd.DataFrame:
         words.append(word)
         families.append(family)
         rates.append(repetition_rate(tokenize_words(prompt + text)))
+    frame["setting"] = [sampling_label(*row) for row in zip(frame["temperature"], frame["top_k"], frame["top_p"],
+                                                            frame["max_new_tokens"], frame["min_new_tokens"])]
     frame["outcome"] = outcomes
     frame["first_pronoun"] = words
     frame["first_family"] = families
@@ -84,6 +107,17 @@ def _rate(k: int, n: int) -> tuple[float, float, float]:
     return (k / n if n else np.nan), low, high
 
 
+CORRECTNESS_COLUMNS = ["method", *SETTING, "context", "n", "correct", "ci_low", "ci_high", "correct_joint",
+                       "correct_strict", "misgendered", "no_pronoun"]
+INSTANCE_STD_COLUMNS = ["method", *SETTING, "context", "instances", "units_per_instance", "mean_std", "max_std"]
+PAIR_COLUMNS = [*SETTING, "context", "instance", "prob_correct", "gen_correct"]
+AGREEMENT_COLUMNS = [*SETTING, "context", "n", "prob_correct", "gen_correct", "raw_agreement", "cohen_kappa", "mcc",
+                     "note"]
+BETA_COLUMNS = [*SETTING, "instances", "mean_disagreement", "var", "alpha", "beta", "note"]
+QUALITY_COLUMNS = [*SETTING, "context", "n", "repetition_rate", "repetition_rate_std", "no_pronoun_rate",
+                   "mean_tokens"]
+
+
 def correctness_table(prob: pd.DataFrame, gen: pd.DataFrame) -> pd.DataFrame:
     """Correctness per method, model, dataset, declared pronoun and context, with 95% Wilson intervals.
 
@@ -94,7 +128,7 @@ def correctness_table(prob: pd.DataFrame, gen: pd.DataFrame) -> pd.DataFrame:
     for key, group in prob.groupby(SETTING, sort=True):
         k, n = int(group["correct"].sum()), len(group)
         rate, low, high = _rate(k, n)
-        rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template" if key[1] == "tango" else "sentence",
+        rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template" if key[2] == "tango" else "sentence",
                      "n": n, "correct": rate, "ci_low": low, "ci_high": high,
                      "correct_joint": float(group["correct_joint"].mean()), "correct_strict": np.nan,
                      "misgendered": 1 - rate, "no_pronoun": np.nan})
@@ -107,7 +141,7 @@ def correctness_table(prob: pd.DataFrame, gen: pd.DataFrame) -> pd.DataFrame:
                      "ci_low": low, "ci_high": high, "correct_joint": np.nan,
                      "correct_strict": counts.get("correct", 0) / n, "misgendered": counts.get("misgendered", 0) / n,
                      "no_pronoun": counts.get("no_pronoun", 0) / n})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=CORRECTNESS_COLUMNS)
 
 
 def instance_std_table(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPronoun = "correct") -> pd.DataFrame:
@@ -128,26 +162,29 @@ def instance_std_table(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPron
         rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template", "instances": len(per),
                      "units_per_instance": float(sizes.mean()), "mean_std": float(per.mean()),
                      "max_std": float(per.max())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=INSTANCE_STD_COLUMNS)
 
 
 def paired(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPronoun = "correct") -> pd.DataFrame:
     """One row per continuation paired with its probability-based correctness (see the module docstring):
-    model_key, dataset, declared, context, instance, prob_correct, gen_correct."""
+    model_key, setting ("<scheme> | <sampling settings>"), dataset, declared, context, instance, prob_correct,
+    gen_correct."""
+    if prob.empty or gen.empty:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
     binary = binary_correct(gen, no_pronoun)
-    cols = [*SETTING, "context", "instance", "prob_correct", "gen_correct"]
     slot_gen = binary[binary["dataset"] != "tango"]
-    slot_prob = prob[prob["dataset"] != "tango"][["model_key", "stimulus_id", "correct"]]
+    slot_prob = prob[prob["dataset"] != "tango"][["model_key", "stimulus_id", "scheme", "correct"]]
     a = slot_gen.merge(slot_prob, on=["model_key", "stimulus_id"], suffixes=("_gen", "_prob"))
-    a = a.assign(instance=a["stimulus_id"] + ":" + a["context"], prob_correct=a["correct_prob"].astype(int),
-                 gen_correct=a["correct_gen"])
+    a = a.assign(setting=a["scheme"] + " | " + a["setting"], instance=a["stimulus_id"] + ":" + a["context"],
+                 prob_correct=a["correct_prob"].astype(int), gen_correct=a["correct_gen"])
     tango_gen = binary[binary["dataset"] == "tango"]
-    tango_prob = prob[prob["template_of"].notna()].rename(columns={
-        "source_request_id": "request_id", "source_sample_index": "sample_index", "source_seed": "seed"})
-    b = tango_gen.merge(tango_prob[["model_key", "request_id", "sample_index", "seed", "correct"]],
-                        on=["model_key", "request_id", "sample_index", "seed"], suffixes=("_gen", "_prob"))
-    b = b.assign(instance=b["stimulus_id"], prob_correct=b["correct_prob"].astype(int), gen_correct=b["correct_gen"])
-    return pd.concat([a[cols], b[cols]], ignore_index=True)
+    source = ["request_id", "sample_index", "seed", "temperature", "top_k", "top_p"]
+    tango_prob = prob[prob["template_of"].notna()].rename(columns={f"source_{c}": c for c in source})
+    b = tango_gen.merge(tango_prob[["model_key", *source, "scheme", "correct"]],
+                        on=["model_key", *source], suffixes=("_gen", "_prob"))
+    b = b.assign(setting=b["scheme"] + " | " + b["setting"], instance=b["stimulus_id"],
+                 prob_correct=b["correct_prob"].astype(int), gen_correct=b["correct_gen"])
+    return pd.concat([a[PAIR_COLUMNS], b[PAIR_COLUMNS]], ignore_index=True)
 
 
 def agreement_table(pairs: pd.DataFrame) -> pd.DataFrame:
@@ -164,7 +201,7 @@ def agreement_table(pairs: pd.DataFrame) -> pd.DataFrame:
                      "cohen_kappa": result.cohen_kappa, "mcc": result.mcc,
                      "note": "; ".join(w.replace("method a", "prob").replace("method b", "gen")
                                        for w in result.warnings)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS)
 
 
 def disagreement_beta_table(pairs: pd.DataFrame) -> pd.DataFrame:
@@ -179,7 +216,7 @@ def disagreement_beta_table(pairs: pd.DataFrame) -> pd.DataFrame:
             fit = beta_method_of_moments(per_instance)
         rows.append({**dict(zip(SETTING, key)), "instances": fit.n, "mean_disagreement": fit.mean,
                      "var": fit.var, "alpha": fit.alpha, "beta": fit.beta, "note": fit.warning or ""})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=BETA_COLUMNS)
 
 
 def generation_quality_table(gen: pd.DataFrame) -> pd.DataFrame:
@@ -192,7 +229,7 @@ def generation_quality_table(gen: pd.DataFrame) -> pd.DataFrame:
                      "repetition_rate_std": float(np.nanstd(group["repetition_rate"])),
                      "no_pronoun_rate": float((group["outcome"] == "no_pronoun").mean()),
                      "mean_tokens": float(group["n_tokens"].mean())})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
 
 
 def misgendering_report(wh: Warehouse, no_pronoun: NoPronoun = "correct") -> dict[str, pd.DataFrame]:
@@ -204,8 +241,7 @@ def misgendering_report(wh: Warehouse, no_pronoun: NoPronoun = "correct") -> dic
     if prob.empty and gen.empty:
         raise ValueError(f"{wh.path}: no misgendering evidence (collect misgendered, ruff or tango with "
                          f"--protocol prob and gen first)")
-    pairs = paired(prob, gen, no_pronoun) if not (prob.empty or gen.empty) else pd.DataFrame(
-        columns=[*SETTING, "context", "instance", "prob_correct", "gen_correct"])
+    pairs = paired(prob, gen, no_pronoun)
     tables = {
         "correctness": correctness_table(prob, gen),
         "instance_std": instance_std_table(prob, gen, no_pronoun),

@@ -18,7 +18,9 @@ PRONOUNS = ("he", "she", "they", "xe")
 
 def _correctness_figure(table: pd.DataFrame, out: Path, slug: str) -> str:
     """Bars of correctness per pronoun: one group per (dataset, method, context), 95% Wilson intervals."""
-    series = table.assign(series=table["dataset"] + " " + table["method"] + " " + table["context"])
+    label = table["dataset"] + " " + table["method"] + " " + table["context"]
+    several = table.groupby(["dataset", "method"])["setting"].transform("nunique") > 1
+    series = table.assign(series=label.where(~several, label + " [" + table["setting"] + "]"))
     names = sorted(series["series"].unique())
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names) + 3), 3.6))
     width = 0.8 / max(1, len(PRONOUNS))
@@ -70,12 +72,16 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
         parts.append(f"<h2>Model {html.escape(model_key)}</h2>")
         mine = {name: frame[frame["model_key"] == model_key].drop(columns=["model_key"])
                 for name, frame in tables.items() if not name.startswith("_") and "model_key" in frame.columns}
-        parts.append(f"<img src='{_correctness_figure(mine['correctness'], out, slug)}' alt='correctness'>")
+        if not mine["correctness"].empty:
+            parts.append(f"<img src='{_correctness_figure(mine['correctness'], out, slug)}' alt='correctness'>")
         parts.append("<h3>Correctness</h3>" + table_html(mine["correctness"]))
         parts.append("<h3>Agreement between methods (all samples)</h3>" + table_html(mine["agreement"]))
-        parts.append("<h3>Per-instance disagreement, Beta method of moments</h3>"
-                     f"<img src='{_beta_figure(mine['disagreement_beta'], out, slug)}' alt='beta fits'>"
-                     + table_html(mine["disagreement_beta"]))
+        if mine["disagreement_beta"].empty:
+            parts.append("<h3>Per-instance disagreement</h3><p>No instance has evidence from both methods.</p>")
+        else:
+            parts.append("<h3>Per-instance disagreement, Beta method of moments</h3>"
+                         f"<img src='{_beta_figure(mine['disagreement_beta'], out, slug)}' alt='beta fits'>"
+                         + table_html(mine["disagreement_beta"]))
         parts.append("<h3>Instance-level spread of correctness</h3>" + table_html(mine["instance_std"]))
         parts.append("<h3>Generations: repetition rate and no-pronoun rate</h3>"
                      + table_html(mine["generation_quality"]))

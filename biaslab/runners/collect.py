@@ -351,7 +351,7 @@ def _collect_generations(wh: Warehouse, config: CollectConfig, stimuli: list[Sti
     from .generation import GEN_VERSION, collect_generations, gen_requests, pending_generations
 
     params = config.sampling_params()
-    requests = gen_requests(stimuli)
+    requests = gen_requests(stimuli, params.max_new_tokens, config.min_new_tokens)
     wh.append("models", [model_row(prepared.spec)])
     pending = pending_generations(wh, prepared.model_key, requests, config.samples, config.seed, params)
     if pending and loaded is None:
@@ -382,10 +382,10 @@ def _tango_templates(wh: Warehouse, model_key: str, prompts: list[Stimulus]) -> 
         raise ValueError(f"tango --protocol prob scores templates built from this model's own generations, and "
                          f"{wh.path} has none for model {model_key}: run `runners collect --dataset tango "
                          f"--protocol gen` with the same model (and --limit) first")
-    if not templates:
-        raise ValueError(f"tango: none of {counts.generations} stored generations contains a pronoun, so there is "
-                         f"no template to score")
-    wh.append("stimuli", [s.to_row() for s in templates])
     note = (f"{counts.generations} stored generations -> {counts.templates} templates ({counts.no_pronoun} without "
-            f"a pronoun, {counts.not_candidate} of non-candidate families)")
+            f"a pronoun, {counts.not_candidate} of non-candidate families, {counts.unconvertible} containing the "
+            f"slot marker)")
+    if not templates:
+        raise ValueError(f"tango: no template to score: {note}")
+    wh.append("stimuli", [s.to_row() for s in templates])
     return sorted(templates, key=lambda s: (s.item_id, s.stimulus_id)), note

@@ -61,15 +61,36 @@ def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
     return [("pre", pre), ("post", stimulus.fill(stimulus.gold))]
 
 
-def gen_requests(stimuli: Sequence[Stimulus]) -> list[GenRequest]:
+def gen_requests(stimuli: Sequence[Stimulus], max_new_tokens: int = 50,
+                 min_new_tokens: int = 50) -> list[GenRequest]:
+    """Requests of the stimuli; the generation length settings are part of the request identity (so a run with
+    another --max-new-tokens or --min-new-tokens is a new collection with its own `gen_requests` rows)."""
     out = []
     for s in stimuli:
         if s.pronoun_set is None:
             raise ValueError(f"stimulus {s.item_id}: the gen protocol needs the declared pronoun set")
+        families = vocabulary(s.dataset)
+        if s.pronoun_set not in families:
+            raise ValueError(f"stimulus {s.item_id}: declared pronoun family {s.pronoun_set!r} is not among the "
+                             f"families the misgendering detector knows for {s.dataset} ({sorted(families)}); "
+                             f"the gen protocol covers those (for tango use --pronouns core)")
         for context, text in generation_prompts(s):
-            rid = request_id(s.stimulus_id, "gen", {"context": context}, GEN_VERSION)
+            rid = request_id(s.stimulus_id, "gen", {"context": context, "max_new_tokens": max_new_tokens,
+                                                   "min_new_tokens": min_new_tokens}, GEN_VERSION)
             out.append(GenRequest(rid, s.stimulus_id, s.dataset, context, text, s.pronoun_set))
     return out
+
+
+def continuation_text(tokenizer, prompt_ids: Sequence[int], token_ids: Sequence[int]) -> str:
+    """The continuation's text as it reads after the prompt: decode(prompt + continuation) minus decode(prompt).
+
+    Decoding the continuation alone loses the leading space of its first token with SentencePiece-style decoders
+    (Llama 2, Mistral), which would glue it to the prompt's last word; GPT-2-style byte-level BPE gives the same
+    text either way.
+    """
+    prefix = decode(tokenizer, prompt_ids)
+    full = decode(tokenizer, [*prompt_ids, *token_ids])
+    return full[len(prefix):] if full.startswith(prefix) else decode(tokenizer, token_ids)
 
 
 def pending_generations(wh: Warehouse, model_key: str, requests: Sequence[GenRequest], n: int, seed: int,
@@ -122,7 +143,8 @@ def collect_generations(wh: Warehouse, loaded, requests: Sequence[GenRequest], p
         waiting = sum(r.request_id in pending for r in chunk)
         if not waiting:
             continue
-        prompts = [[bos, *tok(r.prompt_text, add_special_tokens=False)["input_ids"]] for r in chunk]
+        texts = [tok(r.prompt_text, add_special_tokens=False)["input_ids"] for r in chunk]
+        prompts = [[bos, *ids] for ids in texts]
         state = encode_prompts(model, prompts, pad)
         rows_of = [(r_index, i) for r_index in range(len(chunk)) for i in range(samples)]
         seeds = [sample_seed(seed, chunk[r].request_id, i) for r, i in rows_of]
@@ -135,7 +157,8 @@ def collect_generations(wh: Warehouse, loaded, requests: Sequence[GenRequest], p
             if i not in pending.get(req.request_id, ()):
                 continue
             for k, v in (("request_id", req.request_id), ("stimulus_id", req.stimulus_id), ("sample_index", i),
-                         ("seed", s_seed), ("text", decode(tok, sample.token_ids)), ("token_ids", sample.token_ids),
+                         ("seed", s_seed), ("text", continuation_text(tok, texts[r], sample.token_ids)),
+                         ("token_ids", sample.token_ids),
                          ("token_logprobs", sample.logprobs), ("finish_reason", sample.finish_reason)):
                 rows[k].append(v)
         n = len(rows["request_id"])
@@ -155,5 +178,5 @@ def collect_generations(wh: Warehouse, loaded, requests: Sequence[GenRequest], p
     return added
 
 
-__all__ = ["GEN_DATASETS", "GEN_VERSION", "GenRequest", "collect_generations", "gen_requests", "generation_prompts",
-           "pending_generations"]
+__all__ = ["GEN_DATASETS", "GEN_VERSION", "GenRequest", "collect_generations", "continuation_text", "gen_requests",
+           "generation_prompts", "pending_generations"]

@@ -8,8 +8,9 @@ family. Continuations without a pronoun give no stimulus (counted), and neither 
 not a candidate (ey, fae with `--pronouns all`).
 
 The new stimuli keep the prompt's dataset name ("tango") and identify their source generation in `attrs`
-(`template_of`: the prompt's stimulus_id; `generation`: model_key, request_id, sample_index, seed), so each model's
-templates are its own and a second collection finds the same stimulus ids.
+(`template_of`: the prompt's stimulus_id; `generation`: model_key, request_id, sample_index, seed and the sampling
+settings), so each model's and each sampling setting's templates are their own, and a second collection finds the
+same stimulus ids. Continuations containing the slot marker "BLANK" are skipped and counted.
 """
 
 from __future__ import annotations
@@ -23,23 +24,29 @@ from ..schema import Stimulus
 from ..warehouse import Warehouse
 
 
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "max_new_tokens", "min_new_tokens")
+
+
 @dataclass
 class TemplateCounts:
     generations: int = 0
     templates: int = 0
     no_pronoun: int = 0
     not_candidate: int = 0      # prompts whose declared family is not among the candidates
+    unconvertible: int = 0      # continuations containing the slot marker "BLANK" itself
     examples: list[str] = field(default_factory=list)
 
 
 def generations_of(wh: Warehouse, model_key: str, prompt_ids: Sequence[str]) -> list[tuple]:
-    """(stimulus_id, prompt_text, request_id, sample_index, seed, text) of every stored TANGO continuation."""
+    """(stimulus_id, prompt_text, request_id, sample_index, seed, text, sampling) of every stored TANGO continuation,
+    `sampling` = its settings (temperature, top_k, top_p, max_new_tokens, min_new_tokens)."""
     if not prompt_ids:
         return []
     wh.con.register("_tango_prompts", pa.table({"stimulus_id": list(prompt_ids)}))
     try:
         return wh.con.execute(
-            "SELECT g.stimulus_id, g.prompt_text, g.request_id, s.sample_index, s.seed, s.text "
+            "SELECT g.stimulus_id, g.prompt_text, g.request_id, s.sample_index, s.seed, s.text, "
+            "s.temperature, s.top_k, s.top_p, s.max_new_tokens, g.min_new_tokens "
             "FROM gen_requests g JOIN samples s USING (model_key, request_id) "
             "SEMI JOIN _tango_prompts p ON p.stimulus_id = g.stimulus_id "
             "WHERE g.model_key = ? AND g.context = 'prompt' "
@@ -57,11 +64,14 @@ def templates_from_generations(wh: Warehouse, model_key: str, prompts: Sequence[
     by_id = {p.stimulus_id: p for p in prompts}
     counts = TemplateCounts()
     out: list[Stimulus] = []
-    for sid, prompt_text, rid, index, seed, text in generations_of(wh, model_key, list(by_id)):
+    for sid, prompt_text, rid, index, seed, text, *sampling in generations_of(wh, model_key, list(by_id)):
         counts.generations += 1
         prompt = by_id[sid]
         if prompt.pronoun_set not in CANDIDATES:
             counts.not_candidate += 1
+            continue
+        if "BLANK" in prompt_text + text:
+            counts.unconvertible += 1  # the slot marker itself occurs in the text
             continue
         conversion = convert(prompt_text, text, nlp)
         if conversion is None:
@@ -85,7 +95,7 @@ def templates_from_generations(wh: Warehouse, model_key: str, prompts: Sequence[
             name=prompt.name,
             attrs={**{k: v for k, v in prompt.attrs.items() if k != "line"}, "template_of": sid,
                    "generation": {"model_key": model_key, "request_id": rid, "sample_index": int(index),
-                                  "seed": int(seed)},
+                                  "seed": int(seed), **dict(zip(SAMPLING_FIELDS, sampling))},
                    "found": conversion.found, "found_family": conversion.found_family},
         ))
         counts.templates += 1

@@ -49,13 +49,14 @@ def _score_rows(stimulus: Stimulus, predicted: str, joint_pick: str) -> list[dic
     return rows
 
 
-def _gen_rows(stimulus: Stimulus, context: str, dataset: str, continuations: list) -> tuple[dict, list[dict]]:
+def _gen_rows(stimulus: Stimulus, context: str, dataset: str, continuations: list,
+             temperature: float = 1.0) -> tuple[dict, list[dict]]:
     rid = f"{stimulus.stimulus_id}:{context}"
     request = {"model_key": MODEL, "request_id": rid, "stimulus_id": stimulus.stimulus_id, "dataset": dataset,
                "context": context, "prompt_version": "gen-v1", "prompt_text": f"prompt {rid}",
                "declared": stimulus.pronoun_set, "pronoun_vocabulary": json.dumps(vocabulary(dataset)),
                "max_new_tokens": 50, "min_new_tokens": 50, "run_id": None}
-    samples = [{"model_key": MODEL, "request_id": rid, "sample_index": k, "seed": 100 + k, "temperature": 1.0,
+    samples = [{"model_key": MODEL, "request_id": rid, "sample_index": k, "seed": 100 + k, "temperature": temperature,
                 "top_k": 50, "top_p": 0.95, "max_new_tokens": 50, "stimulus_id": stimulus.stimulus_id,
                 "text": SENTENCES[family], "token_ids": [1, 2, 3], "token_logprobs": [-1.0, -1.0, -1.0],
                 "finish_reason": "length", "answer": None, "valid": True, "run_id": None}
@@ -200,34 +201,68 @@ def test_instance_std_and_generation_quality(evidence):
 
 
 def test_tango_pairs_generations_with_their_templates(tmp_path):
-    """A TANGO prompt's continuation pairs with the template built from it (via attrs.generation)."""
+    """A TANGO prompt's continuation pairs with the template built from it (via attrs.generation, sampling settings
+    included: the same request, index and seed at another temperature is another continuation)."""
     prompt = Stimulus(dataset="tango", upstream_version="v", item_id="0.name.Sam.they", text="sam is a writer and",
                       pronoun_set="they", referent_role="name", name="Sam")
-    request, samples = _gen_rows(prompt, "prompt", "tango", ["they", "he", None, "they"])
-    templates, scores = [], []
-    picks = {0: "they", 1: "she", 3: "xe"}  # no template for the no-pronoun continuation (index 2)
-    for k, pick in picks.items():
-        t = Stimulus(dataset="tango", upstream_version="v", item_id=f"0.gen{k}", text="Sam is a writer and BLANK left.",
-                     slot="BLANK", pronoun_set="they", grammatical_case="nom", options=("he", "she", "they", "xe"),
-                     option_labels=FAMILIES, gold="they",
-                     attrs={"template_of": prompt.stimulus_id,
-                            "generation": {"model_key": MODEL, "request_id": request["request_id"],
-                                           "sample_index": k, "seed": 100 + k}})
-        templates.append(t)
-        scores += _score_rows(t, pick, "he" if pick != "he" else "she")
+    templates, scores, samples = [], [], []
+    # T=1: continuations they / he / none / they; T=0.5: he / he / he / he (same request ids, indices and seeds)
+    settings = {1.0: (["they", "he", None, "they"], {0: "they", 1: "she", 3: "xe"}),
+                0.5: (["he", "he", "he", "he"], {0: "he", 1: "he", 2: "they", 3: "he"})}
+    for temperature, (families, picks) in settings.items():
+        request, rows = _gen_rows(prompt, "prompt", "tango", families, temperature)
+        samples += rows
+        for k, pick in picks.items():
+            t = Stimulus(dataset="tango", upstream_version="v", item_id=f"0.gen{k}", text="Sam is a writer and BLANK left.",
+                         slot="BLANK", pronoun_set="they", grammatical_case="nom", options=("he", "she", "they", "xe"),
+                         option_labels=FAMILIES, gold="they",
+                         attrs={"template_of": prompt.stimulus_id,
+                                "generation": {"model_key": MODEL, "request_id": request["request_id"],
+                                               "sample_index": k, "seed": 100 + k, "temperature": temperature,
+                                               "top_k": 50, "top_p": 0.95, "max_new_tokens": 50,
+                                               "min_new_tokens": 50}})
+            templates.append(t)
+            scores += _score_rows(t, pick, "he" if pick != "he" else "she")
     with Warehouse.open(tmp_path / "t.duckdb") as wh:
         wh.append("stimuli", [s.to_row() for s in [prompt, *templates]])
         wh.append("sequence_scores", scores)
         wh.append("gen_requests", [request])
         wh.append("samples", samples)
         tables = misgendering_report(wh)
-    pairs = tables["_pairs"].sort_values("gen_correct")
-    # continuation k: gen correct (they / he / none -> correct / misgendered / correct), prob correct iff pick == they
-    assert len(pairs) == 3
-    assert sorted(zip(pairs["gen_correct"], pairs["prob_correct"])) == [(0, 0), (1, 0), (1, 1)]
+    pairs = tables["_pairs"]
+    assert len(pairs) == 7 and pairs["setting"].nunique() == 2  # 3 + 4 pairs, never crossed between settings
+    hot = pairs[pairs["setting"].str.contains("T=1 ")]
+    cold = pairs[pairs["setting"].str.contains("T=0.5 ")]
+    # T=1, continuation k: gen correct (they / he / none -> correct / misgendered / correct), prob iff pick == they
+    assert sorted(zip(hot["gen_correct"], hot["prob_correct"])) == [(0, 0), (1, 0), (1, 1)]
+    assert sorted(zip(cold["gen_correct"], cold["prob_correct"])) == [(0, 0), (0, 0), (0, 0), (0, 1)]
     std = tables["instance_std"]
-    prob_row = std[std["method"] == "prob"].iloc[0]
-    assert prob_row["units_per_instance"] == 3 and prob_row["mean_std"] == pytest.approx(np.std([1, 0, 0]))
+    prob_rows = std[std["method"] == "prob"].set_index("setting")
+    assert len(prob_rows) == 2
+    hot_row = prob_rows.loc[[s for s in prob_rows.index if "T=1 " in s][0]]
+    assert hot_row["units_per_instance"] == 3 and hot_row["mean_std"] == pytest.approx(np.std([1, 0, 0]))
+    correctness = tables["correctness"]
+    assert len(correctness[(correctness["method"] == "gen")]) == 2  # one row per sampling setting
+
+
+def test_two_scoring_schemes_and_one_method_only(tmp_path):
+    """Evidence of two PLL schemes stays two predictions; a warehouse with prob evidence only still reports."""
+    s = _slot_stimulus("ruff", 0, "she")
+    scores = _score_rows(s, "she", "he")
+    scores += [{**r, "request_id": r["request_id"] + ":l2r", "scheme": "within_word_l2r"}
+               for r in _score_rows(s, "he", "she")]
+    path = tmp_path / "p.duckdb"
+    with Warehouse.open(path) as wh:
+        wh.append("stimuli", [s.to_row()])
+        wh.append("sequence_scores", scores)
+    tables = _tables(path)
+    correctness = tables["correctness"].set_index("setting")
+    assert correctness.loc["causal", "correct"] == 1.0 and correctness.loc["within_word_l2r", "correct"] == 0.0
+    assert tables["agreement"].empty and list(tables["agreement"].columns)[:2] == ["model_key", "setting"]
+    from biaslab.metrics.report_misgendering import write_report
+
+    index = write_report(tables, tmp_path / "r", str(path))
+    assert "No instance has evidence from both methods" in index.read_text()
 
 
 def test_annotation_import_validates_and_agrees_with_scikit_learn(evidence, tmp_path):
@@ -249,6 +284,11 @@ def test_annotation_import_validates_and_agrees_with_scikit_learn(evidence, tmp_
         with pytest.raises(DataError, match=r"bad.csv:3.*label"):
             import_annotations(wh, bad)
         assert wh.con.execute("SELECT count(*) FROM annotations WHERE annotator = 'ann3'").fetchone()[0] == 0
+        changed = tmp_path / "changed.csv"
+        changed.write_text("sample_id,label,extraneous_gendered,annotator\n"
+                           f"{ids[0]},{labels_a[0]},false,ann1\n{ids[1]},correct,false,ann1\n")
+        with pytest.raises(DataError, match=r"changed.csv:3.*already labelled"):
+            import_annotations(wh, changed)  # labels_a[1] is misgendering: never overwritten
         unknown = tmp_path / "unknown.csv"
         unknown.write_text("sample_id,label,extraneous_gendered,annotator\nnope,correct,false,ann3\n")
         with pytest.raises(DataError, match=r"unknown.csv:2.*sample_id"):

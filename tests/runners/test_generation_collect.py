@@ -102,3 +102,39 @@ def test_protocol_defaults_follow_the_protocol():
     assert (choice.samples, choice.temperature, choice.top_k, choice.top_p, choice.max_new_tokens) == \
         (200, 0.5, 40, 1.0, 6)
     assert CollectConfig(dataset="tango").protocol is None and CollectConfig(dataset="tango").max_new_tokens == 50
+
+
+def test_generation_lengths_are_part_of_the_collection_identity(tmp_path, tiny_gpt2, data_dir, dataset_folder):
+    """Another --min-new-tokens (or --max-new-tokens) is a new collection, not a silent no-op."""
+    dataset_folder("ruff")
+    first = collect(_config(tmp_path, data_dir, "ruff", limit=1, samples=2, max_new_tokens=6), loaded=tiny_gpt2)
+    other = collect(_config(tmp_path, data_dir, "ruff", limit=1, samples=2, max_new_tokens=6, min_new_tokens=0),
+                    loaded=tiny_gpt2)
+    assert (first.added, other.pending, other.added) == (4, 2, 4)
+    with Warehouse.open(tmp_path / "g.duckdb", read_only=True) as wh:
+        assert wh.con.execute("SELECT min_new_tokens, count(*) FROM gen_samples GROUP BY ALL ORDER BY ALL"
+                              ).fetchall() == [(0, 4), (6, 4)]
+
+
+def test_families_outside_the_detector_vocabulary_are_refused(data_dir, dataset_folder):
+    dataset_folder("tango")
+    stimuli = [s for s in loaders.get("tango").load(data_dir, pronouns="all") if s.pronoun_set == "ey"][:1]
+    with pytest.raises(ValueError, match="'ey' is not among the families"):
+        gen_requests(stimuli)
+
+
+class _SentencePieceLike:
+    """Decodes like Llama 2's tokenizer: the leading space of the first decoded token is dropped."""
+
+    pieces = {1: "▁Casey", 2: "▁and", 3: "▁he", 4: "▁is"}
+
+    def decode(self, ids, **_):
+        return "".join(self.pieces[i] for i in ids).replace("▁", " ").lstrip(" ")
+
+
+def test_continuation_text_keeps_the_space_a_lone_decode_drops():
+    from biaslab.runners.generation import continuation_text
+
+    tok = _SentencePieceLike()
+    assert tok.decode([3, 4]) == "he is"  # decoding the continuation alone glues it to the prompt
+    assert continuation_text(tok, [1, 2], [3, 4]) == " he is"

@@ -14,7 +14,7 @@ from biaslab.warehouse import Warehouse
 pytest.importorskip("spacy", reason="TANGO conversion needs the optional extra `nlp` (spaCy)")
 
 CONTINUATIONS = [" and she is known for her roles.", " who writes every day.", " and they have two dogs.",
-                 " because his films are popular."]
+                 " because his films are popular.", " and xe fills in the BLANK."]
 
 
 def _store_generations(db, model_key, prompts):
@@ -26,10 +26,10 @@ def _store_generations(db, model_key, prompts):
                      "dataset": "tango", "context": req.context, "prompt_version": "gen-v1",
                      "prompt_text": req.prompt_text, "declared": req.declared, "pronoun_vocabulary": json.dumps({}),
                      "max_new_tokens": 50, "min_new_tokens": 50, "run_id": None})
-        for k in range(2):
+        for k in range(2 if n else 3):  # the first prompt's third continuation contains the slot marker
             samples.append({"model_key": model_key, "request_id": req.request_id, "sample_index": k, "seed": k,
                             "temperature": 1.0, "top_k": 50, "top_p": 0.95, "max_new_tokens": 50,
-                            "stimulus_id": req.stimulus_id, "text": CONTINUATIONS[(2 * n + k) % 4],
+                            "stimulus_id": req.stimulus_id, "text": CONTINUATIONS[2 * n + k if k < 2 else 4],
                             "token_ids": [1], "token_logprobs": [-1.0], "finish_reason": "length", "answer": None,
                             "valid": True, "run_id": None})
     with Warehouse.open(db) as wh:
@@ -47,7 +47,8 @@ def test_templates_from_stored_generations_are_scored(tmp_path, tiny_gpt2, data_
     _store_generations(db, tiny_gpt2.model_key, prompts)
     result = collect(CollectConfig(**config), loaded=tiny_gpt2)
     assert (result.stimuli, result.requests, result.added) == (3, 12, 12)  # 4 continuations, one without a pronoun
-    assert "4 stored generations -> 3 templates (1 without a pronoun" in result.note
+    assert result.note == ("5 stored generations -> 3 templates (1 without a pronoun, 0 of non-candidate families, "
+                           "1 containing the slot marker)")
     again = collect(CollectConfig(**config), loaded=tiny_gpt2)
     assert (again.stimuli, again.pending, again.added) == (3, 0, 0)  # same templates, same ids
     with Warehouse.open(db, read_only=True) as wh:

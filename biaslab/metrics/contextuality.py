@@ -9,6 +9,7 @@ top_k, top_p). No model is loaded.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ from scipy.stats import spearmanr
 
 from ..warehouse import Warehouse
 from .cbd import VARIANTS, cbd
-from .information import bernoulli_kl_bits, plugin_mutual_information_bits
+from .information import bernoulli_kl_bits, knn_mi_classif_bits, mi_table_bits, plugin_mutual_information_bits
 
 #: One collection setting: everything that makes two sets of evidence for the same stimuli different.
 SETTING = ["model_key", "mode", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens"]
@@ -26,8 +27,10 @@ CONTEXT_GROUPS = {"unprimed": ["unprimed"], "primed": ["primed_f", "primed_m"], 
 
 
 def load_pf(wh: Warehouse) -> pd.DataFrame:
-    """One row per (setting, stimulus): p_f, p_valid, counts, and the stimulus features."""
-    return wh.con.execute("SELECT * FROM winopron_pf").df()
+    """One row per (setting, stimulus): p_f, p_valid, counts, and the stimulus features, in a fixed order (setting,
+    then request): the exact-mode draws and the bootstrap follow the row order, so it must not depend on DuckDB's
+    parallel execution."""
+    return wh.con.execute(f"SELECT * FROM winopron_pf ORDER BY {', '.join(SETTING)}, request_id, stimulus_id").df()
 
 
 def validity(wh: Warehouse) -> pd.DataFrame:
@@ -68,21 +71,90 @@ def spearman_table(pf: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def measurements(pf: pd.DataFrame, samples: pd.DataFrame | None, draws: int, seed: int) -> pd.DataFrame:
-    """Individual binary measurements (1 = feminine) with their stimulus features.
+#: Stimulus features the mutual information uses, per WinoPron stimulus.
+STIMULUS_FEATURES = ["item_id", "context", "option_order", "grammatical_case", "referent_role", "stereotype_rating"]
+DISCRETE_FEATURES = {"role_type": "referent_role", "grammatical_case": "grammatical_case",
+                     "option_order": "option_order"}
+#: Features per context group, in the order of `_features` (the bootstrap's random draws follow this order).
+FEATURE_NAMES = {group: [*DISCRETE_FEATURES, "stereotype_rating", *(["prime_gender"] if group == "primed" else [])]
+                 for group in CONTEXT_GROUPS}
 
-    Sample mode: every valid sample. Exact mode: `draws` draws per stimulus from Bernoulli(p_f) with a fixed seed.
-    """
-    parts = []
+
+@dataclass(frozen=True)
+class SampleMeasurements:
+    """Valid samples as binary measurements, in the canonical order of the samples' key, as arrays.
+
+    settings: one row per collection setting (SETTING columns); stimuli: stimulus_id and STIMULUS_FEATURES of every
+    WinoPron stimulus; per valid sample: `setting` (row of settings), `stimulus` (row of stimuli), `y` (1 = the
+    feminine option)."""
+
+    settings: pd.DataFrame
+    stimuli: pd.DataFrame
+    setting: np.ndarray
+    stimulus: np.ndarray
+    y: np.ndarray
+
+
+def sample_measurements(wh: Warehouse) -> SampleMeasurements:
+    """Valid samples as measurements (y = 1 for the feminine option), ordered by the samples' key (model, request,
+    settings, sample index, seed): only integer codes leave DuckDB, the settings and stimuli as small tables."""
+    stimuli = wh.con.execute(f"SELECT stimulus_id, {', '.join(STIMULUS_FEATURES)} FROM winopron_stimuli "
+                             "ORDER BY stimulus_id").df()
+    base = """
+        FROM samples s JOIN winopron_stimuli w USING (stimulus_id)
+        JOIN choice_requests r ON r.model_key = s.model_key AND r.request_id = s.request_id
+        WHERE s.valid"""
+    key = "s.model_key, s.temperature, s.top_k, s.top_p, r.prompt_version, s.max_new_tokens"
+    settings = wh.con.execute(f"""
+        SELECT DISTINCT s.model_key, 'sample' AS mode, s.temperature, s.top_k, s.top_p, r.prompt_version,
+               s.max_new_tokens {base}
+        ORDER BY model_key, temperature, top_k, top_p, prompt_version, max_new_tokens""").df()  # = the dense_rank
+    rows = wh.con.execute(f"""
+        SELECT (dense_rank() OVER (ORDER BY {key}) - 1)::INTEGER AS setting, st.stimulus::INTEGER AS stimulus,
+               coalesce(s.answer = w.female_option, false)::TINYINT AS y
+        FROM samples s JOIN winopron_stimuli w USING (stimulus_id)
+        JOIN choice_requests r ON r.model_key = s.model_key AND r.request_id = s.request_id
+        JOIN (SELECT stimulus_id, row_number() OVER (ORDER BY stimulus_id) - 1 AS stimulus FROM winopron_stimuli) st
+          ON st.stimulus_id = s.stimulus_id
+        WHERE s.valid
+        ORDER BY s.model_key, s.request_id, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.sample_index,
+                 s.seed""").fetchnumpy()
+    return SampleMeasurements(settings, stimuli, np.asarray(rows["setting"]), np.asarray(rows["stimulus"]),
+                              np.asarray(rows["y"], dtype=np.int64))
+
+
+def _measurements(pf: pd.DataFrame, samples: SampleMeasurements | None, draws: int, seed: int):
+    """Individual binary measurements (1 = feminine): the settings in `groupby(SETTING)` order with their keys, the
+    stimulus feature table, and per measurement its setting, stimulus row and y.
+
+    Sample mode: every valid sample. Exact mode: `draws` draws per stimulus from Bernoulli(p_f) with a fixed seed,
+    in the order of `pf`."""
     exact = pf[(pf["mode"] == "exact") & pf["p_f"].notna()]
+    stimuli = pf[["stimulus_id", *STIMULUS_FEATURES]]
+    if samples is not None:
+        stimuli = pd.concat([samples.stimuli, stimuli], ignore_index=True)
+    stimuli = stimuli.drop_duplicates("stimulus_id").reset_index(drop=True)  # sample rows keep their positions
+    parts = []
     if len(exact):
         rng = np.random.default_rng(seed)
-        repeated = exact.loc[exact.index.repeat(draws)].copy()
-        repeated["y"] = (rng.random(len(repeated)) < repeated["p_f"].to_numpy()).astype(int)
-        parts.append(repeated)
-    if samples is not None and len(samples):
-        parts.append(samples)
-    return pd.concat(parts, ignore_index=True) if parts else pf.iloc[:0].assign(y=[])
+        p = np.repeat(exact["p_f"].to_numpy(dtype=float), draws)
+        y = (rng.random(len(p)) < p).astype(np.int64)
+        stim = np.repeat(pd.Index(stimuli["stimulus_id"]).get_indexer(exact["stimulus_id"]), draws)
+        parts.append((exact[SETTING].reset_index(drop=True), np.repeat(np.arange(len(exact)), draws), stim, y))
+    if samples is not None and len(samples.y):
+        parts.append((samples.settings[SETTING], samples.setting, samples.stimulus, samples.y))
+    if not parts:
+        return [], stimuli, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # number the settings as pandas' groupby over all measurements would order them
+    keys = pd.concat([k for k, *_ in parts], ignore_index=True)
+    grouped = keys.groupby(SETTING, dropna=False, sort=True)
+    ordinal = grouped.ngroup().to_numpy()
+    names = [key for key, _ in grouped]
+    offsets = np.cumsum([0, *(len(k) for k, *_ in parts)])
+    setting = np.concatenate([ordinal[offsets[i]:offsets[i + 1]][local] for i, (_, local, _, _) in enumerate(parts)])
+    stim = np.concatenate([s for *_, s, _ in parts])
+    y = np.concatenate([v for *_, v in parts])
+    return names, stimuli, setting, stim, y
 
 
 def _features(frame: pd.DataFrame, group: str) -> dict[str, tuple[np.ndarray, bool, np.ndarray]]:
@@ -106,6 +178,19 @@ def _features(frame: pd.DataFrame, group: str) -> dict[str, tuple[np.ndarray, bo
 MAX_KNN_MEASUREMENTS = 5_000
 
 
+def _codes(values: pd.Series) -> np.ndarray:
+    """Integer codes of a discrete feature in sorted order of its values (np.unique's order)."""
+    return np.unique(values.to_numpy(dtype=object).astype(str), return_inverse=True)[1].astype(np.int64)
+
+
+def _first_appearance(ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Renumber `ids` 0.. in order of first appearance (the order of pandas' `unique`)."""
+    uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    rank = np.empty(len(uniq), np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(uniq))
+    return rank[inverse], len(uniq)
+
+
 def _mi_sklearn_bits(x: np.ndarray, y: np.ndarray, discrete: bool, seed: int) -> float:
     """scikit-learn's mutual_info_classif (n_neighbors=3) for one feature, in bits."""
     from sklearn.feature_selection import mutual_info_classif
@@ -118,55 +203,92 @@ def _mi_sklearn_bits(x: np.ndarray, y: np.ndarray, discrete: bool, seed: int) ->
 def _mi_counts_bits(codes: np.ndarray, y: np.ndarray) -> float:
     """Plug-in mutual information of two discrete codings from their contingency table, in bits (the value
     scikit-learn computes for discrete features, without its per-call overhead; used inside the bootstrap)."""
-    table = np.bincount(codes * 2 + y, minlength=2 * (codes.max() + 1)).reshape(-1, 2).astype(float)
-    joint = table / table.sum()
-    px, py = joint.sum(1, keepdims=True), joint.sum(0, keepdims=True)
-    nz = joint > 0
-    return float((joint[nz] * np.log2(joint[nz] / (px @ py)[nz])).sum())
+    return mi_table_bits(np.bincount(codes * 2 + y, minlength=2 * (codes.max() + 1)).reshape(-1, 2))
 
 
-def mutual_information_table(pf: pd.DataFrame, samples: pd.DataFrame | None = None, *, draws: int = 20,
+def _mi_sklearn_table_bits(table: np.ndarray) -> float:
+    """scikit-learn's discrete-discrete mutual information (`mutual_info_score`, what `mutual_info_classif` runs for
+    a discrete feature) from the contingency table of the feature values present, in bits."""
+    from sklearn.metrics import mutual_info_score
+
+    present = table[table.sum(1) > 0].astype(np.int64)
+    return float(mutual_info_score(None, None, contingency=present) / np.log(2))
+
+
+def mutual_information_table(pf: pd.DataFrame, samples: SampleMeasurements | None = None, *, draws: int = 20,
                              bootstrap: int = 30, seed: int = 0) -> pd.DataFrame:
     """I(chosen pronoun; feature) in bits per setting and context group: scikit-learn's estimator
     (`mutual_info_classif`, n_neighbors=3) on individual measurements, a bootstrap standard error over templates,
     and for discrete features the exact plug-in value from the probabilities. The continuous feature (stereotype
-    rating) is estimated on at most MAX_KNN_MEASUREMENTS measurements (seeded subsample)."""
-    meas = measurements(pf, samples, draws, seed)
+    rating) is estimated on at most MAX_KNN_MEASUREMENTS measurements (seeded subsample).
+
+    Discrete features never leave integer counts: per template, a [feature value, answer] table; a bootstrap
+    resample of templates is their weighted sum. The estimator's value equals scikit-learn's on the measurements
+    (`mutual_info_score` on the same contingency table); the continuous feature's bootstrap runs
+    `knn_mi_classif_bits`, scikit-learn's k-NN estimator computed in one dimension (same values)."""
+    names, stimuli, setting_of, stim_of, y_of = _measurements(pf, samples, draws, seed)
     rows = []
     rng = np.random.default_rng(seed)
-    for key, setting in meas.groupby(SETTING, dropna=False):
+    context = stimuli["context"].to_numpy(dtype=object)
+    item = np.unique(stimuli["item_id"].to_numpy(dtype=object).astype(str), return_inverse=True)[1]
+    rating = stimuli["stereotype_rating"].to_numpy(dtype=float)
+    codes = {name: _codes(stimuli[column]) for name, column in DISCRETE_FEATURES.items()}
+    codes["prime_gender"] = np.where(context == "primed_m", 1, 0)  # 'f' < 'm'
+    by_setting = np.argsort(setting_of, kind="stable")
+    bounds = np.searchsorted(setting_of[by_setting], np.arange(len(names) + 1))
+    for s, key in enumerate(names):
+        members = by_setting[bounds[s]:bounds[s + 1]]  # this setting's measurements, in order
         for group, contexts in CONTEXT_GROUPS.items():
-            frame = setting[setting["context"].isin(contexts)].reset_index(drop=True)
-            if frame["y"].nunique() < 2:
+            in_group = np.isin(context, contexts)[stim_of[members]]
+            stim, y = stim_of[members][in_group], y_of[members][in_group]
+            if len(np.unique(y)) < 2:
                 continue
             probs = pf.merge(pd.DataFrame([dict(zip(SETTING, key))]), on=SETTING)
             probs = probs[probs["context"].isin(contexts) & probs["p_f"].notna()]
             prob_features = _features(probs.reset_index(drop=True), group)
-            for name, (all_values, discrete, defined) in _features(frame, group).items():
-                sub = frame[defined].reset_index(drop=True)
-                values, y = all_values[defined], sub["y"].to_numpy().astype(int)
-                if not discrete and len(sub) > MAX_KNN_MEASUREMENTS:
-                    keep = np.sort(rng.choice(len(sub), MAX_KNN_MEASUREMENTS, replace=False))
-                    sub, values, y = sub.iloc[keep].reset_index(drop=True), values[keep], y[keep]
-                if len(np.unique(values)) < 2 or len(np.unique(y)) < 2:
-                    continue
-                codes = np.unique(values, return_inverse=True)[1] if discrete else None
-                mi = _mi_sklearn_bits(codes if discrete else values, y, discrete, seed)
-                templates = sub["item_id"].unique()
-                by_template = sub.groupby("item_id").indices
-                boots = []
-                for _ in range(bootstrap):
-                    pick = np.concatenate([by_template[t] for t in rng.choice(templates, len(templates))])
-                    if len(np.unique(y[pick])) < 2:
-                        continue
-                    boots.append(_mi_counts_bits(codes[pick], y[pick]) if discrete
-                                 else _mi_sklearn_bits(values[pick], y[pick], False, seed))
-                plugin = np.nan
+            template, n_templates = _first_appearance(item[stim])
+            for name in FEATURE_NAMES[group]:
+                discrete = name != "stereotype_rating"
                 if discrete:
+                    code = codes[name][stim]
+                    n_codes = int(code.max()) + 1
+                    if len(np.unique(code)) < 2:
+                        continue
+                    counts = np.bincount((template * n_codes + code) * 2 + y,
+                                         minlength=n_templates * n_codes * 2).reshape(n_templates, n_codes, 2)
+                    mi = _mi_sklearn_table_bits(counts.sum(0))
+                    boots = []
+                    for _ in range(bootstrap):
+                        weights = np.bincount(rng.choice(n_templates, n_templates), minlength=n_templates)
+                        table = np.tensordot(weights, counts, axes=1)
+                        if (table.sum(0) == 0).any():
+                            continue
+                        boots.append(mi_table_bits(table))
                     p_values, _, p_defined = prob_features[name]
                     plugin = plugin_mutual_information_bits(probs["p_f"].to_numpy()[p_defined], p_values[p_defined])
+                    measured = len(y)
+                else:
+                    defined = ~np.isnan(rating[stim])
+                    values, y_def, stim_def = rating[stim][defined], y[defined], stim[defined]
+                    if len(values) > MAX_KNN_MEASUREMENTS:
+                        keep = np.sort(rng.choice(len(values), MAX_KNN_MEASUREMENTS, replace=False))
+                        values, y_def, stim_def = values[keep], y_def[keep], stim_def[keep]
+                    if len(np.unique(values)) < 2 or len(np.unique(y_def)) < 2:
+                        continue
+                    mi = _mi_sklearn_bits(values, y_def, False, seed)
+                    t_def, n_def = _first_appearance(item[stim_def])
+                    order = np.argsort(t_def, kind="stable")
+                    starts = np.searchsorted(t_def[order], np.arange(n_def + 1))
+                    boots = []
+                    for _ in range(bootstrap):
+                        pick = np.concatenate([order[starts[t]:starts[t + 1]] for t in rng.choice(n_def, n_def)])
+                        if len(np.unique(y_def[pick])) < 2:
+                            continue
+                        boots.append(knn_mi_classif_bits(values[pick], y_def[pick], seed))
+                    plugin = np.nan
+                    measured = len(values)
                 rows.append({**dict(zip(SETTING, key)), "context_group": group, "feature": name,
-                             "measurements": len(sub), "mi_bits": mi,
+                             "measurements": measured, "mi_bits": mi,
                              "mi_se_bits": float(np.std(boots, ddof=1)) if len(boots) > 1 else np.nan,
                              "mi_plugin_bits": plugin})
     return pd.DataFrame(rows)
@@ -179,7 +301,7 @@ def cbd_table(pf: pd.DataFrame) -> pd.DataFrame:
     wide = wide.join(features, on="item_id")
     rows = []
     for key, group in wide.groupby([*SETTING, "pair_id", "option_order"], dropna=False):
-        by_answer = {int(r["answer"]): r for _, r in group.iterrows()}
+        by_answer = {int(r["answer"]): r for r in group[["answer", *CONTEXTS]].to_dict("records")}
         if set(by_answer) != {0, 1}:
             continue
         q1, q2 = by_answer[0], by_answer[1]
@@ -228,16 +350,6 @@ def model_overlap(cbd_rows: pd.DataFrame) -> pd.DataFrame:
                              "contextual_b": len(sb), "both": len(sa & sb),
                              "jaccard": len(sa & sb) / len(union) if union else np.nan})
     return pd.DataFrame(rows)
-
-
-def sample_measurements(wh: Warehouse) -> pd.DataFrame:
-    """Valid samples as measurements (y = 1 for the feminine option) with stimulus features."""
-    return wh.con.execute("""
-        SELECT s.model_key, 'sample' AS mode, s.temperature, s.top_k, s.top_p, r.prompt_version, s.max_new_tokens,
-               w.*, CAST(s.answer = w.female_option AS INTEGER) AS y
-        FROM samples s JOIN winopron_stimuli w USING (stimulus_id)
-        JOIN choice_requests r ON r.model_key = s.model_key AND r.request_id = s.request_id
-        WHERE s.valid""").df()
 
 
 def contextuality_report(wh: Warehouse, *, draws: int = 20, bootstrap: int = 30, seed: int = 0) -> dict[str, pd.DataFrame]:

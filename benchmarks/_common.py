@@ -34,9 +34,26 @@ def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]
     return statistics.median(times), times
 
 
-def write_json(name: str, payload: dict[str, Any], out_dir: str | os.PathLike = "bench_out") -> Path:
+OUT_DIR = Path(__file__).resolve().parent.parent / "bench_out"  # the repository's bench_out/, whatever the cwd
+
+
+def write_json(name: str, payload: dict[str, Any], out_dir: str | os.PathLike = OUT_DIR) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), **payload}, indent=2, default=str))
     return path
+
+
+def prob_sequences(tokenizer, dataset: str, n_stimuli: int, data_dir: str | None):
+    """The `prob` protocol's sentences of the first `n_stimuli` stimuli (every candidate filled in), as the scoring
+    benchmarks all use them: texts, BOS + token ids (biaslab's causal tokenization), and each one's stimulus."""
+    from biaslab import loaders
+    from biaslab.runners.loading import bos_token_id
+    from biaslab.runners.requests import score_requests, tokenize_causal
+
+    stimuli = loaders.get(dataset).load(loaders.default_data_dir(data_dir))[:n_stimuli]
+    requests = score_requests(stimuli, "prob", "causal")
+    bos, _ = bos_token_id(tokenizer)
+    seqs = [tokenize_causal(tokenizer, r.text, bos).input_ids for r in requests]
+    return [r.text for r in requests], seqs, [r.stimulus_id for r in requests]

@@ -21,12 +21,10 @@ import argparse
 import numpy as np
 import torch
 
-from _common import median_time, peak_rss_mb, write_json
-from biaslab import loaders
+from _common import median_time, peak_rss_mb, prob_sequences, write_json
 from biaslab.runners.batching import token_budget_batches
 from biaslab.runners.loading import bos_token_id, load_model
 from biaslab.runners.prefix_scoring import score_causal_grouped
-from biaslab.runners.requests import score_requests, tokenize_causal
 from biaslab.runners.scoring import score_causal
 
 
@@ -64,15 +62,12 @@ def main() -> None:
     args = ap.parse_args()
 
     loaded = load_model(args.model, dtype=args.dtype)
-    stimuli = loaders.get(args.dataset).load(loaders.default_data_dir(args.data_dir))[: args.stimuli]
-    requests = score_requests(stimuli, "prob", "causal")
+    _, seqs, groups = prob_sequences(loaded.tokenizer, args.dataset, args.stimuli, args.data_dir)
     bos, _ = bos_token_id(loaded.tokenizer)
-    seqs = [tokenize_causal(loaded.tokenizer, r.text, bos).input_ids for r in requests]
     pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else bos
     n_tokens = sum(len(s) for s in seqs)
     model = loaded.model
 
-    groups = [r.stimulus_id for r in requests]
     unique_tokens = sum(len(s) for s in seqs)  # tokens a scorer without sharing must run
     shared_tokens = 0
     for g in dict.fromkeys(groups):

@@ -7,7 +7,9 @@ evidence of one model: exact choice probabilities and `--samples` samples for Wi
 calibration datasets, sentence scores for the negation examples, and filler sequence scores whose token rows bring
 `token_scores` to `--token-rows`. Each metric command runs as its own process (as a user runs it), timed end to end;
 the median of `--repeats` runs is reported with the largest peak RSS of its runs (each child's own rusage).
-`metrics misgendering` is not timed: it needs generation evidence this synthetic warehouse does not hold.
+With `--gen-samples` (default 111,600: one model's full misgendering run, MISGENDERED and RUFF pre/post x 5 plus
+TANGO x 5) the warehouse also holds synthetic 50-word continuations of the real misgendering prompts and probability
+scores of every MISGENDERED / RUFF option, and `metrics misgendering` is timed too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,58 @@ from _common import peak_rss_mb, write_json
 MODEL = "synthetic0000000"
 
 
-def build(db: Path, data_dir: Path, token_rows: int, n_samples: int, seed: int = 0) -> dict[str, int]:
+WORDS = ("the", "a", "day", "was", "going", "badly", "for", "and", "said", "that", "office", "walked", "into", "home",
+         "because", "work", "very", "happy", "he", "she", "they", "xe", "him", "her", "them", "xem", "his", "their")
+
+
+def build_misgendering(wh, data_dir: Path, n_samples: int, rng) -> None:
+    """Generation evidence (gen_requests + samples) for real MISGENDERED / RUFF / TANGO prompts, and option scores
+    of every MISGENDERED / RUFF stimulus."""
+    import pyarrow as pa
+
+    from biaslab import loaders
+    from biaslab.runners.generation import gen_requests
+
+    stimuli = [s for name in ("misgendered", "ruff", "tango") for s in loaders.get(name).load(data_dir)]
+    wh.append("stimuli", [s.to_row() for s in stimuli])
+    requests = gen_requests(stimuli)
+    from biaslab.loaders.pronoun_detection import vocabulary
+
+    vocab = {d: json.dumps(vocabulary(d), sort_keys=True) for d in ("misgendered", "ruff", "tango")}
+    wh.append("gen_requests", pa.table({
+        "model_key": [MODEL] * len(requests), "request_id": [r.request_id for r in requests],
+        "stimulus_id": [r.stimulus_id for r in requests], "dataset": [r.dataset for r in requests],
+        "context": [r.context for r in requests], "prompt_version": ["gen-v1"] * len(requests),
+        "prompt_text": [r.prompt_text for r in requests], "declared": [r.declared for r in requests],
+        "pronoun_vocabulary": [vocab[r.dataset] for r in requests],
+        "max_new_tokens": pa.array([50] * len(requests), pa.int32()),
+        "min_new_tokens": pa.array([50] * len(requests), pa.int32())}))
+    per = max(1, n_samples // len(requests))
+    index = [i for i in range(len(requests)) for _ in range(per)]
+    words = rng.choice(len(WORDS), size=(len(index), 50))
+    texts = [" " + " ".join(WORDS[w] for w in row) + "." for row in words]
+    wh.append("samples", pa.table({
+        "model_key": [MODEL] * len(index), "request_id": [requests[i].request_id for i in index],
+        "sample_index": pa.array([k % per for k in range(len(index))], pa.int32()),
+        "seed": pa.array(range(len(index)), pa.int64()), "temperature": [1.0] * len(index),
+        "top_k": pa.array([50] * len(index), pa.int32()), "top_p": [0.95] * len(index),
+        "max_new_tokens": pa.array([50] * len(index), pa.int32()),
+        "stimulus_id": [requests[i].stimulus_id for i in index], "text": texts,
+        "token_ids": pa.array([[1] * 50] * len(index), pa.list_(pa.int32())),
+        "token_logprobs": pa.array([[-1.0] * 50] * len(index), pa.list_(pa.float64())),
+        "finish_reason": ["length"] * len(index), "answer": pa.array([None] * len(index), pa.string()),
+        "valid": [True] * len(index)}))
+    rows = [(s, o) for s in stimuli if s.options is not None for o in s.options]
+    wh.append("sequence_scores", pa.table({
+        "model_key": [MODEL] * len(rows), "request_id": [f"m{s.stimulus_id}:{o}" for s, o in rows],
+        "stimulus_id": [s.stimulus_id for s, _ in rows], "protocol": ["prob"] * len(rows),
+        "option": [o for _, o in rows], "scheme": ["causal"] * len(rows), "text": ["-"] * len(rows),
+        "n_tokens": pa.array(rng.integers(20, 40, len(rows)), pa.int32()),
+        "sum_logprob": -rng.uniform(40, 120, len(rows))}))
+
+
+def build(db: Path, data_dir: Path, token_rows: int, n_samples: int, gen_samples: int = 0,
+          seed: int = 0) -> dict[str, int]:
     import numpy as np
     import pyarrow as pa
 
@@ -116,7 +169,10 @@ def build(db: Path, data_dir: Path, token_rows: int, n_samples: int, seed: int =
             "logprob": pa.array(-rng.exponential(2.0, n_filler * per_seq)),
         })
         wh.append_with_children("sequence_scores", seq, {"token_scores": tokens})
-        return {t: wh.count(t) for t in ("stimuli", "sequence_scores", "token_scores", "choice_probs", "samples")}
+        if gen_samples:
+            build_misgendering(wh, data_dir, gen_samples, rng)
+        return {t: wh.count(t) for t in ("stimuli", "sequence_scores", "token_scores", "choice_probs", "samples",
+                                         "gen_requests")}
 
 
 def timed(args: list[str]) -> tuple[float, float, str]:
@@ -144,6 +200,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--token-rows", type=int, default=10_000_000)
     ap.add_argument("--samples", type=int, default=1_000_000)
+    ap.add_argument("--gen-samples", type=int, default=111_600,
+                    help="misgendering continuations (0: no misgendering evidence, metrics misgendering not timed)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--build-only", metavar="DB", help=argparse.SUPPRESS)  # the child process that builds
@@ -151,7 +209,8 @@ def main() -> None:
     if args.build_only:
         from biaslab import loaders
 
-        sizes = build(Path(args.build_only), loaders.default_data_dir(args.data_dir), args.token_rows, args.samples)
+        sizes = build(Path(args.build_only), loaders.default_data_dir(args.data_dir), args.token_rows, args.samples,
+                      args.gen_samples)
         print(json.dumps(sizes))
         return
     biaslab = [sys.executable, "-m", "biaslab.cli.biaslab_entry"]
@@ -159,6 +218,7 @@ def main() -> None:
         db = Path(tmp) / "big.duckdb"
         builder = [sys.executable, str(Path(__file__).resolve()), "--build-only", str(db),
                    "--token-rows", str(args.token_rows), "--samples", str(args.samples),
+                   "--gen-samples", str(args.gen_samples),
                    *(["--data-dir", args.data_dir] if args.data_dir else [])]
         build_s, build_rss, out = timed(builder)
         sizes = json.loads(out.strip().splitlines()[-1])
@@ -166,6 +226,7 @@ def main() -> None:
             "metrics contextuality": ["metrics", "contextuality", "--format", "json"],
             "metrics calibration": ["metrics", "calibration", "--format", "json"],
             "metrics negation": ["metrics", "negation", "--format", "json"],
+            **({"metrics misgendering": ["metrics", "misgendering", "--format", "json"]} if args.gen_samples else {}),
             "sql perplexity over 10M token rows": ["sql", "select avg(perplexity), count(*) from sequence_metrics"],
             "info": ["info"],
         }

@@ -49,10 +49,12 @@ Deviations from upstream
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from ..schema import CASES
@@ -86,7 +88,6 @@ _VOCABULARIES: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
 #: datasets `vocabulary` knows
 DATASETS: tuple[str, ...] = tuple(_VOCABULARIES)
 
-_WORD = re.compile(r"\w+")
 _FORM = re.compile(r"[a-z]+")
 
 
@@ -143,11 +144,38 @@ class PronounHit:
     cases: tuple[str, ...]
 
 
-def _hits(text: str, index: Mapping[str, tuple[str, tuple[str, ...]]]):
-    for match in _WORD.finditer(text):
+@lru_cache(maxsize=64)
+def _compiled(key: str) -> tuple[dict[str, tuple[str, tuple[str, ...]]], re.Pattern]:
+    """(form index, candidate pattern) of a vocabulary given as its canonical JSON; cached across calls.
+
+    The pattern finds every whole word (``\\b`` on both sides, i.e. a maximal ``\\w+`` run) that equals a form
+    ignoring case; `_hits` then applies the remaining rules (ASCII only, no combining mark after it), so the hits are
+    exactly those of walking every ``\\w+`` word, only faster.
+    """
+    index = form_index(json.loads(key))
+    alternation = "|".join(sorted((re.escape(f) for f in index), key=len, reverse=True))
+    return index, re.compile(rf"\b(?:{alternation})\b", re.IGNORECASE)
+
+
+class Detector:
+    """The detector of one vocabulary, compiled once (for scoring many continuations against it)."""
+
+    def __init__(self, families: Families):
+        self.index, self.pattern = _compiled(json.dumps(families, sort_keys=True))
+
+    def hits(self, text: str) -> list[PronounHit]:
+        return list(_hits(text, self))
+
+    def first(self, text: str) -> PronounHit | None:
+        return next(_hits(text, self), None)
+
+
+def _hits(text: str, detector: Detector):
+    index, pattern = detector.index, detector.pattern
+    for match in pattern.finditer(text):
         word = match.group()
-        if not (word.isascii() and word.isalpha()):
-            continue
+        if not word.isascii():
+            continue  # IGNORECASE also matches non-ASCII look-alikes (long s, Kelvin sign): not a form
         end = match.end()
         if end < len(text) and unicodedata.category(text[end]).startswith("M"):
             continue  # a combining mark makes it a different word ("he" + U+0301)
@@ -158,12 +186,12 @@ def _hits(text: str, index: Mapping[str, tuple[str, tuple[str, ...]]]):
 
 def pronoun_hits(text: str, families: Families) -> list[PronounHit]:
     """Every pronoun of `families` in `text`, in text order (words and hits as defined in the module docstring)."""
-    return list(_hits(text, form_index(families)))
+    return Detector(families).hits(text)
 
 
 def first_pronoun(text: str, families: Families) -> PronounHit | None:
     """The first pronoun of `families` in `text`, or None when it has none."""
-    return next(_hits(text, form_index(families)), None)
+    return Detector(families).first(text)
 
 
 def classify(text: str, families: Families, declared: str) -> Outcome:

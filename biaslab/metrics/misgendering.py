@@ -27,7 +27,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..loaders.pronoun_detection import first_pronoun
+from ..loaders.pronoun_detection import Detector
 from ..warehouse import Warehouse
 from .misgendering_stats import (DegenerateAgreementWarning, DegenerateBetaFitWarning, agreement,
                                  beta_method_of_moments, repetition_rate, tokenize_words, wilson_interval)
@@ -62,9 +62,9 @@ def prob_results(wh: Warehouse) -> pd.DataFrame:
     return frame.assign(setting=pd.Series(settings, index=frame.index, dtype=object))
 
 
-def detect(text: str, vocabulary: dict, declared: str) -> tuple[str, str | None, str | None]:
+def detect(text: str, detector: Detector, declared: str) -> tuple[str, str | None, str | None]:
     """(outcome, first pronoun as written, its family) of one continuation."""
-    hit = first_pronoun(text, vocabulary)
+    hit = detector.first(text)
     if hit is None:
         return "no_pronoun", None, None
     return ("correct" if hit.family == declared else "misgendered"), hit.word, hit.family
@@ -74,24 +74,60 @@ def generation_results(wh: Warehouse) -> pd.DataFrame:
     """One row per stored continuation (`gen_samples`) with its outcome (first pronoun of the continuation only),
     and the repetition rate of prompt + continuation (as the upstream measure-repetition scripts do)."""
     frame = wh.con.execute(
-        "SELECT * FROM gen_samples ORDER BY model_key, dataset, stimulus_id, context, sample_index, seed").df()
-    vocabularies: dict[str, dict] = {}
-    outcomes, words, families, rates = [], [], [], []
-    for prompt, text, vocab_json, declared in zip(frame["prompt_text"], frame["text"], frame["pronoun_vocabulary"],
-                                                  frame["declared"]):
-        vocab = vocabularies.setdefault(vocab_json, json.loads(vocab_json))
-        outcome, word, family = detect(text, vocab, declared)
-        outcomes.append(outcome)
-        words.append(word)
-        families.append(family)
-        rates.append(repetition_rate(tokenize_words(prompt + text)))
+        "SELECT * EXCLUDE (pronoun_vocabulary), dense_rank() OVER (ORDER BY pronoun_vocabulary) AS vocabulary_id "
+        "FROM gen_samples ORDER BY model_key, dataset, stimulus_id, context, sample_index, seed").df()
+    vocabularies = dict(wh.con.execute(
+        "SELECT dense_rank() OVER (ORDER BY pronoun_vocabulary), pronoun_vocabulary "
+        "FROM (SELECT DISTINCT pronoun_vocabulary FROM gen_requests)").fetchall())
+    rows = list(zip(frame["prompt_text"].tolist(), frame["text"].tolist(), frame["vocabulary_id"].tolist(),
+                    frame["declared"].tolist()))
+    scored = _score_continuations(rows, vocabularies)
+    outcomes, words, families, rates = (list(col) for col in zip(*scored)) if scored else ([], [], [], [])
     frame["setting"] = [sampling_label(*row) for row in zip(frame["temperature"], frame["top_k"], frame["top_p"],
                                                             frame["max_new_tokens"], frame["min_new_tokens"])]
     frame["outcome"] = outcomes
     frame["first_pronoun"] = words
     frame["first_family"] = families
     frame["repetition_rate"] = rates
-    return frame.drop(columns=["pronoun_vocabulary"])
+    return frame.drop(columns=["vocabulary_id"])
+
+
+#: continuations scored in one process below this many; above, split over the CPU cores (fork; pure Python work)
+PARALLEL_MIN_CONTINUATIONS = 20_000
+
+
+def _score_chunk(rows: list[tuple], vocabularies: dict[int, str]) -> list[tuple]:
+    """(outcome, first pronoun, its family, repetition rate) per (prompt, text, vocabulary id, declared) row."""
+    detectors = {key: Detector(json.loads(vocab)) for key, vocab in vocabularies.items()}
+    prompt_tokens: dict[str, list[str]] = {}
+    out = []
+    for prompt, text, vocab_id, declared in rows:
+        outcome, word, family = detect(text, detectors[vocab_id], declared)
+        if text[:1].isspace():  # no token spans the seam: the prompt's tokens are tokenized once per prompt
+            if prompt not in prompt_tokens:
+                prompt_tokens[prompt] = tokenize_words(prompt)
+            tokens = prompt_tokens[prompt] + tokenize_words(text)
+        else:
+            tokens = tokenize_words(prompt + text)
+        out.append((outcome, word, family, repetition_rate(tokens)))
+    return out
+
+
+def _score_continuations(rows: list[tuple], vocabularies: dict[int, str]) -> list[tuple]:
+    """`_score_chunk` over all rows, in order; large inputs are split over the cores (`BIASLAB_WORKERS` caps the
+    number of processes; 1 keeps everything in this process). Results do not depend on the split."""
+    import os
+
+    workers = min(os.cpu_count() or 1, int(os.environ.get("BIASLAB_WORKERS", "0")) or os.cpu_count() or 1)
+    if workers < 2 or len(rows) < PARALLEL_MIN_CONTINUATIONS:
+        return _score_chunk(rows, vocabularies)
+    import multiprocessing
+
+    size = -(-len(rows) // workers)
+    chunks = [rows[i:i + size] for i in range(0, len(rows), size)]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        parts = pool.starmap(_score_chunk, [(chunk, vocabularies) for chunk in chunks])
+    return [row for part in parts for row in part]
 
 
 def binary_correct(gen: pd.DataFrame, no_pronoun: NoPronoun) -> pd.DataFrame:
@@ -144,25 +180,33 @@ def correctness_table(prob: pd.DataFrame, gen: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CORRECTNESS_COLUMNS)
 
 
+def _spread(frame: pd.DataFrame, keys: list[str], instance: str, method: str, context: str | None) -> pd.DataFrame:
+    """Per group of `keys`: instances, mean units per instance, mean and max of the per-instance std (ddof = 0)."""
+    grouped = frame.assign(correct=frame["correct"].astype(float)).groupby([*keys, instance], sort=True)["correct"]
+    per = pd.DataFrame({"std": grouped.std(ddof=0), "size": grouped.size()})
+    out = per.groupby(level=list(range(len(keys))), sort=True).agg(
+        instances=("std", "size"), units_per_instance=("size", "mean"), mean_std=("std", "mean"),
+        max_std=("std", "max")).reset_index()
+    out.insert(0, "method", method)
+    if context is not None:
+        out["context"] = context
+    return out
+
+
 def instance_std_table(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPronoun = "correct") -> pd.DataFrame:
     """Mean (over instances) of the within-instance population std of correctness: across the generations of a
     prompt (gen), and across the templates of a TANGO prompt (prob). ddof = 0 (see `misgendering_stats`)."""
-    rows = []
+    parts = []
     binary = binary_correct(gen, no_pronoun)
-    for key, group in binary.groupby([*SETTING, "context"], sort=True):
-        per = group.groupby("stimulus_id")["correct"].agg(lambda x: float(np.std(x.to_numpy(), ddof=0)))
-        sizes = group.groupby("stimulus_id").size()
-        rows.append({"method": "gen", **dict(zip([*SETTING, "context"], key)), "instances": len(per),
-                     "units_per_instance": float(sizes.mean()), "mean_std": float(per.mean()),
-                     "max_std": float(per.max())})
+    if len(binary):
+        parts.append(_spread(binary, [*SETTING, "context"], "stimulus_id", "gen", None))
     tango = prob[prob["template_of"].notna()]
-    for key, group in tango.groupby(SETTING, sort=True):
-        per = group.groupby("template_of")["correct"].agg(lambda x: float(np.std(x.astype(float).to_numpy(), ddof=0)))
-        sizes = group.groupby("template_of").size()
-        rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template", "instances": len(per),
-                     "units_per_instance": float(sizes.mean()), "mean_std": float(per.mean()),
-                     "max_std": float(per.max())})
-    return pd.DataFrame(rows, columns=INSTANCE_STD_COLUMNS)
+    if len(tango):
+        parts.append(_spread(tango, SETTING, "template_of", "prob", "template"))
+    if not parts:
+        return pd.DataFrame(columns=INSTANCE_STD_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)[INSTANCE_STD_COLUMNS]
+    return out.astype({"instances": int, "units_per_instance": float})
 
 
 def paired(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPronoun = "correct") -> pd.DataFrame:

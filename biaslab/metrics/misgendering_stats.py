@@ -289,11 +289,12 @@ def repetition_rate(tokens: Sequence[str], max_n: int = 4) -> float:
         raise ValueError(f"max_n must be >= 1, got {max_n}")
     tokens = list(tokens)
     rates = []
-    for order in range(1, max_n + 1):
-        counts = Counter(tuple(tokens[i:i + order]) for i in range(len(tokens) - order + 1))
-        if not counts:
-            continue
-        rates.append(sum(1 for c in counts.values() if c > 1) / len(counts))
+    for order in range(min(max_n, len(tokens)), 0, -1):  # longest first: r_n = 0 there settles RR = 0 at once
+        counts = Counter(zip(*(tokens[i:] for i in range(order))))  # n-grams, counted in C
+        rate = (len(counts) - list(counts.values()).count(1)) / len(counts)
+        if rate == 0.0:
+            return 0.0
+        rates.append(rate)
     if not rates:
         return math.nan
     return float(math.prod(rates) ** (1.0 / len(rates)))

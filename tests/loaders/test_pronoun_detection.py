@@ -281,3 +281,36 @@ def test_misgendered_vocabulary_matches_the_data(dataset_folder):
         for column, form in columns.items():
             assert MISGENDERED[family][column_case[column]][0] == form, (family, column)
     assert sets["they"]["ref"] == "themself" and sets["xe"]["ref"] == "xemself"
+
+
+def _reference_hits(text, families):
+    """The obviously correct walk: every maximal \\w+ run that is ASCII letters, not followed by a combining mark,
+    and a form of a family (lower-cased)."""
+    import re
+    import unicodedata
+
+    index = form_index(families)
+    out = []
+    for m in re.finditer(r"\w+", text):
+        word, end = m.group(), m.end()
+        if not (word.isascii() and word.isalpha()):
+            continue
+        if end < len(text) and unicodedata.category(text[end]).startswith("M"):
+            continue
+        if word.lower() in index:
+            family, cases = index[word.lower()]
+            out.append((word, m.start(), end, family, cases))
+    return out
+
+
+_PIECES = st.sampled_from(["he", "She", "HIM", "xem", "xir", "xyrs", "themself", "THEY", "hers", "the", "shepherd",
+                           "x", "1", "_", "'", "\u2019", " ", "\n", ".", "-", "\u0301", "\u017f", "\u212a", "é", "ß",
+                           "her", "Xe", "em", "ſhe", "he2"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=25), st.sampled_from(["ruff", "tango"]))
+def test_fast_detector_equals_the_reference_word_walk(pieces, dataset):
+    text = "".join(pieces)
+    families = vocabulary(dataset)
+    assert hits(text, families) == _reference_hits(text, families)

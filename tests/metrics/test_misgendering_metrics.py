@@ -310,3 +310,18 @@ def test_nominal_agreement_is_nan_when_both_raters_are_one_constant():
     assert (n, raw) == (4, 1.0) and math.isnan(kappa) and note
     assert nominal_agreement(["a", "b", "a"], ["a", "b", "b"])[2] == pytest.approx(
         cohen_kappa_score(["a", "b", "a"], ["a", "b", "b"]))
+
+
+def test_parallel_scoring_of_continuations_equals_one_process(monkeypatch):
+    from biaslab.metrics import misgendering
+
+    rng = random.Random(0)
+    vocabularies = {1: json.dumps(vocabulary("ruff")), 2: json.dumps(vocabulary("tango"))}
+    rows = [(f"Prompt {i} says", SENTENCES[rng.choice([*FAMILIES, None])] * rng.randint(1, 3), rng.choice([1, 2]),
+             rng.choice(FAMILIES)) for i in range(60)]
+    monkeypatch.setenv("BIASLAB_WORKERS", "1")
+    single = misgendering._score_continuations(rows, vocabularies)
+    monkeypatch.setenv("BIASLAB_WORKERS", "2")
+    monkeypatch.setattr(misgendering, "PARALLEL_MIN_CONTINUATIONS", 10)
+    assert misgendering._score_continuations(rows, vocabularies) == single
+    assert {r[0] for r in single} == {"correct", "misgendered", "no_pronoun"}

@@ -106,6 +106,8 @@ class CollectConfig:
         self.protocol = self.protocol or supported[0]
         if self.protocol not in supported:
             raise ValueError(f"--protocol {self.protocol} is not available for {self.dataset}; use one of {supported}")
+        if self.protocol != "gen" and self.min_new_tokens:
+            raise ValueError("--min-new-tokens applies to --protocol gen only")
         if self.protocol == "gen":
             self.sampling_params().validate()
             if self.samples < 1:

@@ -92,6 +92,8 @@ def test_gen_protocol_refuses_absurd_settings(tmp_path, data_dir):
             _config(tmp_path, data_dir, "ruff", **kw).validate()
     with pytest.raises(ValueError, match="not available"):
         CollectConfig(dataset="winogender", protocol="gen").validate()
+    with pytest.raises(ValueError, match="--protocol gen only"):
+        CollectConfig(dataset="winopron", min_new_tokens=3).validate()
 
 
 def test_protocol_defaults_follow_the_protocol():

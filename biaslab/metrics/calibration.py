@@ -38,6 +38,8 @@ from scipy.special import expit, logit
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
+from .arrays import as_binary, as_probabilities
+
 TOP_LABEL = "top_label"
 MALE_CLASS = "male_class"
 CONFIDENCES = (TOP_LABEL, MALE_CLASS)
@@ -55,34 +57,13 @@ LOGREG_MAX_ITER = 10_000
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# input checks and confidences
+# confidences
 # ----------------------------------------------------------------------------------------------------------------
-
-
-def _as_prob(x, name: str = "p") -> np.ndarray:
-    """1-D float array of finite values in [0, 1]; ValueError otherwise."""
-    arr = np.asarray(x, dtype=float).reshape(-1)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    if arr.size and (arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"{name} must lie in [0, 1]")
-    return arr
-
-
-def _as_binary(y, name: str = "y") -> np.ndarray:
-    """1-D int array of 0/1 values (bools accepted); ValueError otherwise."""
-    arr = np.asarray(y).reshape(-1)
-    if arr.dtype == bool:
-        return arr.astype(int)
-    arr = arr.astype(float)
-    if not np.all((arr == 0) | (arr == 1)):
-        raise ValueError(f"{name} must contain only 0 and 1")
-    return arr.astype(int)
 
 
 def _pair(p, y, p_name: str = "p", y_name: str = "y") -> tuple[np.ndarray, np.ndarray]:
     """Checked (probability, binary) arrays of equal length."""
-    p, y = _as_prob(p, p_name), _as_binary(y, y_name)
+    p, y = as_probabilities(p, p_name), as_binary(y, y_name)
     if p.shape != y.shape:
         raise ValueError(f"{p_name} and {y_name} differ in length ({p.size} vs {y.size})")
     return p, y
@@ -90,7 +71,7 @@ def _pair(p, y, p_name: str = "p", y_name: str = "y") -> tuple[np.ndarray, np.nd
 
 def predicted_label(p_male) -> np.ndarray:
     """Predicted label: 1 (male) if p_male >= 0.5 else 0 (female); a tie at exactly 0.5 goes to male."""
-    return (_as_prob(p_male, "p_male") >= 0.5).astype(int)
+    return (as_probabilities(p_male, "p_male") >= 0.5).astype(int)
 
 
 def top_label_confidence(p_male, gold) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +144,7 @@ class ECEResult:
 
 def equal_width_bin_index(conf, n_bins: int = 10) -> np.ndarray:
     """Bin b of each confidence for bins [b/B, (b+1)/B), the last bin closed at 1 (0 -> bin 0, 1 -> bin B-1)."""
-    conf = _as_prob(conf, "conf")
+    conf = as_probabilities(conf, "conf")
     edges = np.arange(n_bins + 1) / n_bins
     return np.clip(np.searchsorted(edges, conf, side="right") - 1, 0, n_bins - 1)
 
@@ -171,7 +152,7 @@ def equal_width_bin_index(conf, n_bins: int = 10) -> np.ndarray:
 def equal_mass_bin_index(conf, n_bins: int = 10) -> np.ndarray:
     """Bin of each item for equal-mass bins: stable argsort of conf, np.array_split into B chunks (sizes differ by
     at most one; ties across a bin edge split deterministically by input order)."""
-    conf = _as_prob(conf, "conf")
+    conf = as_probabilities(conf, "conf")
     index = np.empty(conf.size, dtype=int)
     for b, chunk in enumerate(np.array_split(np.argsort(conf, kind="stable"), n_bins)):
         index[chunk] = b
@@ -469,7 +450,7 @@ def _fit_inputs(p, y) -> tuple[np.ndarray, np.ndarray]:
 
 def beta_features(p) -> np.ndarray:
     """Beta-calibration features [ln p, -ln(1 - p)], p clipped to [1e-12, 1 - 1e-12]."""
-    p = np.clip(_as_prob(p), PROB_EPS, 1 - PROB_EPS)
+    p = np.clip(as_probabilities(p), PROB_EPS, 1 - PROB_EPS)
     return np.column_stack([np.log(p), -np.log1p(-p)])
 
 
@@ -528,7 +509,7 @@ class PlattScaling:
 
     @staticmethod
     def _feature(p) -> np.ndarray:
-        return logit(np.clip(_as_prob(p), PROB_EPS, 1 - PROB_EPS)).reshape(-1, 1)
+        return logit(np.clip(as_probabilities(p), PROB_EPS, 1 - PROB_EPS)).reshape(-1, 1)
 
     def predict(self, p) -> np.ndarray:
         return expit(self.slope_ * self._feature(p)[:, 0] + self.intercept_)
@@ -559,7 +540,7 @@ class TemperatureScaling:
 
     @staticmethod
     def _logit(p) -> np.ndarray:
-        return logit(np.clip(_as_prob(p), PROB_EPS, 1 - PROB_EPS))
+        return logit(np.clip(as_probabilities(p), PROB_EPS, 1 - PROB_EPS))
 
     def predict(self, p) -> np.ndarray:
         return expit(self._logit(p) / self.temperature_)
@@ -576,7 +557,7 @@ class IsotonicCalibration:
         return self
 
     def predict(self, p) -> np.ndarray:
-        return np.asarray(self.model_.predict(_as_prob(p)), dtype=float)
+        return np.asarray(self.model_.predict(as_probabilities(p)), dtype=float)
 
 
 CALIBRATORS: dict[str, type] = {

@@ -28,6 +28,8 @@ from typing import Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
+from .arrays import as_binary, as_probabilities
+
 K = TypeVar("K", bound=Hashable)
 
 
@@ -37,37 +39,6 @@ class DegenerateAgreementWarning(UserWarning):
 
 class DegenerateBetaFitWarning(UserWarning):
     """The beta method-of-moments fit is undefined for the input; alpha and beta were returned as NaN."""
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# input checks
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _as_binary(x, name: str) -> np.ndarray:
-    """1-D int array of 0/1 values (bools accepted); ValueError for NaN or any other value."""
-    arr = np.asarray(x).reshape(-1)
-    if arr.dtype == bool:
-        return arr.astype(int)
-    try:
-        arr = arr.astype(float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must contain only 0 and 1 (or bools)") from exc
-    if np.isnan(arr).any():
-        raise ValueError(f"{name} contains NaN")
-    if not np.all((arr == 0) | (arr == 1)):
-        raise ValueError(f"{name} must contain only 0 and 1 (or bools)")
-    return arr.astype(int)
-
-
-def _as_unit_interval(x, name: str) -> np.ndarray:
-    """1-D float array of finite values in [0, 1]; ValueError otherwise."""
-    arr = np.asarray(x, dtype=float).reshape(-1)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    if arr.size and (arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"{name} must lie in [0, 1]")
-    return arr
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -137,7 +108,7 @@ def agreement(a, b) -> Agreement:
 
     Raises ValueError for unequal lengths, NaN, or values other than 0/1.
     """
-    a, b = _as_binary(a, "a"), _as_binary(b, "b")
+    a, b = as_binary(a, "a"), as_binary(b, "b")
     if a.shape != b.shape:
         raise ValueError(f"a and b differ in length ({a.size} vs {b.size})")
     n = int(a.size)
@@ -216,7 +187,7 @@ def beta_method_of_moments(x) -> BetaFit:
     ``mean`` is NaN for n = 0, ``var`` NaN for n < 2. Raises ValueError for NaN / infinite values or values outside
     [0, 1].
     """
-    x = _as_unit_interval(x, "x")
+    x = as_probabilities(x, "x")
     n = int(x.size)
     mean = float(np.mean(x)) if n else math.nan
     var = float(np.var(x, ddof=1)) if n >= 2 else math.nan

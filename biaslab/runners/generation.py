@@ -30,7 +30,7 @@ from ..loaders.pronouns import capitalize
 from ..schema import Stimulus, request_id
 from ..warehouse import Warehouse
 from .answers import decode
-from .choice_collect import stop_token_ids
+from .choice_collect import pending_samples, stop_token_ids
 from .kvcache import encode_prompts
 from .loading import bos_token_id
 from .sampling import SamplingParams, sample_from_state, sample_seed
@@ -95,17 +95,9 @@ def continuation_text(tokenizer, prompt_ids: Sequence[int], token_ids: Sequence[
 
 def pending_generations(wh: Warehouse, model_key: str, requests: Sequence[GenRequest], n: int, seed: int,
                         params: SamplingParams) -> dict[str, list[int]]:
-    """request_id -> sample indices not yet stored under these sampling settings and seed."""
-    done = set(wh.con.execute(
-        "SELECT request_id, sample_index, seed FROM samples WHERE model_key = ? AND temperature = ? AND top_k = ? "
-        "AND top_p = ? AND max_new_tokens = ?",
-        [model_key, params.temperature, params.top_k, params.top_p, params.max_new_tokens]).fetchall())
-    out = {}
-    for r in requests:
-        todo = [i for i in range(n) if (r.request_id, i, sample_seed(seed, r.request_id, i)) not in done]
-        if todo:
-            out[r.request_id] = todo
-    return out
+    """request_id -> sample indices not yet stored under these sampling settings and seed (`pending_samples`)."""
+    seeds = {(r.request_id, i): sample_seed(seed, r.request_id, i) for r in requests for i in range(n)}
+    return {r.request_id: todo for r, todo in pending_samples(wh, model_key, requests, n, seeds, params)}
 
 
 def _request_table(model_key: str, chunk: Sequence[GenRequest], params: SamplingParams, min_new_tokens: int,

@@ -7,6 +7,7 @@ import click
 from .. import __version__
 from ..warehouse import Warehouse
 from .common import Group, db_option
+from .catalog_cmd import collections_command, models_command
 from .data_cmd import data_group
 from .metrics_cmd import annotate_group, metrics_group, report_group
 from .sql_cmd import info_command, sql_command
@@ -24,7 +25,7 @@ def biaslab() -> None:
 
 @click.group("warehouse", cls=Group)
 def warehouse_group() -> None:
-    """Warehouse maintenance: schema migration, shard merging, integrity checks."""
+    """Warehouse maintenance: schema migration, shard merging, integrity checks, Parquet export and import."""
 
 
 @warehouse_group.command("merge")
@@ -75,6 +76,41 @@ def check_command(db: str, verbose: bool, repair: bool) -> None:
         raise SystemExit(1)
 
 
+@warehouse_group.command("export")
+@click.argument("folder", type=click.Path(file_okay=False))
+@db_option
+@click.option("--force", is_flag=True, help="Write into a non-empty FOLDER, overwriting the export files there.")
+def export_command(folder: str, db: str, force: bool) -> None:
+    """Export the warehouse into FOLDER: every table as Parquet, views.sql (biaslab's views and macros over those
+    Parquet files, so a plain DuckDB sees them: duckdb -c ".read FOLDER/views.sql") and manifest.json (export format,
+    schema version, biaslab version, row counts). Opens the warehouse read-only and writes only into FOLDER; a
+    non-empty FOLDER is refused unless --force. Read it back with `biaslab.open(FOLDER)` (engine duckdb or
+    datafusion) or `biaslab warehouse import FOLDER --db NEW`."""
+    from pathlib import Path
+
+    from ..warehouse.export import export_warehouse
+
+    with Warehouse.open(db, read_only=True) as wh:
+        manifest = export_warehouse(wh.con, wh.tables(), Path(folder), source=db, force=force)
+    rows = sum(t["rows"] for t in manifest["tables"].values())
+    click.echo(f"wrote {len(manifest['tables'])} tables ({rows:,} rows) and {len(manifest['views'])} views / macros "
+               f"to {folder} (schema version {manifest['schema_version']}, biaslab {manifest['biaslab_version']})")
+
+
+@warehouse_group.command("import")
+@click.argument("folder", type=click.Path(file_okay=False, exists=True))
+@db_option
+def import_command(folder: str, db: str) -> None:
+    """Create the warehouse --db (a new file) from an export FOLDER of `biaslab warehouse export`; an export of an
+    older schema version is migrated."""
+    from pathlib import Path
+
+    from ..warehouse.export import import_export
+
+    counts = import_export(Path(folder), Path(db))
+    click.echo(f"imported {sum(counts.values()):,} rows in {len(counts)} tables into {db}")
+
+
 @warehouse_group.command("migrate")
 @db_option
 def migrate_command(db: str) -> None:
@@ -86,6 +122,8 @@ def migrate_command(db: str) -> None:
 
 biaslab.add_command(sql_command)
 biaslab.add_command(info_command)
+biaslab.add_command(models_command)
+biaslab.add_command(collections_command)
 biaslab.add_command(data_group)
 biaslab.add_command(warehouse_group)
 biaslab.add_command(metrics_group)

@@ -22,6 +22,28 @@ def report_group() -> None:
     """HTML reports with tables and figures, computed from the warehouse."""
 
 
+_OUT = click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+                    help="Also write the tables to this JSON file (strict JSON: the metric tables, biaslab and "
+                         "schema versions, the parameters, and the collections the evidence came from), like "
+                         "lm-eval's --output_path.")
+
+
+def _named(tables: dict, wh: Warehouse) -> dict:
+    """The tables with model_name, dtype and backend before every `model_key` column (hashes stay)."""
+    from ..warehouse.catalog import warehouse_models, with_model_names
+
+    names = warehouse_models(wh)
+    return {k: (v if k.startswith("_") else with_model_names(v, names)) for k, v in tables.items()}
+
+
+def _results_artifact(wh: Warehouse, study: str, tables: dict, datasets, parameters: dict, out: str) -> None:
+    """Write the per-collection results file of `--out` (see `biaslab.metrics.results`)."""
+    from ..metrics.results import write_results
+
+    write_results(wh, study, {k: v for k, v in tables.items() if not k.startswith("_")}, datasets, parameters,
+                  Path(out))
+
+
 def _emit_tables(tables: dict, fmt: str) -> None:
     public = {k: v for k, v in tables.items() if not k.startswith("_")}
     if fmt == "json":
@@ -61,13 +83,17 @@ def _notes(frame) -> list[str] | None:
               help="Exact mode: measurements drawn per stimulus from its exact distribution for mutual information.")
 @click.option("--bootstrap", type=int, default=30, show_default=True, help="Bootstrap resamples of templates (SE).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for draws and bootstrap.")
-def contextuality_command(db: str, fmt: str, draws: int, bootstrap: int, seed: int) -> None:
+@_OUT
+def contextuality_command(db: str, fmt: str, draws: int, bootstrap: int, seed: int, out: str | None) -> None:
     """Contextual invariance on WinoPron: valid answers, KL to unprimed, Spearman with Misersky ratings, mutual
     information with prompt features, Contextuality-by-Default fractions and model overlap."""
     from ..metrics.contextuality import contextuality_report
 
     with Warehouse.open(db, read_only=True) as wh:
-        tables = contextuality_report(wh, draws=draws, bootstrap=bootstrap, seed=seed)
+        tables = _named(contextuality_report(wh, draws=draws, bootstrap=bootstrap, seed=seed), wh)
+        if out:
+            _results_artifact(wh, "contextuality", tables, ["winopron"],
+                              {"draws": draws, "bootstrap": bootstrap, "seed": seed}, out)
     _emit_tables(tables, fmt)
 
 
@@ -92,19 +118,24 @@ def contextuality_report_command(db: str, out: str, seed: int) -> None:
 @format_option
 @click.option("--intercept-only-on-failure", is_flag=True,
               help="Also fit (clearly labelled) random-intercept-only models where the random-slope fit fails.")
-def negation_command(db: str, fmt: str, intercept_only_on_failure: bool) -> None:
+@_OUT
+def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: str | None) -> None:
     """Negation bias: perplexity (causal) or pseudo-perplexity (masked) per sentence, and per model the linear mixed
     model PPL ~ context * form with a random intercept and a random slope for context by root item (statsmodels;
     stereotype-consistent = 1, affirmative = 1). Convergence problems are reported in the table, never hidden."""
-    from ..metrics.negation import condition_means, fit_mixed_model, sentence_perplexities
+    from ..metrics.negation import NEGATION_DATASETS, condition_means, fit_mixed_model, sentence_perplexities
 
     with Warehouse.open(db, read_only=True) as wh:
         ppl = sentence_perplexities(wh)
-    if ppl.empty:
-        raise click.ClickException("no negation-bias sentence scores in the warehouse "
-                                   "(run `runners collect --dataset negation-examples` first)")
-    _emit_tables({"mixed_model": fit_mixed_model(ppl, intercept_only_on_failure=intercept_only_on_failure),
-                  "condition_means": condition_means(ppl)}, fmt)
+        if ppl.empty:
+            raise click.ClickException("no negation-bias sentence scores in the warehouse "
+                                       "(run `runners collect --dataset negation-examples` first)")
+        tables = _named({"mixed_model": fit_mixed_model(ppl, intercept_only_on_failure=intercept_only_on_failure),
+                         "condition_means": condition_means(ppl)}, wh)
+        if out:
+            _results_artifact(wh, "negation", tables, list(NEGATION_DATASETS),
+                              {"intercept_only_on_failure": intercept_only_on_failure}, out)
+    _emit_tables(tables, fmt)
 
 
 @metrics_group.command("calibration")
@@ -114,7 +145,9 @@ def negation_command(db: str, fmt: str, intercept_only_on_failure: bool) -> None
 @click.option("--bins", type=int, default=10, show_default=True, help="Bins of the ECE family.")
 @click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for 95% intervals.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap, split and ablation.")
-def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, bootstrap: int, seed: int) -> None:
+@_OUT
+def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, bootstrap: int, seed: int,
+                        out: str | None) -> None:
     """Calibration of pronoun-pair probabilities: ECE (equal width / equal mass; top-label and male-class), MacroCE,
     ICE, Brier (gold label; and, labelled brier_upstream_convention with a note, the GECE code's convention),
     Gender-ECE with its parts (ECE of the items predicted male / female) and their gap, cc-ECE with its parts (ECE by
@@ -124,10 +157,14 @@ def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, boots
 
     with Warehouse.open(db, read_only=True) as wh:
         tables = calibration_report_tables(wh, dataset, n_bins=bins, n_boot=bootstrap, seed=seed)
-    if tables["metrics"].empty:
-        raise click.ClickException("no scored pronoun pairs with gold labels in the warehouse "
-                                   "(run `runners collect --dataset gece-winobias` first)")
-    tables.pop("reliability")
+        if tables["metrics"].empty:
+            raise click.ClickException("no scored pronoun pairs with gold labels in the warehouse "
+                                       "(run `runners collect --dataset gece-winobias` first)")
+        tables.pop("reliability")
+        tables = _named(tables, wh)
+        if out:
+            _results_artifact(wh, "calibration", tables, sorted(set(tables["metrics"]["dataset"])),
+                              {"dataset": dataset, "bins": bins, "bootstrap": bootstrap, "seed": seed}, out)
     _emit_tables(tables, fmt)
 
 
@@ -171,7 +208,8 @@ _NO_PRONOUN = click.option(
 @db_option
 @format_option
 @_NO_PRONOUN
-def misgendering_command(db: str, fmt: str, no_pronoun: str) -> None:
+@_OUT
+def misgendering_command(db: str, fmt: str, no_pronoun: str, out: str | None) -> None:
     """Misgendering meta-evaluation (MISGENDERED, RUFF, TANGO): correctness per method, model, dataset, pronoun and
     context (pre / post / template); instance-level std; raw agreement, Cohen's kappa and MCC between the
     probability- and generation-based methods over all samples (NaN with a note when a method is constant); Beta
@@ -180,7 +218,10 @@ def misgendering_command(db: str, fmt: str, no_pronoun: str) -> None:
     from ..metrics.misgendering import misgendering_report
 
     with Warehouse.open(db, read_only=True) as wh:
-        tables = misgendering_report(wh, no_pronoun=no_pronoun)
+        tables = _named(misgendering_report(wh, no_pronoun=no_pronoun), wh)
+        if out:
+            _results_artifact(wh, "misgendering", tables, ["misgendered", "ruff", "tango"],
+                              {"no_pronoun": no_pronoun}, out)
     _emit_tables(tables, fmt)
 
 

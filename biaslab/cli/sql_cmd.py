@@ -324,13 +324,16 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
 @db_option
 @format_option
 def info_command(db: str, fmt: str) -> None:
-    """Summarize a warehouse: tables with row counts, registered models, and the latest runs."""
+    """Summarize a warehouse: tables with row counts, registered models (name, dtype, quantization, backend, key),
+    collections in brief (details: `biaslab collections`), and the latest runs."""
+    from .catalog_cmd import collection_rows, model_rows
+
     with Warehouse.open(db, read_only=True) as wh:
         sections = [
             ("tables", ["table", "rows"], [(t, wh.count(t)) for t in wh.tables()]),
-            ("models", ["model_key", "name", "kind", "dtype", "quant", "bos"], wh.con.execute(
-                "SELECT model_key, name, kind, dtype, quant, bos_policy FROM models ORDER BY registered_at"
-            ).fetchall()),
+            ("models", *model_rows(wh)),
+            ("collections", *collection_rows(wh, ["model_name", "dataset", "protocol", "settings", "stored",
+                                                  "pending", "last_status"])),
             ("runs", ["run", "command", "status", "started", "finished", "rows_added"], wh.con.execute(
                 "SELECT run_id[:8], command, status, started_at, finished_at, rows_added FROM runs "
                 "ORDER BY started_at DESC LIMIT 20"

@@ -358,16 +358,47 @@ def model_overlap(cbd_rows: pd.DataFrame) -> pd.DataFrame:
 
 def contextuality_report(wh: Warehouse, *, draws: int = 20, bootstrap: int = 30, seed: int = 0) -> dict[str, pd.DataFrame]:
     """All contextuality tables, keyed by name."""
-    pf = load_pf(wh)
+    return contextuality_tables(load_pf(wh), validity(wh), sample_measurements(wh), draws=draws, bootstrap=bootstrap,
+                                seed=seed)
+
+
+def sample_measurements_from_rows(rows: pd.DataFrame, stimuli: pd.DataFrame) -> SampleMeasurements:
+    """`sample_measurements` from already-fetched relations (e.g. the Ibis relations on any backend).
+
+    Parameters
+    ----------
+    rows : valid WinoPron samples (`relations.winopron_sample_answers`): the setting columns, request_id,
+        sample_index, seed, stimulus_id, y.
+    stimuli : `winopron_stimuli` rows (stimulus_id and STIMULUS_FEATURES).
+
+    Returns
+    -------
+    The same SampleMeasurements `sample_measurements` reads from DuckDB.
+    """
+    stimuli = stimuli[["stimulus_id", *STIMULUS_FEATURES]].sort_values("stimulus_id").reset_index(drop=True)
+    key = ["model_key", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens"]
+    rows = rows.sort_values(["model_key", "request_id", "temperature", "top_k", "top_p", "max_new_tokens",
+                             "sample_index", "seed"], kind="stable").reset_index(drop=True)
+    settings = rows[key].drop_duplicates().sort_values(key).reset_index(drop=True)
+    settings.insert(1, "mode", "sample")
+    setting = rows.groupby(key, sort=True).ngroup().to_numpy(dtype=np.int32) if len(rows) else np.zeros(0, np.int32)
+    stimulus = pd.Index(stimuli["stimulus_id"]).get_indexer(rows["stimulus_id"]).astype(np.int32)
+    return SampleMeasurements(settings[SETTING], stimuli, setting, stimulus, rows["y"].to_numpy(dtype=np.int64))
+
+
+def contextuality_tables(pf: pd.DataFrame, validity_table: pd.DataFrame, samples: SampleMeasurements | None, *,
+                         draws: int = 20, bootstrap: int = 30, seed: int = 0) -> dict[str, pd.DataFrame]:
+    """All contextuality tables from the fetched relations (`load_pf`, `validity`, `sample_measurements`, or their
+    Ibis equivalents), keyed by name; private tables start with '_'."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         kl_long, kl_summary = kl_table(pf)
         cbd_rows = cbd_table(pf)
         tables = {
-            "validity": validity(wh),
+            "validity": validity_table,
             "kl": kl_summary,
             "spearman": spearman_table(pf),
-            "mutual_information": mutual_information_table(pf, sample_measurements(wh), draws=draws,
+            "mutual_information": mutual_information_table(pf, samples, draws=draws,
                                                            bootstrap=bootstrap, seed=seed),
             "cbd_fractions": cbd_fractions(cbd_rows),
             "model_overlap": model_overlap(cbd_rows),

@@ -47,8 +47,12 @@ def prob_results(wh: Warehouse) -> pd.DataFrame:
     """One row per (model, scheme, stimulus) of the probability-based method (the `misgendering_prob` view), with
     `setting` = the scoring scheme, and for TANGO templates also the sampling settings of their source continuation.
     """
-    frame = wh.con.execute(
-        "SELECT * FROM misgendering_prob ORDER BY model_key, scheme, dataset, item_id, stimulus_id").df()
+    return prob_settings(wh.con.execute(
+        "SELECT * FROM misgendering_prob ORDER BY model_key, scheme, dataset, item_id, stimulus_id").df())
+
+
+def prob_settings(frame: pd.DataFrame) -> pd.DataFrame:
+    """`misgendering_prob` rows with their `setting` column (see `prob_results`)."""
     settings = []
     for row in frame.itertuples(index=False):
         if isinstance(row.template_of, str) and pd.isna(row.source_temperature):
@@ -79,6 +83,12 @@ def generation_results(wh: Warehouse) -> pd.DataFrame:
     vocabularies = dict(wh.con.execute(
         "SELECT dense_rank() OVER (ORDER BY pronoun_vocabulary), pronoun_vocabulary "
         "FROM (SELECT DISTINCT pronoun_vocabulary FROM gen_requests)").fetchall())
+    return score_generations(frame, vocabularies)
+
+
+def score_generations(frame: pd.DataFrame, vocabularies: dict[int, str]) -> pd.DataFrame:
+    """`gen_samples` rows (with `vocabulary_id` instead of `pronoun_vocabulary`; `vocabularies` maps the id to the
+    vocabulary's JSON) with outcome, first pronoun, its family, repetition rate and `setting`."""
     rows = list(zip(frame["prompt_text"].tolist(), frame["text"].tolist(), frame["vocabulary_id"].tolist(),
                     frame["declared"].tolist()))
     scored = _score_continuations(rows, vocabularies)
@@ -285,6 +295,15 @@ def misgendering_report(wh: Warehouse, no_pronoun: NoPronoun = "correct") -> dic
     if prob.empty and gen.empty:
         raise ValueError(f"{wh.path}: no misgendering evidence (collect misgendered, ruff or tango with "
                          f"--protocol prob and gen first)")
+    tables = misgendering_tables(prob, gen, no_pronoun)
+    tables.update(annotation_tables(wh, gen))
+    return tables
+
+
+def misgendering_tables(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPronoun = "correct"
+                        ) -> dict[str, pd.DataFrame]:
+    """Every table of the study but the annotation ones, from `prob_results` and `generation_results` (or their
+    Ibis equivalents); private tables start with '_'."""
     pairs = paired(prob, gen, no_pronoun)
     tables = {
         "correctness": correctness_table(prob, gen),
@@ -293,7 +312,6 @@ def misgendering_report(wh: Warehouse, no_pronoun: NoPronoun = "correct") -> dic
         "disagreement_beta": disagreement_beta_table(pairs),
         "generation_quality": generation_quality_table(gen),
     }
-    tables.update(annotation_tables(wh, gen))
     tables["_pairs"] = pairs
     tables["_gen"] = gen
     return tables

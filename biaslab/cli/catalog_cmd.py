@@ -1,0 +1,57 @@
+"""`biaslab models` and `biaslab collections`: what a warehouse holds, by model name (read-only)."""
+
+from __future__ import annotations
+
+import click
+
+from ..warehouse import Warehouse
+from .common import db_option, emit, format_option
+
+MODEL_COLUMNS = ["model_name", "dtype", "quantization", "backend", "kind", "model_key"]
+BRIEF_COLLECTION_COLUMNS = ["model_name", "dtype", "backend", "dataset", "protocol", "settings", "stimuli",
+                            "requests", "stored", "pending", "last_run", "last_status", "model_key"]
+
+
+def model_rows(wh: Warehouse):
+    """(columns, rows) of the registered models."""
+    from ..warehouse.catalog import warehouse_models
+
+    frame = warehouse_models(wh)[MODEL_COLUMNS]
+    return MODEL_COLUMNS, list(frame.itertuples(index=False, name=None))
+
+
+def collection_rows(wh: Warehouse, columns=BRIEF_COLLECTION_COLUMNS):
+    """(columns, rows) of the collections (see `biaslab.warehouse.catalog.collections`)."""
+    from ..warehouse.catalog import collections_of, warehouse_models
+
+    frame = collections_of(wh.con, warehouse_models(wh))[list(columns)]
+    frame = frame.astype(object).where(frame.notna(), None)
+    return list(columns), list(frame.itertuples(index=False, name=None))
+
+
+@click.command("models")
+@db_option
+@format_option
+def models_command(db: str, fmt: str) -> None:
+    """List the registered models: name, dtype, quantization, backend ('hf' where the record names none), kind and
+    model_key (the hash that identifies the model in every result table). Read-only."""
+    with Warehouse.open(db, read_only=True) as wh:
+        columns, rows = model_rows(wh)
+    emit(columns, rows, fmt, title=f"models ({db})")
+
+
+@click.command("collections")
+@db_option
+@format_option
+@click.option("--all-columns", is_flag=True, help="Also show evidence rows and the last run's start time.")
+def collections_command(db: str, fmt: str, all_columns: bool) -> None:
+    """List the collections: one row per model x dataset x protocol x settings (choice: mode, T, top_k, top_p,
+    tokens, prompt version; gen: sampling settings; prob: scoring scheme). stimuli = the dataset's stimuli in the
+    warehouse, requests = distinct requests stored, stored = stimuli with evidence, pending = stimuli without (a
+    --limit run leaves the rest pending), last run = the latest run of that model, dataset and protocol, with its
+    status. Read-only."""
+    from ..warehouse.catalog import COLLECTION_COLUMNS
+
+    with Warehouse.open(db, read_only=True) as wh:
+        columns, rows = collection_rows(wh, COLLECTION_COLUMNS if all_columns else BRIEF_COLLECTION_COLUMNS)
+    emit(columns, rows, fmt, title=f"collections ({db})")

@@ -1,0 +1,69 @@
+"""The misgendering views (`misgendering_prob_options`, `misgendering_prob`, `gen_samples`) as Ibis expressions."""
+
+from __future__ import annotations
+
+import ibis
+import ibis.expr.types as ir
+
+from .common import Source, json_field, option_labels
+
+DATASETS = ("misgendered", "ruff", "tango")
+_SOURCE = {"source_request_id": ("request_id", "string"), "source_sample_index": ("sample_index", "int32"),
+           "source_seed": ("seed", "int64"), "source_temperature": ("temperature", "float64"),
+           "source_top_k": ("top_k", "int32"), "source_top_p": ("top_p", "float64"),
+           "source_max_new_tokens": ("max_new_tokens", "int32"), "source_min_new_tokens": ("min_new_tokens", "int32")}
+
+
+def misgendering_prob_options(source: Source) -> ir.Table:
+    """One row per scored option of a MISGENDERED / RUFF / TANGO-template stimulus, with its perplexity."""
+    q = source("sequence_scores")
+    st = source("stimuli")
+    st = st.filter(st.dataset.isin(DATASETS) & st.options.notnull())
+    labels = option_labels(st)
+    j = q.filter(q.protocol == "prob").join(st, "stimulus_id").left_join(
+        labels, [q.stimulus_id == labels.stimulus_id, q.option == labels.option])
+    index = st.options.index(q.option)
+    return j.select(
+        q.model_key, q.stimulus_id, q.scheme, st.dataset, st.item_id, declared=st.pronoun_set,
+        grammatical_case=st.grammatical_case, gold=st.gold, option=q.option,
+        option_index=ibis.cases((index >= 0, index + 1), else_=ibis.null("int64")),
+        option_label=labels.option_label, n_options=st.options.length(), n_tokens=q.n_tokens,
+        sum_logprob=q.sum_logprob, perplexity=(-q.sum_logprob / q.n_tokens).exp(),
+        template_of=json_field(st.attrs, "template_of"),
+        **{name: json_field(st.attrs, key).cast(dtype) for name, (key, dtype) in _SOURCE.items()})
+
+
+_KEYS = ["model_key", "stimulus_id", "scheme"]
+_ANY = ["dataset", "item_id", "declared", "grammatical_case", "gold", "template_of", *_SOURCE]
+
+
+def misgendering_prob(source: Source) -> ir.Table:
+    """Per stimulus, model and scheme with every option scored: the lowest-perplexity prediction (the paper's rule)
+    and the highest-joint prediction; ties go to the earlier option."""
+    o = misgendering_prob_options(source)
+    ranked = o.mutate(
+        by_ppl=ibis.row_number().over(group_by=_KEYS, order_by=[o.perplexity, o.option_index]),
+        by_joint=ibis.row_number().over(group_by=_KEYS, order_by=[o.sum_logprob.desc(), o.option_index]))
+    grouped = o.group_by(_KEYS).agg(n_scored=o.count(), n_options=o.n_options.max(),
+                                    **{c: o[c].max() for c in _ANY})
+    grouped = grouped.filter(grouped.n_scored == grouped.n_options)
+    ppl = ranked.filter(ranked.by_ppl == 0).select(*_KEYS, pred_perplexity="option", pred_label="option_label")
+    joint = ranked.filter(ranked.by_joint == 0).select(*_KEYS, pred_joint="option")
+    j = grouped.join(ppl, _KEYS).join(joint, _KEYS)
+    return j.select(*_KEYS, "dataset", "item_id", "declared", "grammatical_case", "gold", "pred_perplexity",
+                    "pred_joint", "pred_label", correct=j.pred_perplexity == j.gold,
+                    correct_joint=j.pred_joint == j.gold, template_of=j.template_of,
+                    **{c: j[c] for c in _SOURCE})
+
+
+def gen_samples(source: Source) -> ir.Table:
+    """Every stored continuation of a gen prompt with its request's fields (the `gen_samples` view without its
+    `sample_id`, a sha256 that not every backend computes; `pronoun_vocabulary` as JSON text)."""
+    s = source("samples")
+    g = source("gen_requests")
+    j = s.join(g, ["model_key", "request_id"])
+    return j.select(s.model_key, s.request_id, g.stimulus_id, g.dataset, g.context, g.declared, g.prompt_text,
+                    pronoun_vocabulary=g.pronoun_vocabulary.cast("string"), sample_index=s.sample_index,
+                    seed=s.seed, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                    max_new_tokens=s.max_new_tokens, min_new_tokens=g.min_new_tokens, text=s.text,
+                    finish_reason=s.finish_reason, n_tokens=s.token_ids.length())

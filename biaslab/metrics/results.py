@@ -1,0 +1,66 @@
+"""The per-collection results artifact of `biaslab metrics ... --out results.json`: one strict-JSON file with a
+study's metric tables, the versions that computed them and the identities of the collections they came from."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from .. import __version__
+
+#: version of the results file layout
+RESULTS_FORMAT = 1
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    # pandas writes NaN / NaT as null, so the text is strict JSON
+    return json.loads(frame.to_json(orient="records", date_format="iso"))
+
+
+def results_document(study: str, tables: dict[str, pd.DataFrame], collections: pd.DataFrame, parameters: dict, *,
+                     warehouse: str, schema_version: int, versions: dict) -> dict:
+    """The results document (see the module docstring).
+
+    Parameters
+    ----------
+    study : e.g. 'contextuality'.
+    tables : public metric tables by name.
+    collections : the collections (`biaslab.warehouse.catalog.COLLECTION_COLUMNS`) the tables were computed from.
+    parameters : the command's parameters.
+    warehouse : the warehouse path.
+    schema_version : its schema version.
+    versions : library versions (`biaslab.provenance.library_versions`).
+
+    Returns
+    -------
+    A JSON-ready dict.
+    """
+    return {
+        "format": "biaslab-results", "results_format": RESULTS_FORMAT, "study": study,
+        "biaslab_version": __version__, "schema_version": schema_version, "versions": versions,
+        "computed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "warehouse": warehouse,
+        "parameters": parameters, "collections": _records(collections),
+        "tables": {name: _records(frame) for name, frame in tables.items()},
+    }
+
+
+def write_results(wh, study: str, tables: dict[str, pd.DataFrame], datasets: Iterable[str], parameters: dict,
+                  out: Path) -> Path:
+    """Write the results file for `study` computed on the Warehouse `wh` from the collections of `datasets` whose
+    model appears in the tables. Returns `out`."""
+    from ..provenance import library_versions
+    from ..warehouse.catalog import collections_of, warehouse_models
+
+    keys = set().union(*(set(f["model_key"]) for f in tables.values() if "model_key" in f.columns)) if tables else set()
+    found = collections_of(wh.con, warehouse_models(wh))
+    found = found[found["dataset"].isin(list(datasets)) & found["model_key"].isin(keys)]
+    version = wh.get_meta("schema_version")
+    document = results_document(study, tables, found, parameters, warehouse=str(wh.path),
+                                schema_version=int(version) if version else 0, versions=library_versions())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
+    return out

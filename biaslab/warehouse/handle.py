@@ -1,0 +1,219 @@
+"""`biaslab.open`: one handle on a warehouse file or on a Parquet export, for notebooks and scripts.
+
+The handle lists the tables and views, gives any of them as an Ibis table expression, runs SQL into an Ibis
+expression, and is what the study functions (`biaslab.contextuality(wh)`, ...) take. Engines:
+
+* a warehouse file (``.duckdb``): DuckDB, read-only by default, with biaslab's views;
+* an export folder (`biaslab warehouse export`): ``engine="duckdb"`` (default) runs the export's views.sql on an
+  in-memory DuckDB; ``engine="datafusion"`` reads the Parquet files with DataFusion and defines the views from
+  biaslab's Ibis relations (`biaslab.metrics.relations`; the macro ``choice_probs_at`` is DuckDB-only).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+import ibis
+import ibis.expr.types as ir
+
+from . import ddl
+from .errors import WarehouseError
+from .export import MANIFEST, read_manifest, relocated_views_sql
+
+ENGINES = ("duckdb", "datafusion")
+
+
+class WarehouseHandle:
+    """An open warehouse (or export). Create it with `biaslab.open`; close it with `close()` or a `with` block.
+
+    Attributes
+    ----------
+    path : the warehouse file or export folder.
+    engine : 'duckdb' or 'datafusion'.
+    backend : the Ibis backend holding the tables.
+    warehouse : the `Warehouse` (a warehouse file only; None for an export).
+    """
+
+    def __init__(self, path: Path, engine: str, backend, warehouse=None, duckdb_con=None,
+                 manifest: dict | None = None):
+        self.path = path
+        self.engine = engine
+        self.backend = backend
+        self.warehouse = warehouse
+        self._duckdb = duckdb_con
+        self.manifest = manifest
+        self._ibis_views: set[str] = set()
+
+    # ------------------------------------------------------------------ listing
+    def base_tables(self) -> list[str]:
+        """Names of the base tables (evidence, stimuli, models, runs, meta), sorted."""
+        if self.manifest is not None:
+            return sorted(self.manifest["tables"])
+        return self.warehouse.tables()
+
+    def views(self) -> list[str]:
+        """Names of the views this handle offers, in dependency order (macros are not listed: see `macros`)."""
+        if self.engine == "datafusion":
+            return [n for n in self._ibis_view_order() if n in self._ibis_views]
+        return [name for name, kind in ddl.view_objects() if kind == "view"]
+
+    def macros(self) -> list[str]:
+        """Table macros callable in `sql` (DuckDB engine only), e.g. ``choice_probs_at(T, k)``."""
+        return [name for name, kind in ddl.view_objects() if kind == "macro"] if self.engine == "duckdb" else []
+
+    def tables(self) -> list[str]:
+        """Base tables (sorted), then views (in dependency order): every name `table` accepts."""
+        return [*self.base_tables(), *self.views()]
+
+    # ------------------------------------------------------------------ reading
+    def table(self, name: str) -> ir.Table:
+        """An Ibis table expression for a base table or view, e.g. ``wh.table('winopron_pf').count().execute()``.
+
+        Parameters
+        ----------
+        name : a name from `tables()`.
+
+        Returns
+        -------
+        ibis Table (lazy: nothing runs until `.execute()`, `.to_pandas()` or `.to_polars()`).
+        """
+        if name not in self.tables():
+            raise WarehouseError(f"no table or view {name!r} in {self.path}; known: {', '.join(self.tables())}")
+        return self.backend.table(name)
+
+    def sql(self, query: str) -> ir.Table:
+        """An Ibis expression for a SQL query in the engine's dialect (DuckDB's, macros included, or DataFusion's).
+
+        Parameters
+        ----------
+        query : one SELECT statement.
+        """
+        return self.backend.sql(query)
+
+    def source(self, name: str) -> ir.Table:
+        """A base table as an Ibis table (the `Source` the Ibis relations of `biaslab.metrics.relations` read)."""
+        return self.backend.table(name)
+
+    def models(self, output: str = "pandas"):
+        """Registered models: name, dtype, quantization, backend, key (see `biaslab.warehouse.catalog.models`)."""
+        from .catalog import models
+
+        return _output(models(self).execute(), output)
+
+    def collections(self, output: str = "pandas"):
+        """One row per collection: model x dataset x protocol x settings (see `biaslab.warehouse.catalog`)."""
+        from .catalog import collections
+
+        return _output(collections(self), output)
+
+    def export(self, folder: str | os.PathLike, force: bool = False) -> dict:
+        """Write this warehouse as Parquet + views.sql + manifest.json into `folder` (see `biaslab.warehouse.export`).
+
+        Returns
+        -------
+        The manifest.
+        """
+        from .export import export_warehouse
+
+        if self.warehouse is None:
+            raise WarehouseError("export works on a warehouse file; this handle is an export already")
+        return export_warehouse(self.warehouse.con, self.base_tables(), Path(folder), source=str(self.path),
+                                force=force)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        if self.warehouse is not None:
+            self.warehouse.close()
+        if self._duckdb is not None:
+            self._duckdb.close()
+            self._duckdb = None
+
+    def __enter__(self) -> "WarehouseHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<biaslab warehouse {self.path} ({self.engine})>"
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _ibis_view_order() -> list[str]:
+        from ..metrics.relations import VIEWS
+
+        return list(VIEWS)
+
+    def _define_ibis_views(self) -> None:
+        from ..metrics.relations import VIEWS
+
+        for name, build in VIEWS.items():
+            self.backend.create_view(name, build(self.source), overwrite=True)
+            self._ibis_views.add(name)
+
+
+def _output(frame, output: str):
+    if output == "polars":
+        import polars as pl
+
+        return pl.from_pandas(frame)
+    if output != "pandas":
+        raise ValueError(f"output must be 'pandas' or 'polars', got {output!r}")
+    return frame
+
+
+def open_warehouse(path: str | os.PathLike = "warehouse/biaslab.duckdb", read_only: bool = True, *,
+                   engine: str | None = None, wait: float | None = None) -> WarehouseHandle:
+    """Open a warehouse file or an export folder.
+
+    Parameters
+    ----------
+    path : a DuckDB warehouse file, or a folder written by `biaslab warehouse export`.
+    read_only : open a warehouse file without write access (default). Exports are always read-only.
+    engine : 'duckdb' (default) or, for an export folder, 'datafusion'.
+    wait : seconds to wait while a collection holds the file's lock (default: the readers' wait).
+
+    Returns
+    -------
+    WarehouseHandle.
+    """
+    path = Path(path)
+    engine = engine or "duckdb"
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if path.is_dir():
+        return _open_export(path, engine)
+    if engine != "duckdb":
+        raise ValueError(f"engine {engine!r} reads an export folder; {path} is a warehouse file "
+                         f"(export it first: biaslab warehouse export DIR)")
+    from .store import Warehouse
+
+    wh = Warehouse.open(path, read_only=read_only, wait=wait)
+    return WarehouseHandle(path, "duckdb", ibis.duckdb.from_connection(wh.con), warehouse=wh)
+
+
+def _open_export(folder: Path, engine: str) -> WarehouseHandle:
+    manifest = read_manifest(folder)
+    if engine == "duckdb":
+        import duckdb
+
+        con = duckdb.connect()
+        try:
+            con.execute(relocated_views_sql(folder, manifest))
+        except duckdb.Error as exc:
+            con.close()
+            raise WarehouseError(f"{folder / 'views.sql'}: {str(exc).splitlines()[0]}") from None
+        return WarehouseHandle(folder, engine, ibis.duckdb.from_connection(con), duckdb_con=con, manifest=manifest)
+    backend = ibis.datafusion.connect()
+    for table, info in manifest["tables"].items():
+        backend.read_parquet(str(folder / info["file"]), table_name=table)
+    handle = WarehouseHandle(folder, engine, backend, manifest=manifest)
+    handle._define_ibis_views()
+    return handle
+
+
+__all__ = ["ENGINES", "MANIFEST", "WarehouseHandle", "open_warehouse"]
+
+

@@ -48,8 +48,9 @@ def collections_command(db: str, fmt: str, all_columns: bool) -> None:
     """List the collections: one row per model x dataset x protocol x settings (choice: mode, T, top_k, top_p,
     tokens, prompt version; gen: sampling settings; prob: scoring scheme). stimuli = the dataset's stimuli in the
     warehouse, requests = distinct requests stored, stored = stimuli with evidence, pending = stimuli without (a
-    --limit run leaves the rest pending), last run = the latest run of that model, dataset and protocol, with its
-    status. Read-only."""
+    --limit run leaves the rest pending), last run = the latest run of that model, dataset and protocol whose
+    recorded settings equal the collection's (mode, T, top_k, top_p, tokens, prompt version; sample mode and gen also
+    the seed; prob the scheme), with its status. Read-only."""
     from ..warehouse.catalog import COLLECTION_COLUMNS
 
     with Warehouse.open(db, read_only=True) as wh:

@@ -36,6 +36,13 @@ def _named(tables: dict, wh: Warehouse) -> dict:
     return {k: (v if k.startswith("_") else with_model_names(v, names)) for k, v in tables.items()}
 
 
+def _model_table(wh: Warehouse):
+    """The registered models (model_key, model_name, dtype, backend, ...), for naming models in reports."""
+    from ..warehouse.catalog import warehouse_models
+
+    return warehouse_models(wh)
+
+
 def _results_artifact(wh: Warehouse, study: str, tables: dict, datasets, parameters: dict, out: str) -> None:
     """Write the per-collection results file of `--out` (see `biaslab.metrics.results`)."""
     from ..metrics.results import write_results
@@ -109,7 +116,8 @@ def contextuality_report_command(db: str, out: str, seed: int) -> None:
 
     with Warehouse.open(db, read_only=True) as wh:
         tables = contextuality_report(wh, seed=seed)
-    index = write_report(tables, Path(out), db)
+        names = _model_table(wh)
+    index = write_report(tables, Path(out), db, names)
     click.echo(f"wrote {index}")
 
 
@@ -182,7 +190,8 @@ def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap
 
     with Warehouse.open(db, read_only=True) as wh:
         tables = calibration_report_tables(wh, dataset, n_boot=bootstrap)
-    click.echo(f"wrote {write_report(tables, Path(out), db)}")
+        names = _model_table(wh)
+    click.echo(f"wrote {write_report(tables, Path(out), db, names)}")
 
 
 @report_group.command("negation")
@@ -195,7 +204,8 @@ def negation_report_command(db: str, out: str) -> None:
 
     with Warehouse.open(db, read_only=True) as wh:
         ppl = sentence_perplexities(wh)
-    click.echo(f"wrote {write_report(ppl, Path(out), db)}")
+        names = _model_table(wh)
+    click.echo(f"wrote {write_report(ppl, Path(out), db, names)}")
 
 
 _NO_PRONOUN = click.option(
@@ -237,7 +247,8 @@ def misgendering_report_command(db: str, out: str, no_pronoun: str) -> None:
 
     with Warehouse.open(db, read_only=True) as wh:
         tables = misgendering_report(wh, no_pronoun=no_pronoun)
-    index = write_report(tables, Path(out), db)
+        names = _model_table(wh)
+    index = write_report(tables, Path(out), db, names)
     click.echo(f"wrote {index}")
 
 

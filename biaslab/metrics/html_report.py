@@ -1,7 +1,9 @@
-"""Shared pieces of the HTML reports: figure saving, tables, and the page wrapper."""
+"""Shared pieces of the HTML reports: figure saving, tables, section titles that name models, the text shown in
+place of a figure with nothing to show, and the page wrapper."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,7 +20,12 @@ IMAGE_CHECK = ("<script>window.addEventListener('load',function(){var i=document
 
 _STYLE = ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto} img{max-width:100%;display:block}"
           "table{border-collapse:collapse;font-size:12px} td,th{padding:2px 6px;border-bottom:1px solid #ddd}"
-          "</style>")
+          "small.key{font-weight:normal;color:#777;font-size:60%} span.settings{font-weight:normal}"
+          "p.empty{color:#555;font-style:italic} div.flags{border:2px solid #c60;padding:4px 10px;"
+          "background:#fff4e5}</style>")
+
+#: A figure summarizing fewer measurements than this is replaced by a sentence saying so.
+MIN_POINTS = 3
 
 
 def save_figure(fig, out: Path, name: str) -> str:
@@ -41,3 +48,48 @@ def write_page(out: Path, title: str, parts: Sequence[str]) -> Path:
     index = out / "index.html"
     index.write_text(page, encoding="utf-8")
     return index
+
+
+def section_title(model_key: str, model_table: pd.DataFrame | None, settings: str = "", *, level: int = 2,
+                  prefix: str = "") -> str:
+    """A section heading that names the model ("name · dtype · backend", `catalog.model_title`), then the collection
+    settings, with the short model key in small text.
+
+    Parameters
+    ----------
+    model_key : the model's key (hash).
+    model_table : `catalog.models(...)` executed, or None (the model is then named by its key).
+    settings : the collection settings, e.g. "exact · T=0.5 · top_k=40"; empty for none.
+    level : heading level (2 = h2).
+    prefix : text before the model (e.g. the dataset).
+
+    Returns
+    -------
+    HTML of the heading.
+    """
+    from ..warehouse.catalog import model_title
+
+    text = html.escape(prefix) + html.escape(model_title(model_key, model_table))
+    if settings:
+        text += f' <span class="settings">— {html.escape(settings)}</span>'
+    return f'<h{level}>{text} <small class="key">model_key {html.escape(str(model_key)[:12])}</small></h{level}>'
+
+
+def nothing_to_show(what: str, reason: str) -> str:
+    """The sentence shown instead of a figure that would be an empty frame.
+
+    Parameters
+    ----------
+    what : the figure (e.g. "p(feminine) by context").
+    reason : why it is empty (e.g. "2 prompts with a defined p(feminine); a figure needs at least 3").
+
+    Returns
+    -------
+    HTML paragraph.
+    """
+    return f'<p class="empty">{html.escape(what)}: nothing to show: {html.escape(reason)}.</p>'
+
+
+def image_html(name: str) -> str:
+    """An <img> of a figure saved with `save_figure`."""
+    return f'<img src="{html.escape(name)}" alt="{html.escape(name)}">'

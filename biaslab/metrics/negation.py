@@ -334,7 +334,8 @@ def interaction_plot(means: pd.DataFrame, path: str | Path, *, by: Sequence[str]
         ax.set_xlabel("form")
         measure = "pseudo-perplexity" if key.get("scheme", "causal") != "causal" else "perplexity"
         ax.set_ylabel(f"mean {measure} (95% CI)")
-        ax.set_title(" / ".join(str(v) for v in key.values()) or "all", fontsize=9)
+        n = int(part["n"].sum()) if "n" in part.columns else len(part)
+        ax.set_title(f"{' / '.join(str(v) for v in key.values()) or 'all'} (n = {n} sentences)", fontsize=9)
         ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)

@@ -13,12 +13,16 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .contextuality import CONTEXTS, SETTING  # noqa: E402
-from .html_report import save_figure, table_html, write_page  # noqa: E402
+from ..warehouse.catalog import model_title, with_model_names  # noqa: E402
+from .html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title,  # noqa: E402
+                          table_html, write_page)
 
 
 def setting_label(row) -> str:
-    return (f"{row['model_key']} {row['mode']} T={row['temperature']:g} k={int(row['top_k'])} p={row['top_p']:g} "
-            f"{row['prompt_version']} max_new={int(row['max_new_tokens'])}")
+    """The settings of one collection (everything in SETTING but the model), e.g.
+    "exact · T=0.5 · top_k=40 · top_p=1 · max_new=6 · prompt test"."""
+    return (f"{row['mode']} · T={row['temperature']:g} · top_k={int(row['top_k'])} · top_p={row['top_p']:g} · "
+            f"max_new={int(row['max_new_tokens'])} · prompt {row['prompt_version']}")
 
 
 def _stars(p: float) -> str:
@@ -27,72 +31,194 @@ def _stars(p: float) -> str:
     return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
 
 
-def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path, slug: str) -> list[str]:
-    sel = dict(zip(SETTING, key))
+#: The report's flags (written at the top of the report and in docs/decisions.md, "Reports").
+INVALID_MASS_LIMIT = 0.5
+FLAG_RULES = (f"invalid mass: flagged when the mean over prompts of 1 - p_valid (probability not on either valid "
+              f"answer) is above {INVALID_MASS_LIMIT}; position bias: flagged when the order gap (mean over "
+              "templates and contexts of |p(f) in order MF - p(f) in order FM|, the same template and context in "
+              "both orders) is larger than the context gap (mean over templates, orders and the four other contexts "
+              "of |p(f) in that context - p(f) unprimed|)")
 
-    def pick(frame: pd.DataFrame) -> pd.DataFrame:
-        if frame.empty:
-            return frame
-        mask = np.ones(len(frame), dtype=bool)
-        for k, v in sel.items():
-            mask &= (frame[k] == v).to_numpy()
-        return frame[mask]
 
-    names = []
-    pf = pick(tables["_pf"])
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5), sharey=True)
+def setting_flags(pf: pd.DataFrame) -> pd.DataFrame:
+    """Per collection setting: mean invalid mass, order gap and context gap (see FLAG_RULES) and the two flags.
+
+    Parameters
+    ----------
+    pf : `winopron_pf` rows (SETTING, item_id, context, option_order, p_f, p_valid).
+
+    Returns
+    -------
+    DataFrame: SETTING, prompts, mean_invalid_mass, order_gap, order_pairs, context_gap, context_pairs,
+    invalid_flag, position_flag (NaN gaps never flag).
+    """
+    rows = []
+    for key, part in pf.groupby(SETTING, sort=True, dropna=False):
+        by_order = part.pivot_table(index=["item_id", "context"], columns="option_order", values="p_f",
+                                    aggfunc="mean").reindex(columns=["MF", "FM"]).dropna()
+        order_diff = (by_order["MF"] - by_order["FM"]).abs()
+        by_context = part.pivot_table(index=["item_id", "option_order"], columns="context", values="p_f",
+                                      aggfunc="mean").reindex(columns=CONTEXTS)
+        context_diff = by_context[CONTEXTS[1:]].sub(by_context["unprimed"], axis=0).abs().stack().dropna()
+        invalid = float((1 - part["p_valid"]).mean())
+        order_gap = float(order_diff.mean()) if len(order_diff) else np.nan
+        context_gap = float(context_diff.mean()) if len(context_diff) else np.nan
+        rows.append({**dict(zip(SETTING, key)), "prompts": len(part), "mean_invalid_mass": invalid,
+                     "order_gap": order_gap, "order_pairs": len(order_diff), "context_gap": context_gap,
+                     "context_pairs": len(context_diff), "invalid_flag": bool(invalid > INVALID_MASS_LIMIT),
+                     "position_flag": bool(np.isfinite(order_gap) and np.isfinite(context_gap)
+                                           and order_gap > context_gap)})
+    return pd.DataFrame(rows)
+
+
+def flags_html(flags: pd.DataFrame, titles: dict[tuple, str]) -> str:
+    """The box at the top of the report: one line per raised flag (with its numbers), then the rules.
+
+    Parameters
+    ----------
+    flags : `setting_flags` output.
+    titles : setting key (tuple of SETTING values) -> the section's plain-text title.
+    """
+    lines = []
+    for _, row in flags.iterrows():
+        title = html.escape(titles[tuple(row[c] for c in SETTING)])
+        if row["invalid_flag"]:
+            lines.append(f"<li><b>{title}</b>: invalid mass dominates: mean invalid mass "
+                         f"{row['mean_invalid_mass']:.3f} &gt; {INVALID_MASS_LIMIT} over {row['prompts']} prompts; "
+                         "p(feminine) is renormalized over a minority of the probability.</li>")
+        if row["position_flag"]:
+            lines.append(f"<li><b>{title}</b>: position bias dominates: order gap {row['order_gap']:.3f} "
+                         f"(n = {row['order_pairs']}) &gt; context gap {row['context_gap']:.3f} "
+                         f"(n = {row['context_pairs']}); the option order moves p(feminine) more than the context."
+                         "</li>")
+    head = "<b>Flags</b><ul>" + "".join(lines) + "</ul>" if lines else "<b>Flags</b>: none raised."
+    return f'<div class="flags">{head}<p><small>Rules: {html.escape(FLAG_RULES)}.</small></p></div>'
+
+
+def _pick(frame: pd.DataFrame, sel: dict) -> pd.DataFrame:
+    """The rows of one collection setting."""
+    if frame.empty:
+        return frame
+    mask = np.ones(len(frame), dtype=bool)
+    for k, v in sel.items():
+        mask &= (frame[k] == v).to_numpy()
+    return frame[mask]
+
+
+def _pf_figure(pf: pd.DataFrame, out: Path, slug: str) -> str:
+    """Box plots of p(feminine) per context, one panel per option order, n per box; or why there is nothing."""
+    data = {order: [pf[(pf["context"] == c) & (pf["option_order"] == order)]["p_f"].dropna() for c in CONTEXTS]
+            for order in ("MF", "FM")}
+    total = sum(len(d) for parts in data.values() for d in parts)
+    if total < MIN_POINTS:
+        return nothing_to_show("p(feminine | context)", f"{total} prompts with a defined p(feminine); a figure needs "
+                               f"at least {MIN_POINTS}")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, order in zip(axes, ("MF", "FM")):
-        data = [pf[(pf["context"] == c) & (pf["option_order"] == order)]["p_f"].dropna() for c in CONTEXTS]
-        ax.boxplot(data, tick_labels=CONTEXTS)
-        ax.set_title(f"p(feminine | context), order {order}")
+        parts = data[order]
+        ax.boxplot([d if len(d) else [np.nan] for d in parts],
+                   tick_labels=[f"{c}\nn={len(d)}" for c, d in zip(CONTEXTS, parts)])
+        ax.set_title(f"p(feminine | context), order {order}, n = {sum(len(d) for d in parts)} prompts", fontsize=9)
         ax.set_ylim(-0.02, 1.02)
-    names.append(save_figure(fig, out, f"{slug}_pf.png"))
+        ax.set_xlabel("context (n = prompts)")
+    axes[0].set_ylabel("p(feminine)")
+    return image_html(save_figure(fig, out, f"{slug}_pf.png"))
 
-    kl = pick(tables["kl"])
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+
+def _kl_figure(kl: pd.DataFrame, out: Path, slug: str) -> str:
+    """Mean KL to unprimed per context and order, n templates over each bar; or why there is nothing."""
+    defined = kl[kl["mean_kl_bits"].notna()] if not kl.empty else kl
+    n = int(defined["templates"].max()) if len(defined) else 0
+    if n < MIN_POINTS:
+        return nothing_to_show("mean KL to unprimed", f"{n} templates with p(feminine) defined in all five "
+                               f"contexts; a figure needs at least {MIN_POINTS}")
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
     for i, order in enumerate(("MF", "FM")):
         part = kl[kl["option_order"] == order].set_index("context").reindex(CONTEXTS[1:])
-        ax.bar(np.arange(4) + 0.38 * i, part["mean_kl_bits"], width=0.38, label=order)
+        bars = ax.bar(np.arange(4) + 0.38 * i, part["mean_kl_bits"], width=0.38, label=order)
+        for bar, count in zip(bars, part["templates"]):
+            if np.isfinite(bar.get_height()):
+                ax.annotate(f"n={int(count)}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                            fontsize=7)
     ax.set_xticks(np.arange(4) + 0.19, CONTEXTS[1:])
+    ax.set_xlabel("context (compared with unprimed; n = templates)")
     ax.set_ylabel("mean KL to unprimed (bits)")
     ax.legend(title="order")
-    names.append(save_figure(fig, out, f"{slug}_kl.png"))
+    return image_html(save_figure(fig, out, f"{slug}_kl.png"))
 
-    sp = pick(tables["spearman"])
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+
+def _spearman_figure(sp: pd.DataFrame, out: Path, slug: str) -> str:
+    """Spearman rho per context and order with significance stars and n; undefined correlations are not drawn."""
+    defined = sp[sp["spearman_rho"].notna()] if not sp.empty else sp
+    if defined.empty or int(defined["n"].max()) < MIN_POINTS:
+        n = int(sp["n"].max()) if len(sp) else 0
+        return nothing_to_show("Spearman rho with Misersky ratings", f"no defined correlation (at most {n} "
+                               f"templates per context and order; a correlation needs at least {MIN_POINTS} and "
+                               "non-constant values)")
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
     for i, order in enumerate(("MF", "FM")):
         part = sp[sp["option_order"] == order].set_index("context").reindex(CONTEXTS)
-        bars = ax.bar(np.arange(5) + 0.38 * i, part["spearman_rho"].fillna(0), width=0.38, label=order)
-        for bar, p in zip(bars, part["p_value"]):
-            ax.annotate(_stars(p), (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center")
+        bars = ax.bar(np.arange(5) + 0.38 * i, part["spearman_rho"], width=0.38, label=order)
+        for bar, p, count in zip(bars, part["p_value"], part["n"]):
+            if np.isfinite(bar.get_height()):
+                ax.annotate(f"{_stars(p)}\nn={int(count)}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", fontsize=7)
     ax.set_xticks(np.arange(5) + 0.19, CONTEXTS)
     ax.axhline(0, color="black", lw=0.5)
+    ax.set_xlabel("context (n = templates; * p<0.05, ** p<0.01, *** p<0.001)")
     ax.set_ylabel("Spearman rho with Misersky rating")
     ax.legend(title="order")
-    names.append(save_figure(fig, out, f"{slug}_spearman.png"))
+    return image_html(save_figure(fig, out, f"{slug}_spearman.png"))
 
-    mi = pick(tables["mutual_information"])
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    if not mi.empty:
-        labels = mi["context_group"] + ": " + mi["feature"]
-        ax.bar(np.arange(len(mi)), mi["mi_bits"], yerr=mi["mi_se_bits"].fillna(0), capsize=3)
-        ax.set_xticks(np.arange(len(mi)), labels, rotation=60, ha="right", fontsize=7)
+
+def _mi_figure(mi: pd.DataFrame, prompts: int, out: Path, slug: str) -> str:
+    """Mutual information per context group and feature with bootstrap SE bars and n measurements; nothing to show
+    when fewer than MIN_POINTS prompts have a defined p(feminine) (exact-mode measurements are draws from them) or
+    no estimate is defined."""
+    defined = mi[mi["mi_bits"].notna()] if not mi.empty else mi
+    if prompts < MIN_POINTS or defined.empty:
+        return nothing_to_show("mutual information", f"{prompts} prompts with a defined p(feminine) and "
+                               f"{len(defined)} defined estimates; a figure needs at least {MIN_POINTS} prompts")
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    labels = mi["context_group"] + ": " + mi["feature"] + " (n=" + mi["measurements"].astype(int).astype(str) + ")"
+    ax.bar(np.arange(len(mi)), mi["mi_bits"], yerr=mi["mi_se_bits"].fillna(0), capsize=3)
+    ax.set_xticks(np.arange(len(mi)), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_xlabel("context group: feature (n = measurements)")
     ax.set_ylabel("mutual information (bits)")
-    names.append(save_figure(fig, out, f"{slug}_mi.png"))
+    return image_html(save_figure(fig, out, f"{slug}_mi.png"))
 
-    fr = pick(tables["cbd_fractions"])
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    if not fr.empty:
-        for i, variant in enumerate(fr["variant"].unique()):
-            part = fr[fr["variant"] == variant].set_index("option_order").reindex(["MF", "FM", "either"])
-            ax.bar(np.arange(3) + 0.38 * i, part["fraction"], width=0.38, label=variant)
-        ax.set_xticks(np.arange(3) + 0.19, ["MF", "FM", "either"])
-        ax.legend(title="variant")
+
+def _cbd_figure(fr: pd.DataFrame, out: Path, slug: str) -> str:
+    """Fraction of template pairs contextual per order and variant, n pairs over each bar."""
+    n = int(fr["pairs"].max()) if len(fr) else 0
+    if n < MIN_POINTS:
+        return nothing_to_show("contextual fractions (CbD)", f"{n} template pairs with p(feminine) defined where "
+                               f"needed; a figure needs at least {MIN_POINTS}")
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for i, variant in enumerate(fr["variant"].unique()):
+        part = fr[fr["variant"] == variant].set_index("option_order").reindex(["MF", "FM", "either"])
+        bars = ax.bar(np.arange(3) + 0.38 * i, part["fraction"], width=0.38, label=variant)
+        for bar, count in zip(bars, part["pairs"]):
+            if np.isfinite(bar.get_height()):
+                ax.annotate(f"n={int(count)}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                            fontsize=7)
+    ax.set_xticks(np.arange(3) + 0.19, ["MF", "FM", "either"])
+    ax.set_xlabel("option order (n = template pairs)")
+    ax.legend(title="variant")
     ax.set_ylabel("fraction of pairs contextual")
-    if not fr.empty and (fr["variant"] == "marginal-product").any():
+    if (fr["variant"] == "marginal-product").any():
         ax.set_title("marginal-product: never contextual by construction (Delta C <= 0 always)", fontsize=8)
-    names.append(save_figure(fig, out, f"{slug}_cbd.png"))
-    return names
+    return image_html(save_figure(fig, out, f"{slug}_cbd.png"))
+
+
+def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path, slug: str) -> list[str]:
+    """The five figures of one collection setting, as HTML (an image, or the sentence saying why there is none)."""
+    sel = dict(zip(SETTING, key))
+    return [_pf_figure(_pick(tables["_pf"], sel), out, slug), _kl_figure(_pick(tables["kl"], sel), out, slug),
+            _spearman_figure(_pick(tables["spearman"], sel), out, slug),
+            _mi_figure(_pick(tables["mutual_information"], sel), int(_pick(tables["_pf"], sel)["p_f"].notna().sum()),
+                       out, slug),
+            _cbd_figure(_pick(tables["cbd_fractions"], sel), out, slug)]
 
 
 def _setting_table(frame: pd.DataFrame, key: tuple) -> str:
@@ -114,18 +240,32 @@ def _table(frame: pd.DataFrame) -> str:
         frame.drop(columns="note"))
 
 
-def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
-    """Write `out/index.html` and its PNG figures; returns the index path."""
+def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
+                 model_table: pd.DataFrame | None = None) -> Path:
+    """Write `out/index.html` and its PNG figures; returns the index path.
+
+    Parameters
+    ----------
+    tables : `contextuality_report` output (with the private `_pf`).
+    out : output folder (created).
+    db : the warehouse path, shown on the page.
+    model_table : `catalog.models(...)` executed, to name models; None names them by key.
+    """
     out.mkdir(parents=True, exist_ok=True)
-    settings = tables["_pf"][SETTING].drop_duplicates().sort_values(SETTING)
+    settings = tables["_pf"][SETTING].drop_duplicates().sort_values(SETTING).reset_index(drop=True)
+    keys = [tuple(row[c] for c in SETTING) for _, row in settings.iterrows()]
+    titles = {key: f"{model_title(row['model_key'], model_table)} — {setting_label(row)}"
+              for key, (_, row) in zip(keys, settings.iterrows())}
+    overlap_labels = dict(zip(settings[SETTING].astype(str).agg(" ".join, axis=1), titles.values()))
+    flags = setting_flags(tables["_pf"])
     parts = [f"<h1>Contextual invariance (WinoPron)</h1><p>Warehouse: {html.escape(db)}. "
-             "Every number is computed from stored evidence; no model was run for this report.</p>"]
-    for n, (_, row) in enumerate(settings.iterrows()):
-        key = tuple(row[c] for c in SETTING)
+             "Every number is computed from stored evidence; no model was run for this report.</p>",
+             flags_html(flags, titles)]
+    for n, (key, (_, row)) in enumerate(zip(keys, settings.iterrows())):
         slug = f"s{n}"
-        parts.append(f"<h2>{html.escape(setting_label(row))}</h2>")
-        for name in _figures_for_setting(tables, key, out, slug):
-            parts.append(f'<img src="{name}" alt="{name}">')
+        parts.append(section_title(row["model_key"], model_table, setting_label(row)))
+        parts.extend(_figures_for_setting(tables, key, out, slug))
+        parts.append("<h3>Flags</h3>" + table_html(_pick(flags, dict(zip(SETTING, key))).drop(columns=SETTING)))
         for title, table in (("Valid answers", "validity"), ("Mean KL to unprimed", "kl"),
                              ("Spearman with Misersky ratings", "spearman"),
                              ("Mutual information", "mutual_information"),
@@ -134,17 +274,35 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str) -> Path:
     overlap = tables["model_overlap"]
     parts.append("<h2>Comparison across models and settings</h2>")
     if not overlap.empty:
-        joint = overlap[overlap["variant"] == "joint"]
-        labels = sorted(joint["setting_a"].unique())
-        matrix = joint.pivot(index="setting_a", columns="setting_b", values="jaccard").reindex(index=labels,
-                                                                                               columns=labels)
-        fig, ax = plt.subplots(figsize=(2.5 + 1.2 * len(labels), 2 + 1.0 * len(labels)))
-        image = ax.imshow(matrix.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis")
-        ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=7)
-        ax.set_yticks(range(len(labels)), labels, fontsize=7)
-        fig.colorbar(image, ax=ax, label="Jaccard of contextual pairs")
-        parts.append(f'<img src="{save_figure(fig, out, "overlap.png")}" alt="overlap.png">')
+        overlap = overlap.assign(setting_a=overlap["setting_a"].map(overlap_labels).fillna(overlap["setting_a"]),
+                                 setting_b=overlap["setting_b"].map(overlap_labels).fillna(overlap["setting_b"]))
+        parts.append(_overlap_figure(overlap, out))
         parts.append(_table(overlap))
     for title, table in (("KL across settings", "kl"), ("Contextual fractions across settings", "cbd_fractions")):
-        parts.append(f"<h3>{title}</h3>" + _table(tables[table]))
+        parts.append(f"<h3>{title}</h3>" + _table(_named(tables[table], model_table)))
     return write_page(out, "biaslab contextuality report", parts)
+
+
+def _named(frame: pd.DataFrame, model_table: pd.DataFrame | None) -> pd.DataFrame:
+    """A table with model names before its model_key (when a model table is given)."""
+    return frame if model_table is None else with_model_names(frame, model_table)
+
+
+def _overlap_figure(overlap: pd.DataFrame, out: Path) -> str:
+    """Jaccard index of the contextual pairs (joint variant) of every two settings, as a matrix."""
+    joint = overlap[overlap["variant"] == "joint"]
+    labels = sorted(joint["setting_a"].unique())
+    if len(labels) < 2:
+        return nothing_to_show("overlap of contextual pairs", f"{len(labels)} collection setting; a comparison "
+                               "needs at least 2")
+    matrix = joint.pivot(index="setting_a", columns="setting_b", values="jaccard").reindex(index=labels,
+                                                                                           columns=labels)
+    fig, ax = plt.subplots(figsize=(4 + 1.2 * len(labels), 3.5 + 1.0 * len(labels)))
+    image = ax.imshow(matrix.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis")
+    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xlabel("setting b")
+    ax.set_ylabel("setting a")
+    ax.set_title(f"n = {len(labels)} settings (joint variant)", fontsize=9)
+    fig.colorbar(image, ax=ax, label="Jaccard of contextual pairs")
+    return image_html(save_figure(fig, out, "overlap.png"))

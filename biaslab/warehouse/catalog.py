@@ -18,7 +18,9 @@ exact AS (
     SELECT r.model_key, s.dataset, r.protocol,
            printf('exact T=%g top_k=%d top_p=%g new=%d prompt=%s', p.temperature, p.top_k, p.top_p, r.max_new_tokens,
                   r.prompt_version) AS settings,
-           count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored, sum(p.n)::BIGINT AS rows
+           count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored, sum(p.n)::BIGINT AS rows,
+           'exact' AS mode, p.temperature, p.top_k, p.top_p, r.max_new_tokens, NULL::BIGINT AS min_new_tokens,
+           r.prompt_version, NULL::VARCHAR AS scheme, NULL::VARCHAR[] AS run_ids
     FROM choice_requests r JOIN stimuli s USING (stimulus_id)
     JOIN (SELECT model_key, request_id, temperature, top_k, top_p, count(*) AS n FROM choice_probs GROUP BY ALL) p
       USING (model_key, request_id)
@@ -27,7 +29,10 @@ sampled AS (
     SELECT r.model_key, s.dataset, r.protocol,
            printf('sample T=%g top_k=%d top_p=%g new=%d prompt=%s', x.temperature, x.top_k, x.top_p,
                   x.max_new_tokens, r.prompt_version) AS settings,
-           count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored, count(*) AS rows
+           count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored, count(*) AS rows,
+           'sample' AS mode, x.temperature, x.top_k, x.top_p, x.max_new_tokens, NULL::BIGINT AS min_new_tokens,
+           r.prompt_version, NULL::VARCHAR AS scheme,
+           list(DISTINCT x.run_id) FILTER (WHERE x.run_id IS NOT NULL) AS run_ids
     FROM choice_requests r JOIN stimuli s USING (stimulus_id)
     JOIN samples x USING (model_key, request_id)
     WHERE r.mode = 'sample' GROUP BY ALL),
@@ -35,24 +40,49 @@ generated AS (
     SELECT g.model_key, g.dataset, 'gen' AS protocol,
            printf('T=%g top_k=%d top_p=%g new=%d min=%d prompt=%s', x.temperature, x.top_k, x.top_p,
                   x.max_new_tokens, g.min_new_tokens, g.prompt_version) AS settings,
-           count(DISTINCT g.request_id) AS requests, count(DISTINCT g.stimulus_id) AS stored, count(*) AS rows
+           count(DISTINCT g.request_id) AS requests, count(DISTINCT g.stimulus_id) AS stored, count(*) AS rows,
+           NULL::VARCHAR AS mode, x.temperature, x.top_k, x.top_p, x.max_new_tokens, g.min_new_tokens::BIGINT,
+           g.prompt_version, NULL::VARCHAR AS scheme,
+           list(DISTINCT x.run_id) FILTER (WHERE x.run_id IS NOT NULL) AS run_ids
     FROM gen_requests g JOIN samples x USING (model_key, request_id) GROUP BY ALL),
 scored AS (
     SELECT q.model_key, s.dataset, q.protocol, 'scheme=' || q.scheme AS settings,
-           count(DISTINCT q.request_id) AS requests, count(DISTINCT q.stimulus_id) AS stored, count(*) AS rows
+           count(DISTINCT q.request_id) AS requests, count(DISTINCT q.stimulus_id) AS stored, count(*) AS rows,
+           NULL::VARCHAR AS mode, NULL::DOUBLE AS temperature, NULL::BIGINT AS top_k, NULL::DOUBLE AS top_p,
+           NULL::BIGINT AS max_new_tokens, NULL::BIGINT AS min_new_tokens, NULL::VARCHAR AS prompt_version,
+           q.scheme, NULL::VARCHAR[] AS run_ids
     FROM sequence_scores q JOIN stimuli s USING (stimulus_id) GROUP BY ALL),
 runs_of AS (
-    SELECT model_key, params->>'dataset' AS dataset, params->>'protocol' AS protocol, run_id, status, started_at,
-           row_number() OVER (PARTITION BY model_key, params->>'dataset', params->>'protocol'
-                              ORDER BY started_at DESC) AS recent
-    FROM runs WHERE model_key IS NOT NULL)
+    SELECT model_key, run_id, status, started_at, params->>'dataset' AS dataset, params->>'protocol' AS protocol,
+           params->>'mode' AS mode, TRY_CAST(params->>'temperature' AS DOUBLE) AS temperature,
+           TRY_CAST(params->>'top_k' AS BIGINT) AS top_k, TRY_CAST(params->>'top_p' AS DOUBLE) AS top_p,
+           TRY_CAST(params->>'max_new_tokens' AS BIGINT) AS max_new_tokens,
+           TRY_CAST(params->>'min_new_tokens' AS BIGINT) AS min_new_tokens,
+           generation_config->>'prompt_version' AS prompt_version, params->>'pll' AS pll,
+           TRY_CAST(params->>'seed' AS BIGINT) AS seed
+    FROM runs WHERE model_key IS NOT NULL),
+c AS (
+    SELECT *, row_number() OVER () AS collection
+    FROM (FROM exact UNION ALL BY NAME FROM sampled UNION ALL BY NAME FROM generated UNION ALL BY NAME FROM scored)),
+seeds AS (  -- sample and gen collections: the seeds of the runs that wrote their rows (NULL when no row names a run)
+    SELECT c.collection, list(DISTINCT ro.seed) AS seeds
+    FROM c, unnest(c.run_ids) AS u(run_id) JOIN runs_of ro ON ro.run_id = u.run_id GROUP BY c.collection),
+matched AS (
+    SELECT c.collection, ro.run_id, ro.status, ro.started_at,
+           row_number() OVER (PARTITION BY c.collection ORDER BY ro.started_at DESC, ro.run_id DESC) AS recent
+    FROM c LEFT JOIN seeds USING (collection)
+    JOIN runs_of ro ON ro.model_key = c.model_key AND ro.dataset = c.dataset AND ro.protocol = c.protocol
+     AND CASE WHEN c.protocol = 'prob' THEN c.scheme = 'causal' OR ro.pll = c.scheme
+              ELSE ro.temperature = c.temperature AND ro.top_k = c.top_k AND ro.top_p = c.top_p
+                   AND ro.max_new_tokens = c.max_new_tokens AND ro.prompt_version = c.prompt_version
+                   AND (c.protocol <> 'choice' OR ro.mode = c.mode)
+                   AND (c.protocol <> 'gen' OR ro.min_new_tokens = c.min_new_tokens)
+                   AND (c.mode = 'exact' OR seeds.seeds IS NULL OR list_contains(seeds.seeds, ro.seed)) END)
 SELECT c.model_key, c.dataset, c.protocol, c.settings, ds.stimuli, c.requests, c.stored,
        greatest(coalesce(ds.stimuli, 0) - c.stored, 0) AS pending, c.rows,
-       ro.run_id[:8] AS last_run, ro.status AS last_status, ro.started_at AS last_started
-FROM (FROM exact UNION ALL FROM sampled UNION ALL FROM generated UNION ALL FROM scored) c
-LEFT JOIN ds USING (dataset)
-LEFT JOIN runs_of ro ON ro.model_key = c.model_key AND ro.dataset = c.dataset AND ro.protocol = c.protocol
-                     AND ro.recent = 1
+       m.run_id[:8] AS last_run, m.status AS last_status, m.started_at AS last_started
+FROM c LEFT JOIN ds USING (dataset)
+LEFT JOIN matched m ON m.collection = c.collection AND m.recent = 1
 ORDER BY c.model_key, c.dataset, c.protocol, c.settings
 """
 
@@ -74,7 +104,11 @@ def collections(handle) -> pd.DataFrame:
     """One row per collection: model x dataset x protocol x settings (choice: mode, T, top_k, top_p, tokens, prompt
     version; gen: sampling settings; prob: scoring scheme), with `stimuli` (of the dataset in the warehouse),
     `requests` (distinct requests stored), `stored` (stimuli with evidence), `pending` (stimuli without),
-    `rows` (evidence rows), and the last run of that model, dataset and protocol with its status.
+    `rows` (evidence rows), and the last run of that collection with its status: the latest run of the model,
+    dataset and protocol whose recorded settings (runs.params; the prompt version from runs.generation_config) equal
+    the collection's: choice mode, temperature, top_k, top_p, max_new_tokens, prompt version (gen also
+    min_new_tokens); in sample mode and gen also the seed, one of the seeds of the runs that wrote the collection's
+    rows (not checked when no row names a run); prob: the scoring scheme (`pll`, any run for 'causal').
 
     Parameters
     ----------
@@ -123,11 +157,48 @@ def with_model_names(frame: pd.DataFrame, model_table: pd.DataFrame) -> pd.DataF
     """
     if "model_key" not in frame.columns or "model_name" in frame.columns:
         return frame
-    names = model_table.set_index("model_key")
-    keys = frame["model_key"]
+    names = model_names_of(frame["model_key"], model_table)
     out = frame.copy()
     at = list(frame.columns).index("model_key")
-    out.insert(at, "backend", keys.map(names["backend"]).fillna(DEFAULT_BACKEND).astype(object).to_numpy())
-    out.insert(at, "dtype", keys.map(names["dtype"]).astype(object).to_numpy())
-    out.insert(at, "model_name", keys.map(names["model_name"]).fillna(keys).astype(object).to_numpy())
+    for column in reversed(NAME_COLUMNS):
+        out.insert(at, column, names[column].to_numpy())
     return out
+
+
+def model_names_of(keys: pd.Series, model_table: pd.DataFrame) -> pd.DataFrame:
+    """The NAME_COLUMNS of each key: the model's record, or the key as name, NULL dtype and DEFAULT_BACKEND for a
+    key without one. The one naming rule of metric tables, listings and reports.
+
+    Parameters
+    ----------
+    keys : model keys.
+    model_table : the output of `models(handle).execute()` (columns model_key, model_name, dtype, backend).
+
+    Returns
+    -------
+    DataFrame with NAME_COLUMNS, aligned with `keys` (same index).
+    """
+    names = model_table.set_index("model_key")
+    return pd.DataFrame({"model_name": keys.map(names["model_name"]).fillna(keys).astype(object),
+                         "dtype": keys.map(names["dtype"]).astype(object),
+                         "backend": keys.map(names["backend"]).fillna(DEFAULT_BACKEND).astype(object)},
+                        index=keys.index)
+
+
+def model_title(model_key: str, model_table: pd.DataFrame | None) -> str:
+    """A model as people read it: "name · dtype · backend" (`model_names_of`; "dtype ?" where the record names none,
+    e.g. a key without a model record).
+
+    Parameters
+    ----------
+    model_key : the model's key.
+    model_table : the output of `models(...)`, or None (then the name is the key).
+
+    Returns
+    -------
+    The title text (not HTML-escaped).
+    """
+    table = model_table if model_table is not None else pd.DataFrame(columns=["model_key", *NAME_COLUMNS])
+    row = model_names_of(pd.Series([model_key]), table).iloc[0]
+    dtype = row["dtype"] if isinstance(row["dtype"], str) and row["dtype"] else "dtype ?"
+    return f"{row['model_name']} · {dtype} · {row['backend']}"

@@ -52,3 +52,60 @@ def test_info_shows_models_and_collections_briefly(db):
     assert [m["model_name"] for m in info["models"]] == ["synthetic-a"]
     assert len(info["collections"]) == 13 and set(info["collections"][0]) == {
         "model_name", "dataset", "protocol", "settings", "stored", "pending", "last_status"}
+
+
+def _runner_params(temperature: float, mode: str = "exact", seed: int = 0) -> dict:
+    """Run parameters as `runners collect` records them (runs.params), for a choice collection of dataset 'toy'."""
+    return {"dataset": "toy", "protocol": "choice", "mode": mode, "temperature": temperature, "top_k": 40,
+            "top_p": 1.0, "max_new_tokens": 6, "min_new_tokens": 0, "seed": seed, "pll": "original",
+            "prompt": "forced_choice_v1", "samples": 3}
+
+
+def test_last_run_is_matched_on_the_collection_settings(tmp_path):
+    """Two exact collections of one model and dataset that differ only in temperature each show their own run; a
+    sample collection shows the run whose seed wrote its samples, not a later run of the same settings and another
+    seed."""
+    from datetime import datetime
+
+    from biaslab.schema import Stimulus
+    from biaslab.warehouse import Warehouse
+
+    db = tmp_path / "w.duckdb"
+    stimuli = [Stimulus(dataset="toy", upstream_version="v", item_id=str(i), text=f"Item {i}: BLANK left.",
+                        slot="BLANK", options=("he", "she"), option_labels=("male", "female")) for i in range(3)]
+    with Warehouse.open(db) as wh:
+        wh.append("stimuli", [s.to_row() for s in stimuli])
+        runs = {}
+        for name, (temperature, mode, seed) in {"t05": (0.5, "exact", 0), "t07": (0.7, "exact", 0),
+                                                "seed1": (1.0, "sample", 1), "seed2": (1.0, "sample", 2)}.items():
+            runs[name] = wh.start_run("runners collect --dataset toy", _runner_params(temperature, mode, seed),
+                                      generation_config={"prompt_version": "v1"}, model_key="m" * 16)
+            wh.finish_run(runs[name], "finished" if name != "seed2" else "interrupted", 0)
+        for hour, name in enumerate(("t05", "t07", "seed1", "seed2")):  # started in this order
+            wh.con.execute("UPDATE runs SET started_at = ? WHERE run_id = ?", [datetime(2026, 1, 1, hour), runs[name]])
+        requests, probs = [], []
+        for temperature, run_id in ((0.5, runs["t05"]), (0.7, runs["t07"])):
+            for s in stimuli:
+                rid = f"{temperature}-{s.stimulus_id}"
+                requests.append({"model_key": "m" * 16, "request_id": rid, "stimulus_id": s.stimulus_id,
+                                 "protocol": "choice", "mode": "exact", "prompt_version": "v1", "adaptation": "-",
+                                 "prompt_text": "-", "options": ["he", "she"], "max_new_tokens": 6, "k_store": 64,
+                                 "run_id": run_id})
+                probs += [{"model_key": "m" * 16, "request_id": rid, "option": o, "prob": 0.5,
+                           "temperature": temperature, "top_k": 40, "top_p": 1.0} for o in ("he", "she")]
+        wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
+        sample_requests = [{"model_key": "m" * 16, "request_id": f"sample-{s.stimulus_id}",
+                            "stimulus_id": s.stimulus_id, "protocol": "choice", "mode": "sample", "prompt_version": "v1", "adaptation": "-",
+                            "prompt_text": "-", "options": ["he", "she"], "max_new_tokens": 6, "k_store": None,
+                            "run_id": runs["seed1"]} for s in stimuli]
+        samples = [{"model_key": "m" * 16, "request_id": f"sample-{s.stimulus_id}", "sample_index": k,
+                    "seed": 100 + k, "temperature": 1.0, "top_k": 40, "top_p": 1.0, "max_new_tokens": 6,
+                    "stimulus_id": s.stimulus_id, "text": "he", "token_ids": [1], "token_logprobs": [-1.0],
+                    "finish_reason": "stop", "answer": "he", "valid": True, "run_id": runs["seed1"]}
+                   for s in stimuli for k in range(3)]
+        wh.append_many({"choice_requests": sample_requests, "samples": samples})
+    rows = json.loads(run("collections", "--db", str(db), "--format", "json"))
+    last = {r["settings"]: (r["last_run"], r["last_status"]) for r in rows}
+    assert last == {"exact T=0.5 top_k=40 top_p=1 new=6 prompt=v1": (runs["t05"][:8], "finished"),
+                    "exact T=0.7 top_k=40 top_p=1 new=6 prompt=v1": (runs["t07"][:8], "finished"),
+                    "sample T=1 top_k=40 top_p=1 new=6 prompt=v1": (runs["seed1"][:8], "finished")}

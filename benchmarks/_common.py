@@ -57,3 +57,26 @@ def prob_sequences(tokenizer, dataset: str, n_stimuli: int, data_dir: str | None
     bos, _ = bos_token_id(tokenizer)
     seqs = [tokenize_causal(tokenizer, r.text, bos).input_ids for r in requests]
     return [r.text for r in requests], seqs, [r.stimulus_id for r in requests]
+
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+
+
+def cpu_facts() -> dict[str, Any]:
+    """The CPU model, the flags that decide matrix-product speed and the default dtype, and the CPUs this process may
+    use (its affinity), as every benchmark records them."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and ":" in line:
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and ":" in line:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = os.cpu_count()
+    return {"cpu_model": model, "cpu_flags": [f for f in CPU_FLAGS if f in flags], "allowed_cpus": allowed,
+            "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}

@@ -56,9 +56,13 @@ def runners() -> None:
               help="gen: end-of-text is impossible before this many tokens (default: --max-new-tokens, as upstream).")
 @click.option("--k-store", type=int, default=64, show_default=True,
               help="Exact mode: logits kept per trie node (later re-derivation works for any top-k <= this).")
-@click.option("--prompt-batch", type=int, default=1, show_default=True,
-              help="Exact mode: prompts per forward pass. 1 keeps each prompt's numbers independent of the others "
-                   "(bf16 logits shift with batch composition); raise it on a GPU for speed.")
+@click.option("--prompt-batch", type=int, default=16, show_default=True,
+              help="Exact mode: prompts per forward pass (each continues the template's shared prefix, computed "
+                   "once). fp32 numbers move by ~1e-6 with the batch; in bf16 by up to the dtype's own rounding "
+                   "(see docs/decisions.md). 1 makes every prompt's numbers independent of the batch.")
+@click.option("--threads", type=int, default=None,
+              help="CPU threads for torch (default: every core this process may run on, from its CPU affinity; "
+                   "recorded in the run).")
 @click.option("--prompt", default="forced_choice_v1", show_default=True,
               help="Prompt file: a packaged name or a .json file with version/system/user/prefill/closing.")
 @click.option("--subset", default=None, help="Dataset subset (loader option), e.g. type2 for winobias.")
@@ -75,7 +79,7 @@ def runners() -> None:
 @db_option
 @data_dir_option
 def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, max_tokens, chunk_size, mode,
-                    samples, seed, temperature, top_k, top_p, max_new_tokens, min_new_tokens, k_store, prompt_batch,
+                    samples, seed, temperature, top_k, top_p, max_new_tokens, min_new_tokens, k_store, prompt_batch, threads,
                     prompt, subset, pronouns, extra, shard, out_shard, accept_modified, db, data_dir) -> None:
     """Collect raw evidence for DATASET with MODEL into the warehouse.
 
@@ -103,7 +107,7 @@ def collect_command(dataset, protocol, model, dtype, quant, device, pll, limit, 
                            db=db, data_dir=data_dir, limit=limit, pll=pll, max_tokens=max_tokens,
                            chunk_size=chunk_size, loader_options=options, mode=mode, samples=samples, seed=seed,
                            temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
-                           min_new_tokens=min_new_tokens, k_store=k_store, prompt=prompt, prompt_batch=prompt_batch,
+                           min_new_tokens=min_new_tokens, k_store=k_store, prompt=prompt, prompt_batch=prompt_batch, threads=threads,
                            shard=shard, out_shard=out_shard, accept_modified=accept_modified)
     config.validate()
     started = time.perf_counter()

@@ -16,13 +16,21 @@ from ..schema import Stimulus, request_id
 from ..warehouse import Warehouse
 from .answers import AnswerParser, decode
 from .exact import DEFAULT_MIN_MASS, INVALID, explore, probabilities
-from .kvcache import encode_prompts
-from .prompting import PromptSpec, render
+from .kvcache import SharedPrefixes, native_gqa
+from .prompting import PromptSpec, render, shared_prefix_ids
 from .sampling import SamplingParams, sample_from_state, sample_seed, sample_shared_prefixes
 
 #: up to this many new tokens, samples of one prompt are drawn by distinct prefix (forced choice); longer
 #: generations (misgendering continuations) diverge quickly and use one cached row per sample
 SHARED_PREFIX_MAX_TOKENS = 16
+#: prompts that share a forward pass in exact mode (`--prompt-batch`)
+DEFAULT_PROMPT_BATCH = 16
+#: a prompt's own tokens (after the shared prefix) are right-padded to a multiple of this many
+SUFFIX_BUCKET = 8
+#: how prompts are computed, recorded in each run's parameters (`runs.params.engine`): the template's shared prefix
+#: computed once and continued (`kvcache.SharedPrefixes`), exact-mode trie levels as tree attention
+#: (`exact._TreeLevels`). Stored numbers equal the earlier one-prompt-per-forward engine within the dtype's rounding.
+ENGINE = f"shared-prefix-v1(bucket={SUFFIX_BUCKET})+tree-levels-v1"
 
 
 @dataclass(frozen=True)
@@ -78,13 +86,18 @@ def pending_choice(wh: Warehouse, model_key: str, requests: Sequence[ChoiceReque
 
 def collect_exact(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], spec: PromptSpec, *,
                   params: SamplingParams, k_store: int, chunk_size: int, run_id: str | None,
-                  min_mass: float = DEFAULT_MIN_MASS, prompt_batch: int = 1, on_progress: Callable[[int], None] | None = None) -> int:
+                  min_mass: float = DEFAULT_MIN_MASS, prompt_batch: int = DEFAULT_PROMPT_BATCH,
+                  on_progress: Callable[[int], None] | None = None) -> int:
     """Explore the answer trie of every pending request and store nodes, edges and the exact probabilities.
 
-    `prompt_batch` prompts share a forward pass. In bf16 the logits of a prompt change with the batch it is run in
-    (by up to ~0.1 nats), so the default of 1 keeps each prompt's evidence independent of the others: the same
-    numbers whatever the chunking, resume point or shard, and the same numbers the sampler (one prompt at a time)
-    sees.
+    Shared prefix: the template's common beginning (system text and instructions, `shared_prefix_ids`) is computed
+    once; each prompt continues that cache with its own suffix, right-padded to a multiple of `SUFFIX_BUCKET`
+    tokens (`kvcache.SharedPrefixes`). Prompts with the same (prefix, padded suffix length) run `prompt_batch` at a
+    time, and their trie levels run as tree attention over their own cache (`exact._TreeLevels`). A prompt's
+    numbers depend on its batch only through the rounding of differently shaped products: in fp32 by ~1e-6 in a
+    probability, in bf16 by up to bf16's own rounding (measured in docs/decisions.md, "Shared-prefix cache");
+    `prompt_batch=1` makes them independent of the batch. Requests run grouped by that key; each written chunk
+    holds up to `chunk_size` of them, and `on_progress` advances after every batch.
     """
     if not requests:
         return 0  # nothing pending: the model is not even loaded
@@ -92,50 +105,70 @@ def collect_exact(wh: Warehouse, loaded, requests: Sequence[ChoiceRequest], spec
     stops = stop_token_ids(model, tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops, default=0)
     key = loaded.model_key
+    prefixes = SharedPrefixes(model, pad, shared_prefix_ids(spec, tok), bucket=SUFFIX_BUCKET)
+    group = {r.request_id: prefixes.group_key(r.prompt_ids) for r in requests}
+    ordered = sorted(requests, key=lambda r: group[r.request_id])  # stable: request order within a group
+    batches: list[list[ChoiceRequest]] = []
+    for r in ordered:
+        if batches and group[batches[-1][0].request_id] == group[r.request_id] and len(batches[-1]) < prompt_batch:
+            batches[-1].append(r)
+        else:
+            batches.append([r])
     added = 0
-    for start in range(0, len(requests), chunk_size):
-        chunk = requests[start:start + chunk_size]
-        parsers = [AnswerParser(r.options, spec.closing) for r in chunk]
-        tries = []
-        for b in range(0, len(chunk), prompt_batch):
-            tries += explore(model, tok, [r.prompt_ids for r in chunk[b:b + prompt_batch]], parsers[b:b + prompt_batch],
-                             max_new_tokens=params.max_new_tokens, k_store=k_store, stop_ids=stops, pad_id=pad,
-                             temperature=params.temperature, top_k=params.top_k, min_mass=min_mass)
-        nodes: dict[str, list] = {k: [] for k in ("request_id", "node_id", "parent_id", "token_id", "depth",
-                                                  "topk_ids", "topk_logits", "logsumexp")}
-        edges: dict[str, list] = {k: [] for k in ("request_id", "node_id", "token_id", "outcome", "child_id")}
-        probs: dict[str, list] = {k: [] for k in ("request_id", "option", "prob")}
-        for req, trie in zip(chunk, tries):
-            for n in range(len(trie.node_parent)):
-                for k, v in (("request_id", req.request_id), ("node_id", n), ("parent_id", trie.node_parent[n]),
-                             ("token_id", trie.node_token[n]), ("depth", trie.node_depth[n]),
-                             ("topk_ids", trie.topk_ids[n].astype(np.int32)),
-                             ("topk_logits", trie.topk_logits[n]), ("logsumexp", trie.logsumexp[n])):
-                    nodes[k].append(v)
-            for node, token, outcome, child in trie.edges:
-                for k, v in (("request_id", req.request_id), ("node_id", node), ("token_id", token),
-                             ("outcome", outcome), ("child_id", child)):
-                    edges[k].append(v)
-            for option, p in probabilities(trie, req.options, params.temperature, params.top_k).items():
-                probs["request_id"].append(req.request_id)
-                probs["option"].append(option)
-                probs["prob"].append(p)
-        children = {
-            "choice_nodes": _with_key(pa.table({
-                **{k: nodes[k] for k in ("request_id", "node_id", "parent_id", "token_id", "depth", "logsumexp")},
-                "topk_ids": pa.array(nodes["topk_ids"], pa.list_(pa.int32())),
-                "topk_logits": pa.array(nodes["topk_logits"], pa.list_(pa.float32())),
-            }), key),
-            "choice_edges": _with_key(pa.table({**edges, "child_id": pa.array(edges["child_id"], pa.int32())}), key),
-            "choice_probs": _with_key(pa.table({
-                **probs, "temperature": [params.temperature] * len(probs["prob"]),
-                "top_k": [params.top_k] * len(probs["prob"]), "top_p": [1.0] * len(probs["prob"])}), key),
-        }
-        parent = _request_rows(key, chunk, "exact", spec, params.max_new_tokens, k_store, run_id)
-        added += wh.append_with_children("choice_requests", parent, children)
-        if on_progress:
-            on_progress(len(chunk))
+    computed: list[tuple[ChoiceRequest, object]] = []  # explored, not yet written
+    with native_gqa(next(model.parameters()).device):
+        for index, batch in enumerate(batches):
+            prompts = [r.prompt_ids for r in batch]
+            tries = explore(model, tok, prompts, [AnswerParser(r.options, spec.closing) for r in batch],
+                            max_new_tokens=params.max_new_tokens, k_store=k_store, stop_ids=stops, pad_id=pad,
+                            temperature=params.temperature, top_k=params.top_k, min_mass=min_mass,
+                            state=prefixes.encode(prompts))
+            computed += zip(batch, tries)
+            if on_progress:
+                on_progress(len(batch))
+            if len(computed) >= chunk_size or index == len(batches) - 1:
+                added += _write_tries(wh, key, computed, spec, params, k_store, run_id)
+                computed = []
     return added
+
+
+def _write_tries(wh: Warehouse, key: str, computed: Sequence[tuple[ChoiceRequest, object]], spec: PromptSpec,
+                 params: SamplingParams, k_store: int, run_id: str | None) -> int:
+    """One transaction: the requests of `computed` with their trie nodes, edges and exact probabilities."""
+    chunk = [req for req, _ in computed]
+    tries = [trie for _, trie in computed]
+    nodes: dict[str, list] = {k: [] for k in ("request_id", "node_id", "parent_id", "token_id", "depth",
+                                              "topk_ids", "topk_logits", "logsumexp")}
+    edges: dict[str, list] = {k: [] for k in ("request_id", "node_id", "token_id", "outcome", "child_id")}
+    probs: dict[str, list] = {k: [] for k in ("request_id", "option", "prob")}
+    for req, trie in zip(chunk, tries):
+        for n in range(len(trie.node_parent)):
+            for k, v in (("request_id", req.request_id), ("node_id", n), ("parent_id", trie.node_parent[n]),
+                         ("token_id", trie.node_token[n]), ("depth", trie.node_depth[n]),
+                         ("topk_ids", trie.topk_ids[n].astype(np.int32)),
+                         ("topk_logits", trie.topk_logits[n]), ("logsumexp", trie.logsumexp[n])):
+                nodes[k].append(v)
+        for node, token, outcome, child in trie.edges:
+            for k, v in (("request_id", req.request_id), ("node_id", node), ("token_id", token),
+                         ("outcome", outcome), ("child_id", child)):
+                edges[k].append(v)
+        for option, p in probabilities(trie, req.options, params.temperature, params.top_k).items():
+            probs["request_id"].append(req.request_id)
+            probs["option"].append(option)
+            probs["prob"].append(p)
+    children = {
+        "choice_nodes": _with_key(pa.table({
+            **{k: nodes[k] for k in ("request_id", "node_id", "parent_id", "token_id", "depth", "logsumexp")},
+            "topk_ids": pa.array(nodes["topk_ids"], pa.list_(pa.int32())),
+            "topk_logits": pa.array(nodes["topk_logits"], pa.list_(pa.float32())),
+        }), key),
+        "choice_edges": _with_key(pa.table({**edges, "child_id": pa.array(edges["child_id"], pa.int32())}), key),
+        "choice_probs": _with_key(pa.table({
+            **probs, "temperature": [params.temperature] * len(probs["prob"]),
+            "top_k": [params.top_k] * len(probs["prob"]), "top_p": [1.0] * len(probs["prob"])}), key),
+    }
+    parent = _request_rows(key, chunk, "exact", spec, params.max_new_tokens, k_store, run_id)
+    return wh.append_with_children("choice_requests", parent, children)
 
 
 def _with_key(table: pa.Table, model_key: str) -> pa.Table:
@@ -162,18 +195,20 @@ def collect_samples(wh: Warehouse, loaded, pending: Sequence[tuple[ChoiceRequest
                     rows_per_batch: int, run_id: str | None,
                     on_progress: Callable[[int], None] | None = None) -> int:
     """Draw the missing samples (`pending` from `pending_samples`, with their `seeds`): each prompt is encoded once
-    and its cache shared by its samples."""
+    (continuing the template's shared prefix, computed once: `kvcache.SharedPrefixes`) and its cache shared by its
+    samples."""
     if not pending:
         return 0  # nothing pending: the model is not even loaded
     model, tok = loaded.model, loaded.tokenizer
     stops = stop_token_ids(model, tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops, default=0)
     key = loaded.model_key
+    prefixes = SharedPrefixes(model, pad, shared_prefix_ids(spec, tok), bucket=SUFFIX_BUCKET)
     added = 0
     wh.append("choice_requests", _request_rows(key, [r for r, _ in pending], "sample", spec, params.max_new_tokens,
                                                None, run_id))
     for req, todo in pending:
-        state = encode_prompts(model, [req.prompt_ids], pad)
+        state = prefixes.encode([req.prompt_ids])
         parser = AnswerParser(req.options, spec.closing)
         for start in range(0, len(todo), rows_per_batch):
             indices = todo[start:start + rows_per_batch]

@@ -85,7 +85,8 @@ class CollectConfig:
     min_new_tokens: int | None = None   # gen protocol: stop tokens suppressed this long (default: max_new_tokens)
     k_store: int = 64
     prompt: str = "forced_choice_v1"
-    prompt_batch: int = 1
+    prompt_batch: int = 16
+    threads: int | None = None        # torch CPU threads; None = every core in this process's CPU affinity
     shard: str | None = None          # "i/n": this job collects shard i (0-based) of n
     out_shard: str | None = None      # folder for shard warehouses (then --db is not used)
     accept_modified: bool = False     # load dataset files that differ from their pinned sha256 (as modified copies)
@@ -133,6 +134,8 @@ class CollectConfig:
             self.shard_position()
         if self.max_tokens < 8 or self.chunk_size < 1 or self.prompt_batch < 1:
             raise ValueError("--batch-tokens must be at least 8, --chunk-size and --prompt-batch at least 1")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"--threads must be at least 1, got {self.threads}")
         if self.protocol == "choice":
             if self.mode not in ("exact", "sample"):
                 raise ValueError(f"--mode must be exact or sample, got {self.mode!r}")
@@ -281,7 +284,10 @@ def _start_run(wh: Warehouse, config: CollectConfig, prepared, extra: dict[str, 
                generation_config: dict[str, Any] | None = None) -> str:
     if config.shard is not None:
         _stamp_shard(wh, config, prepared.model_key, extra)
+    from .threads import use_threads
+
     params = {k: v for k, v in vars(config).items() if k not in ("db", "notes")}
+    params["threads"] = use_threads(config.threads)  # the count actually used, in the run's provenance
     return wh.start_run(f"runners collect --dataset {config.dataset}", {**params, **extra},
                         generation_config=generation_config, device=str(prepared.device),
                         model_key=prepared.model_key)
@@ -398,7 +404,10 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
     version = f"{spec.version}:{json.dumps(render_params, sort_keys=True)}"
     if config.mode == "sample":
         version += f":seed={config.seed}:T={params.temperature}:k={params.top_k}:p={params.top_p}"
-    run_id = _start_run(wh, config, prepared, {"protocol_version": version}, generation_config=generation)
+    from .choice_collect import ENGINE
+
+    run_id = _start_run(wh, config, prepared, {"protocol_version": version, "engine": ENGINE},
+                        generation_config=generation)
     with _finishing(wh, run_id, "choice_requests" if config.mode == "exact" else "samples") as stats:
         loaded = _load_if_pending(wh, prepared, loaded, todo)
         advance = progress(len(requests), len(requests) - len(todo)) if progress else None

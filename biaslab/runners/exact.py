@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .answers import AnswerParser, decode
-from .kvcache import encode_prompts, extend
+from .answers import AnswerParser, decode_many
+from .kvcache import PromptState, encode_prompts, extend
 from .scoring import _base_and_head
 
 LIVE = "__live__"
@@ -102,23 +102,175 @@ def _most_probable(candidates: list, min_mass: float, per_prompt: int) -> set[in
     """Indices of the live branches to expand: mass >= min_mass and among the `per_prompt` most probable of their
     prompt (ties broken by position, so the choice is deterministic)."""
     by_row: dict[int, list[tuple[float, int]]] = {}
-    for index, (row, _, _, _, mass) in enumerate(candidates):
+    for index, candidate in enumerate(candidates):
+        row, mass = candidate[0], candidate[4]
         if mass >= min_mass:
             by_row.setdefault(row, []).append((-mass, index))
     return {index for items in by_row.values() for _, index in sorted(items)[:per_prompt]}
 
 
+class _CopyLevels:
+    """Trie levels by cache copies: level d selects one cached prompt row per live node and feeds the node's whole
+    path (d tokens). Works with every attention implementation; the reference for `_TreeLevels`."""
+
+    def __init__(self, model, state: PromptState) -> None:
+        self.model, self.state = model, state
+
+    def root_refs(self) -> list:
+        return [()] * self.state.mask.shape[0]
+
+    def step(self, children: list[tuple[int, tuple[int, ...], tuple]]) -> tuple[torch.Tensor, list]:
+        branch = self.state.select([row for row, _, _ in children])
+        paths = torch.tensor([list(path) for _, path, _ in children], dtype=torch.long)
+        _, hidden = extend(self.model, branch, paths)
+        return hidden[:, -1], [()] * len(children)
+
+
+@dataclass
+class _Part:
+    """Some prompts' rows of the tree cache: cache, prompt mask, next position, prompt index per row, slots used."""
+
+    cache: object
+    prompt_mask: torch.Tensor
+    next_pos: torch.Tensor
+    rows: list[int]
+    length: int
+
+    def take(self, prompts: list[int], copy: bool) -> "_Part":
+        """The part restricted to `prompts` (a subset of its rows, in this order): in place, or as a new cache."""
+        where = {p: i for i, p in enumerate(self.rows)}
+        index = torch.as_tensor([where[p] for p in prompts], device=self.prompt_mask.device)
+        if copy:
+            from transformers import DynamicCache
+
+            cache = DynamicCache()
+            for layer_index, layer in enumerate(self.cache.layers):
+                cache.update(layer.keys[index], layer.values[index], layer_index)
+        else:
+            cache = self.cache
+            cache.batch_select_indices(index)
+        return _Part(cache, self.prompt_mask[index], self.next_pos[index], prompts, self.length)
+
+
+#: the fixed cost of one more forward pass (reading every weight once), in token slots, as measured on a CPU
+FORWARD_COST_SLOTS = 48
+
+
+def _split_point(counts: list[int]) -> int:
+    """How many of the widest rows (counts sorted descending) to move to a part of their own so that the padded
+    slots of the two forwards, plus one more forward and two slots per moved row for its cache copy, are fewest
+    (0: do not split)."""
+    best, best_cost = 0, len(counts) * counts[0]
+    for k in range(1, len(counts)):
+        cost = k * counts[0] + (len(counts) - k) * counts[k] + 2 * k + FORWARD_COST_SLOTS
+        if cost < best_cost:
+            best, best_cost = k, cost
+    return best
+
+
+class _TreeLevels:
+    """Trie levels as tree attention over the prompts' own cache: level d feeds each live node's one new token in
+    its prompt's row, with a 4-D attention mask that lets it see the prompt's real tokens, its ancestors (fed at
+    earlier levels) and itself, at position id = the prompt's next position + d. The prompt cache is never copied
+    per node and each node's token is computed once: the forward passes cover the distinct tokens of the trie.
+
+    A node's reference is the tuple of cache slots holding its path's tokens (slots keep their place when rows
+    move). Prompts with no live node left are dropped from the cache; rows are padded to their forward's widest
+    row (padded slots see only their prompt and are never seen), and where a few prompts have many more live
+    nodes than the rest, their rows move to a cache of their own (`_split_point`) so the others are not padded to
+    them.
+    """
+
+    def __init__(self, model, state: PromptState) -> None:
+        self.model = model
+        self.parts = [_Part(state.cache, state.mask.bool(), state.next_pos, list(range(state.mask.shape[0])),
+                            state.mask.shape[1])]
+        self.additive = model.config._attn_implementation == "eager"
+
+    def root_refs(self) -> list:
+        return [()] * len(self.parts[0].rows)
+
+    def step(self, children: list[tuple[int, tuple[int, ...], tuple]]) -> tuple[torch.Tensor, list]:
+        count: dict[int, int] = {}
+        for prompt, _, _ in children:
+            count[prompt] = count.get(prompt, 0) + 1
+        parts = []
+        for part in self.parts:
+            live = sorted((p for p in part.rows if p in count), key=lambda p: (-count[p], p))
+            if not live:
+                continue
+            cut = _split_point([count[p] for p in live])
+            if cut:
+                parts.append(part.take(live[:cut], copy=True))
+            parts.append(part.take(live[cut:], copy=False))
+        self.parts = parts
+        out_hidden: list = [None] * len(children)
+        refs: list = [None] * len(children)
+        by_prompt: dict[int, list[int]] = {}
+        for i, (prompt, _, _) in enumerate(children):
+            by_prompt.setdefault(prompt, []).append(i)
+        depth = len(children[0][1]) - 1
+        for part in self.parts:
+            self._forward(part, [(p, by_prompt[p]) for p in part.rows], children, depth, out_hidden, refs)
+        return torch.stack(out_hidden), refs
+
+    def _forward(self, part: _Part, members, children, depth: int, out_hidden: list, refs: list) -> None:
+        rows, device = len(part.rows), part.prompt_mask.device
+        width = max(len(indices) for _, indices in members)
+        total = part.length + width
+        ids = torch.zeros((rows, width), dtype=torch.long)
+        allowed = torch.zeros((rows, width, total), dtype=torch.bool)
+        allowed[:, :, : part.prompt_mask.shape[1]] = part.prompt_mask[:, None, :].cpu()
+        for row, (_, indices) in enumerate(members):
+            for q in range(width):
+                if q < len(indices):
+                    _, path, ref = children[indices[q]]
+                    ids[row, q] = path[-1]
+                    allowed[row, q, list(ref)] = True
+                    refs[indices[q]] = (*ref, part.length + q)
+                allowed[row, q, part.length + q] = True  # itself (padded slots too: no empty softmax rows)
+        positions = (part.next_pos[:, None] + depth).expand(rows, width)
+        mask = allowed[:, None].to(device)
+        if self.additive:
+            dtype = next(self.model.parameters()).dtype
+            mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
+        out = self.model.base_model(input_ids=ids.to(device), attention_mask=mask, position_ids=positions,
+                                    past_key_values=part.cache, use_cache=True)
+        part.cache, part.length = out.past_key_values, total
+        for row, (_, indices) in enumerate(members):
+            for q, i in enumerate(indices):
+                out_hidden[i] = out.last_hidden_state[row, q]
+
+
+def _tree_attention_supported(model) -> bool:
+    return getattr(model.config, "_attn_implementation", None) in ("sdpa", "eager")
+
+
 @torch.inference_mode()
 def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequence[AnswerParser], *,
             max_new_tokens: int, k_store: int, stop_ids: set[int], pad_id: int, temperature: float, top_k: int,
-            min_mass: float = DEFAULT_MIN_MASS) -> list[Trie]:
+            min_mass: float = DEFAULT_MIN_MASS, state: PromptState | None = None,
+            tree: bool | None = None) -> list[Trie]:
     """Build the trie of every prompt: level 0 from the encoded prompts, level d from the cached prompts plus the
     d generated tokens of every live node whose probability at (temperature, top_k) is at least `min_mass`
-    (one batched forward per level)."""
+    (one batched forward per level).
+
+    `state`: the prompts already encoded (e.g. by `kvcache.SharedPrefixes.encode`, continuing a cached shared
+    prefix); by default each prompt is encoded from its first token (`kvcache.encode_prompts`). The state's cache
+    is consumed (grown in place).
+    `tree`: levels as tree attention over the prompts' cache (`_TreeLevels`, default where the model's attention
+    takes a 4-D mask: sdpa, eager) or by cache copies (`_CopyLevels`); both compute the same trie up to the dtype's
+    rounding (tests).
+    """
     _, head = _base_and_head(model)
-    state = encode_prompts(model, prompts, pad_id)
+    if state is None:
+        state = encode_prompts(model, prompts, pad_id)
+    if tree is None:
+        tree = _tree_attention_supported(model)
+    levels = _TreeLevels(model, state) if tree else _CopyLevels(model, state)
     tries = [Trie() for _ in prompts]
-    frontier = [(r, tries[r].add_node(None, None, 0), (), 1.0) for r in range(len(prompts))]  # row, node, path, mass
+    # frontier: (row, node, path, mass, ref) per node to expand; ref locates the node's path for `levels`
+    frontier = [(r, tries[r].add_node(None, None, 0), (), 1.0, ref) for r, ref in enumerate(levels.root_refs())]
     hidden = state.last_hidden
     for depth in range(max_new_tokens):
         logits = head.to_float(head.raw(hidden))
@@ -126,38 +278,37 @@ def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequenc
         top_vals, top_ids = logits.topk(min(k_store, logits.shape[-1]), dim=-1)
         top_vals = top_vals.cpu().numpy().astype(np.float32)
         top_ids = top_ids.cpu().numpy()
-        candidates = []  # live branches of this level: (row, node, token, path, mass)
-        for i, (row, node, path, mass) in enumerate(frontier):
+        candidates = []  # live branches of this level: (row, node, token, path, mass, parent ref)
+        for i, (row, node, path, mass, ref) in enumerate(frontier):
             trie = tries[row]
             trie.topk_ids.append(top_ids[i])
             trie.topk_logits.append(top_vals[i])
             trie.logsumexp.append(float(lse[i]))
             step = step_probabilities(top_vals[i], temperature, top_k)
-            for token, p_step in zip(top_ids[i].tolist(), step.tolist()):
+            tokens = top_ids[i].tolist()
+            texts = decode_many(tokenizer, [path if token in stop_ids else (*path, token) for token in tokens])
+            for token, p_step, text in zip(tokens, step.tolist(), texts):
                 stop = token in stop_ids
-                text = decode(tokenizer, path if stop else (*path, token))
                 status, option = parsers[row].status(text, ended=stop or depth + 1 == max_new_tokens)
                 if status == "valid":
                     trie.edges.append((node, token, option, None))
                 elif status == "live":
-                    candidates.append((row, node, token, (*path, token), mass * p_step))
+                    candidates.append((row, node, token, (*path, token), mass * p_step, ref))
         kept = _most_probable(candidates, min_mass, MAX_LIVE_PER_LEVEL)
         next_frontier = []
-        for index, (row, node, token, path, mass) in enumerate(candidates):
+        for index, (row, node, token, path, mass, ref) in enumerate(candidates):
             trie = tries[row]
             if index in kept:
                 child = trie.add_node(node, token, depth + 1)
                 trie.edges.append((node, token, LIVE, child))
-                next_frontier.append((row, child, path, mass))
+                next_frontier.append((row, child, path, mass, ref))
             else:
                 trie.edges.append((node, token, PRUNED, None))
         if not next_frontier:
             break
-        branch = state.select([row for row, _, _, _ in next_frontier])
-        paths = torch.tensor([list(path) for _, _, path, _ in next_frontier], dtype=torch.long)
-        _, new_hidden = extend(model, branch, paths)
-        hidden = new_hidden[:, -1]
-        frontier = next_frontier
+        hidden, refs = levels.step([(row, path, ref) for row, _, path, _, ref in next_frontier])
+        frontier = [(row, child, path, mass, new_ref)
+                    for (row, child, path, mass, _), new_ref in zip(next_frontier, refs)]
     for trie in tries:
         assert len(trie.topk_ids) == len(trie.node_parent), "every created node is expanded exactly once"
     return tries

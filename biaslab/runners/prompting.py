@@ -78,6 +78,10 @@ def render(spec: PromptSpec, tokenizer, stimulus: Stimulus) -> RenderedPrompt:
     if stimulus.options is None or len(stimulus.options) != 2:
         raise ValueError(f"stimulus {stimulus.item_id}: a forced choice needs exactly two options")
     user = spec.user.format(passage=passage(stimulus), option_1=stimulus.options[0], option_2=stimulus.options[1])
+    return _render_user(spec, tokenizer, user)
+
+
+def _render_user(spec: PromptSpec, tokenizer, user: str) -> RenderedPrompt:
     template = getattr(tokenizer, "chat_template", None)
     if not template:
         return RenderedPrompt(f"{spec.system}\n\n{user}\n{spec.prefill}", "no_chat_template+prefill_appended")
@@ -93,3 +97,17 @@ def render(spec: PromptSpec, tokenizer, stimulus: Stimulus) -> RenderedPrompt:
                                              tokenize=False, add_generation_prompt=True)
         adaptation = "system_folded_into_user+prefill_appended"
     return RenderedPrompt(text + spec.prefill, adaptation)
+
+
+_SLOT = "\ue000"  # a private-use character: never in a template or a stimulus
+
+
+def shared_prefix_ids(spec: PromptSpec, tokenizer) -> list[int]:
+    """Token ids of the rendered prompt up to its first stimulus-dependent character (system text, chat markup and
+    the instructions before the passage), as every prompt of this template and tokenizer begins.
+
+    A prompt's shared prefix is then its longest common token prefix with these ids (`kvcache.SharedPrefixes`):
+    where the tokenizer merges the last prefix characters with the passage, the shared part simply ends earlier.
+    """
+    text = _render_user(spec, tokenizer, spec.user.format(passage=_SLOT, option_1=_SLOT, option_2=_SLOT)).text
+    return tokenizer(text[: text.index(_SLOT)], add_special_tokens=False)["input_ids"]

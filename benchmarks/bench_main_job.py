@@ -1,0 +1,181 @@
+"""The main job (exact-mode WinoPron) against its physical limit, in one process on one loaded model.
+
+Usage: python benchmarks/bench_main_job.py [--prompts 96] [--dtype bf16|fp32] [--prompt-batch N] [--repeats 3]
+
+1. Production: `runners.collect.collect` (what `runners collect --dataset winopron --limit N` runs: shared-prefix
+   cache, batched trie levels, writes into a fresh warehouse), timed from the moment the model is ready (the
+   progress bar's start) to the last chunk written.
+2. The limit: plain batched forward passes over exactly the distinct tokens of those prompts, with the same model
+   and dtype: the prompts' common prefix once; then one row per prompt holding its own suffix followed by the
+   tokens of every trie node the production run explored (read back from the warehouse), over the cached prefix;
+   then the output head, log-sum-exp and top-64 at every decision point (one per stored trie node). One forward
+   over all rows is slower on a CPU than a few (activations leave the cache; padding to the longest row), so the
+   rows, sorted by length, are also run 8, 16 and 32 per forward, and the fastest setting is the limit (median of
+   --repeats each; all settings are in the JSON).
+
+Prints both times, the ratio, prompts/s, peak RSS, the CPU model, flags and dtype; the last line is
+`main_job_ratio_to_limit=<float>`. JSON goes to bench_out/main_job_<dtype>.json. Only public entry points are used,
+so the script also measures an older checkout (`PYTHONPATH=<old tree> python benchmarks/bench_main_job.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from _common import cpu_facts, peak_rss_mb, write_json
+from biaslab.runners.collect import CollectConfig, collect
+try:
+    from biaslab.runners.kvcache import native_gqa
+except ImportError:  # an older checkout: no such switch there
+    from contextlib import nullcontext as native_gqa  # noqa: N813
+from biaslab.runners.loading import load_model
+from biaslab.warehouse import Warehouse
+
+
+def explored_tokens(db: Path, model_key: str, tokenizer) -> tuple[list[list[int]], list[list[int]]]:
+    """Per stored request: its prompt's token ids, and the tokens of its trie nodes below the root (BFS order)."""
+    with Warehouse.open(db, read_only=True) as wh:
+        prompts = wh.con.execute("SELECT request_id, prompt_text FROM choice_requests WHERE model_key = ? "
+                                 "ORDER BY request_id", [model_key]).fetchall()
+        nodes = wh.con.execute("SELECT request_id, token_id FROM choice_nodes WHERE model_key = ? AND depth > 0 "
+                               "ORDER BY request_id, depth, node_id", [model_key]).fetchall()
+    by_request: dict[str, list[int]] = {rid: [] for rid, _ in prompts}
+    for rid, token in nodes:
+        by_request[rid].append(int(token))
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for _, text in prompts]
+    return ids, [by_request[rid] for rid, _ in prompts]
+
+
+@torch.inference_mode()
+def _plain_pass(model, prefix: list[int], rows: list[list[int]], decisions: list[list[int]], pad_id: int,
+                group: int) -> float:
+    """Seconds for: the prefix once, then the rows (sorted by length, `group` rows per forward, each group padded
+    to its longest) over the cached prefix, then head + log-sum-exp + top-64 at the decision positions."""
+    from transformers import DynamicCache
+
+    base, head = model.base_model, model.get_output_embeddings()
+    device = next(model.parameters()).device
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+    elapsed = 0.0
+    t0 = time.perf_counter()
+    prefix_cache = DynamicCache(config=model.config)
+    base(input_ids=torch.as_tensor([prefix], device=device), past_key_values=prefix_cache, use_cache=True)
+    elapsed += time.perf_counter() - t0
+    for start in range(0, len(order), group):
+        members = order[start:start + group]
+        width = max(len(rows[i]) for i in members)
+        ids = torch.full((len(members), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(members), len(prefix) + width), dtype=torch.long)
+        mask[:, : len(prefix)] = 1
+        for k, i in enumerate(members):
+            ids[k, : len(rows[i])] = torch.as_tensor(rows[i])
+            mask[k, len(prefix): len(prefix) + len(rows[i])] = 1
+        positions = (mask.cumsum(-1) - 1)[:, len(prefix):]
+        cache = DynamicCache(config=model.config)
+        for layer in range(len(prefix_cache.layers)):  # the cached prefix per row: a copy, not compute (not timed)
+            keys, values = prefix_cache.layers[layer].keys, prefix_cache.layers[layer].values
+            cache.update(keys.expand(len(members), *keys.shape[1:]).contiguous(),
+                         values.expand(len(members), *values.shape[1:]).contiguous(), layer)
+        di = torch.as_tensor([k for k, i in enumerate(members) for _ in decisions[i]])
+        dj = torch.as_tensor([j for i in members for j in decisions[i]])
+        t0 = time.perf_counter()
+        out = base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                   past_key_values=cache, use_cache=True)
+        logits = head(out.last_hidden_state[di, dj]).float()
+        torch.logsumexp(logits, -1)
+        logits.topk(64, dim=-1)
+        elapsed += time.perf_counter() - t0
+    return elapsed
+
+
+def limit_seconds(model, prompts: list[list[int]], trie_tokens: list[list[int]], pad_id: int,
+                  repeats: int) -> tuple[float, dict]:
+    """Seconds of the fastest plain pass over exactly the distinct tokens (see the module docstring): median of
+    `repeats` for each rows-per-forward setting (all rows in one forward, and 8 / 16 / 32 length-sorted rows),
+    the fastest setting kept."""
+    cut = 0
+    while cut < min(len(p) for p in prompts) - 1 and all(p[cut] == prompts[0][cut] for p in prompts):
+        cut += 1
+    rows = [p[cut:] + t for p, t in zip(prompts, trie_tokens)]
+    # decision points: each prompt's last token, then each trie node's token
+    decisions = [[len(p) - cut - 1 + j for j in range(len(t) + 1)] for p, t in zip(prompts, trie_tokens)]
+    medians = {}
+    with native_gqa(next(model.parameters()).device):  # the same attention kernels as production
+        for group in sorted({len(rows), 8, 16, 32}):
+            times = sorted(_plain_pass(model, prompts[0][:cut], rows, decisions, pad_id, group)
+                           for _ in range(repeats))
+            medians[group] = times[len(times) // 2]
+    best = min(medians, key=medians.get)
+    width = max(len(r) for r in rows)
+    distinct = cut + sum(len(r) for r in rows)
+    return medians[best], {
+        "shared_prefix_tokens": cut, "suffix_tokens": sum(len(p) - cut for p in prompts),
+        "trie_tokens": sum(len(t) for t in trie_tokens), "distinct_tokens": distinct,
+        "decision_points": sum(len(d) for d in decisions), "limit_rows_per_forward": best,
+        "limit_seconds_by_rows_per_forward": medians,
+        "padded_share_one_forward": 1 - (distinct - cut) / (len(rows) * width)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--dtype", default=None, help="bf16 / fp32 (default: the CPU's default dtype)")
+    ap.add_argument("--prompts", type=int, default=96)
+    ap.add_argument("--prompt-batch", type=int, default=None, help="default: the production default")
+    ap.add_argument("--repeats", type=int, default=3, help="repeats of the limit pass (median)")
+    ap.add_argument("--data-dir", default=None)
+    args = ap.parse_args()
+
+    loaded = load_model(args.model, dtype=args.dtype)
+    tok = loaded.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.duckdb"
+        extra = {} if args.prompt_batch is None else {"prompt_batch": args.prompt_batch}
+        config = CollectConfig(dataset="winopron", model=args.model, dtype=loaded.spec.dtype, db=str(db),
+                               data_dir=args.data_dir, limit=args.prompts, **extra)
+        started: list[float] = []
+
+        def progress(total: int, done: int):
+            started.append(time.perf_counter())
+            return lambda n: None
+
+        t0 = time.perf_counter()
+        result = collect(config, progress=progress, loaded=loaded)
+        end = time.perf_counter()
+        production = end - started[0]
+        whole = end - t0
+        prompts, trie = explored_tokens(db, loaded.model_key, tok)
+        with Warehouse.open(db, read_only=True) as wh:
+            engine = wh.con.execute("SELECT json_extract_string(params, '$.engine'), "
+                                    "json_extract_string(params, '$.prompt_batch'), "
+                                    "json_extract_string(params, '$.threads') FROM runs "
+                                    "WHERE run_id = ?", [result.run_id]).fetchone()
+    limit, facts = limit_seconds(loaded.model, prompts, trie, pad, args.repeats)
+    ratio = production / limit
+    payload = {"model": args.model, "dtype": loaded.spec.dtype, "prompts": len(prompts), **cpu_facts(),
+               "torch_threads": torch.get_num_threads(), "engine": engine[0], "prompt_batch": engine[1],
+               "production_seconds": production, "collect_call_seconds": whole, "limit_seconds": limit,
+               "ratio_to_limit": ratio, "prompts_per_second": len(prompts) / production,
+               "peak_rss_mb": peak_rss_mb(), **facts}
+    path = write_json(f"main_job_{loaded.spec.dtype}", payload)
+    print(f"{len(prompts)} WinoPron prompts (exact, T=0.5, top_k=40), {args.model} {loaded.spec.dtype}, "
+          f"{torch.get_num_threads()} threads, CPU {payload['cpu_model']} [{' '.join(payload['cpu_flags'])}], "
+          f"engine {engine[0] or 'one prompt per forward (before shared-prefix-v1)'}, prompt batch {engine[1]}")
+    print(f"distinct tokens {facts['distinct_tokens']:,} = shared prefix {facts['shared_prefix_tokens']} + suffixes "
+          f"{facts['suffix_tokens']:,} + trie {facts['trie_tokens']:,}; {facts['decision_points']:,} decision points; "
+          f"limit: {facts['limit_rows_per_forward']} rows per forward was fastest ("
+          + ", ".join(f"{k}: {v:.2f} s" for k, v in facts["limit_seconds_by_rows_per_forward"].items()) + ")")
+    print(f"production {production:.2f} s ({len(prompts) / production:.2f} prompts/s; whole collect call "
+          f"{whole:.2f} s)   limit {limit:.2f} s   ratio {ratio:.2f}   peak RSS {payload['peak_rss_mb']:,.0f} MB")
+    print(f"json: {path}")
+    print(f"main_job_ratio_to_limit={ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()

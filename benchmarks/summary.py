@@ -69,9 +69,17 @@ def metrics_latency(d: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def main_job(d: dict[str, Any]) -> list[Row]:
+    ratio = d["ratio_to_limit"]
+    return [(f"exact WinoPron, {d['prompts']} prompts, {d['dtype']}: production vs limit", f"{ratio:.2f}",
+             "<= 1.5", ratio <= 1.5),
+            ("prompts/s (production)", f"{d['prompts_per_second']:.2f}", "-", None)]
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "scoring": scoring, "scoring_peers": scoring_peers, "exact_vs_sampling": exact_vs_sampling,
     "warehouse_append": warehouse_append, "metrics_latency": metrics_latency,
+    "main_job_bf16": main_job, "main_job_fp32": main_job,
 }
 
 

@@ -136,14 +136,15 @@ class _Part:
     rows: list[int]
     length: int
 
-    def take(self, prompts: list[int], copy: bool) -> "_Part":
-        """The part restricted to `prompts` (a subset of its rows, in this order): in place, or as a new cache."""
+    def take(self, prompts: list[int], copy: bool, config=None) -> "_Part":
+        """The part restricted to `prompts` (a subset of its rows, in this order): in place, or as a new cache
+        (built with the model's `config`, so every layer gets its own cache type)."""
         where = {p: i for i, p in enumerate(self.rows)}
         index = torch.as_tensor([where[p] for p in prompts], device=self.prompt_mask.device)
         if copy:
             from transformers import DynamicCache
 
-            cache = DynamicCache()
+            cache = DynamicCache(config=config)
             for layer_index, layer in enumerate(self.cache.layers):
                 cache.update(layer.keys[index], layer.values[index], layer_index)
         else:
@@ -201,7 +202,7 @@ class _TreeLevels:
                 continue
             cut = _split_point([count[p] for p in live])
             if cut:
-                parts.append(part.take(live[:cut], copy=True))
+                parts.append(part.take(live[:cut], copy=True, config=self.model.config))
             parts.append(part.take(live[cut:], copy=False))
         self.parts = parts
         out_hidden: list = [None] * len(children)

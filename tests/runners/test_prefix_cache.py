@@ -82,6 +82,23 @@ def test_cache_batches_and_tree_levels_equal_the_plain_computation(tiny_gpt2, da
     assert len(plain) == 20
 
 
+def test_split_parts_equal_the_plain_computation(tiny_gpt2, data_dir, dataset_folder, monkeypatch):
+    """With forwards priced at 0 slots, every level moves its widest prompts to caches of their own (the copy
+    path of `_Part.take`); the tries still equal the plain computation."""
+    from biaslab.runners import exact
+
+    dataset_folder("winopron")
+    calls = []
+    original = exact._split_point
+    monkeypatch.setattr(exact, "FORWARD_COST_SLOTS", 0)
+    monkeypatch.setattr(exact, "_split_point", lambda counts: calls.append(original(counts)) or calls[-1])
+    requests = _requests(tiny_gpt2, data_dir, 12, seed=5)
+    plain = _explore(tiny_gpt2, requests, cached=False, batch=1, tree=False)
+    split = _explore(tiny_gpt2, requests, cached=True, batch=12, tree=True)
+    assert any(calls), "no level was split: the copy path was not exercised"
+    assert _max_diff(plain, split) < 1e-5
+
+
 def test_real_model_fp32_cache_equals_no_cache_on_20_prompts(data_dir, dataset_folder):
     """SmolLM2-135M-Instruct in fp32 on 20 WinoPron prompts: the production path (shared prefix, 16 prompts per
     batch, tree levels) equals one prompt per forward from its first token within 1e-4 (measured: ~8e-6)."""

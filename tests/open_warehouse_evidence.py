@@ -27,25 +27,47 @@ def _model_row(key: str, name: str, dtype: str) -> dict:
             "registered_at": datetime(2026, 1, 1)}
 
 
+def winopron_stimuli(data_dir: Path) -> list[Stimulus]:
+    """The first 120 WinoPron stimuli; skips the calling test when the dataset folder is absent."""
+    import pytest
+
+    if not (data_dir / "winopron").is_dir():
+        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
+    return list(get("winopron").load(data_dir))[:120]
+
+
+def exact_choice_rows(key: str, stimuli, p_f, valid, *, prompt_version: str, temperature: float, top_k: int,
+                      unresolved: bool = False) -> tuple[list[dict], list[dict]]:
+    """Exact-mode `choice_requests` and `choice_probs` rows of one model: for stimulus i, p(female option) =
+    valid[i] * p_f[i], p(male option) = valid[i] * (1 - p_f[i]), invalid = 1 - valid[i] (and unresolved = 0)."""
+    requests, probs = [], []
+    for s, pf, v in zip(stimuli, p_f, valid):
+        rid = f"{key}-{s.stimulus_id}"
+        requests.append({"model_key": key, "request_id": rid, "stimulus_id": s.stimulus_id, "protocol": "choice",
+                         "mode": "exact", "prompt_version": prompt_version, "adaptation": "-", "prompt_text": "-",
+                         "options": list(s.options), "max_new_tokens": 6, "k_store": 64})
+        female = s.options[s.option_labels.index("female")]
+        male = s.options[s.option_labels.index("male")]
+        outcomes = [(female, v * pf), (male, v * (1 - pf)), ("invalid", 1 - v)] + ([("unresolved", 0.0)]
+                                                                                   if unresolved else [])
+        for option, p in outcomes:
+            probs.append({"model_key": key, "request_id": rid, "option": option, "prob": p,
+                          "temperature": temperature, "top_k": top_k, "top_p": 1.0})
+    return requests, probs
+
+
 def _winopron(wh: Warehouse, data_dir: Path, rng: random.Random) -> None:
-    stimuli = list(get("winopron").load(data_dir))[:120]
+    stimuli = winopron_stimuli(data_dir)
     wh.append("stimuli", [s.to_row() for s in stimuli])
     for key, shift in ((MODEL_A, 0.0), (MODEL_B, -1.0)):
-        requests, probs = [], []
+        p_f, valid = [], []
         for s in stimuli:
             rating = s.stereotype_rating if s.stereotype_rating is not None else 0.5
             logit = shift + 3 * (rating - 0.5) + {"primed_f": 1.0, "primed_m": -1.0}.get(s.context, 0.0)
-            p_f, valid = 1 / (1 + math.exp(-logit)), rng.uniform(0.5, 1.0)
-            rid = f"{key}-{s.stimulus_id}"
-            requests.append({"model_key": key, "request_id": rid, "stimulus_id": s.stimulus_id, "protocol": "choice",
-                             "mode": "exact", "prompt_version": "test", "adaptation": "-", "prompt_text": "-",
-                             "options": list(s.options), "max_new_tokens": 6, "k_store": 64})
-            female = s.options[s.option_labels.index("female")]
-            male = s.options[s.option_labels.index("male")]
-            for option, p in ((female, valid * p_f), (male, valid * (1 - p_f)), ("invalid", 1 - valid),
-                              ("unresolved", 0.0)):
-                probs.append({"model_key": key, "request_id": rid, "option": option, "prob": p,
-                              "temperature": 0.5, "top_k": 40, "top_p": 1.0})
+            p_f.append(1 / (1 + math.exp(-logit)))
+            valid.append(rng.uniform(0.5, 1.0))
+        requests, probs = exact_choice_rows(key, stimuli, p_f, valid, prompt_version="test", temperature=0.5,
+                                            top_k=40, unresolved=True)
         wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
     # sample mode for model A on the first 40 stimuli: 12 samples each, some invalid
     requests, samples = [], []
@@ -142,7 +164,9 @@ def _negation(wh: Warehouse, rng: random.Random) -> None:
 
 
 def build(db: Path, data_dir: Path) -> Path:
-    """A warehouse with evidence of two models for every study (model A registered, B not)."""
+    """A warehouse with evidence of two models for every study (model A registered, B not). Skips the calling test
+    when the WinoPron folder is absent (before anything is written)."""
+    winopron_stimuli(data_dir)
     rng = random.Random(18)
     with Warehouse.open(db) as wh:
         wh.append("models", [_model_row(MODEL_A, "synthetic-a", "fp32")])

@@ -8,8 +8,6 @@ import io
 import re
 from pathlib import Path
 
-import pytest
-
 from biaslab.warehouse import Warehouse
 from open_warehouse_evidence import build
 
@@ -21,8 +19,6 @@ def blocks() -> list[str]:
 
 
 def test_the_walk_through_runs(tmp_path, monkeypatch, data_dir):
-    if not (data_dir / "winopron").is_dir():
-        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
     (tmp_path / "warehouse").mkdir()
     db = build(tmp_path / "warehouse" / "biaslab.duckdb", data_dir)
     monkeypatch.chdir(tmp_path)

@@ -14,8 +14,6 @@ from open_warehouse_evidence import MODEL_A, MODEL_B, build
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory, data_dir):
-    if not (data_dir / "winopron").is_dir():
-        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
     return build(tmp_path_factory.mktemp("catalog") / "w.duckdb", data_dir)
 
 

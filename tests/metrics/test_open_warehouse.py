@@ -18,8 +18,6 @@ from open_warehouse_evidence import MODEL_A, MODEL_B, build
 
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory, data_dir):
-    if not (data_dir / "winopron").is_dir():
-        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
     root = tmp_path_factory.mktemp("open")
     db = build(root / "w.duckdb", data_dir)
     with biaslab.open(db) as wh:

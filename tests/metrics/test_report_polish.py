@@ -10,17 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from biaslab.cli.main import biaslab
-from biaslab.loaders import get
 from biaslab.metrics.report_contextuality import setting_flags
 from biaslab.warehouse import Warehouse
-from open_warehouse_evidence import MODEL_A, MODEL_B, build
+from open_warehouse_evidence import MODEL_A, MODEL_B, build, exact_choice_rows, winopron_stimuli
 
 
 @pytest.fixture(scope="module")
 def winopron(data_dir):
-    if not (data_dir / "winopron").is_dir():
-        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
-    return get("winopron").load(data_dir)[:120]
+    return winopron_stimuli(data_dir)
 
 
 @pytest.fixture(scope="module")
@@ -35,17 +32,8 @@ def _exact_evidence(db, stimuli, p_f, valid: float, key: str = "m" * 16) -> None
         wh.append("models", [{"model_key": key, "name": "flag-model", "source": "synthetic", "kind": "causal",
                               "dtype": "bf16", "quant": "none", "bos_policy": "prepend",
                               "registered_at": datetime(2026, 1, 1)}])
-        requests, probs = [], []
-        for s in stimuli:
-            rid = f"{key}-{s.stimulus_id}"
-            requests.append({"model_key": key, "request_id": rid, "stimulus_id": s.stimulus_id, "protocol": "choice",
-                             "mode": "exact", "prompt_version": "v9", "adaptation": "-", "prompt_text": "-",
-                             "options": list(s.options), "max_new_tokens": 6, "k_store": 64})
-            female = s.options[s.option_labels.index("female")]
-            male = s.options[s.option_labels.index("male")]
-            for option, p in ((female, valid * p_f(s)), (male, valid * (1 - p_f(s))), ("invalid", 1 - valid)):
-                probs.append({"model_key": key, "request_id": rid, "option": option, "prob": p,
-                              "temperature": 0.7, "top_k": 20, "top_p": 1.0})
+        requests, probs = exact_choice_rows(key, stimuli, [p_f(s) for s in stimuli], [valid] * len(stimuli),
+                                            prompt_version="v9", temperature=0.7, top_k=20)
         wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from click.testing import CliRunner
 from biaslab.cli.runners_cli import runners
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.warehouse import Warehouse
+from kill_runs import kill_at_random_moments
 
 
 def _snapshot(db) -> dict:
@@ -116,16 +116,9 @@ def test_sigkill_midway_then_rerun_equals_an_uninterrupted_run(tmp_path, tiny_gp
     _assert_same(_snapshot(db), expected)
     # five SIGKILLs at random moments on a fresh warehouse (start-up is most of a run: aim at the writing phase)
     db = tmp_path / "random-kills.duckdb"
-    rng = random.Random(1234)
-    progress = [0]
-    for _ in range(5):
-        proc = subprocess.Popen(_collect_cmd(db, tiny_gpt2_dir, data_dir), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(0.5, 0.9) * wall)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        progress.append(len(_snapshot(db)["seq"]) if db.exists() else 0)
+    progress = kill_at_random_moments(_collect_cmd(db, tiny_gpt2_dir, data_dir), wall, times=5, seed=1234,
+                                      between=(0.5, 0.9),
+                                      stored=lambda: len(_snapshot(db)["seq"]) if db.exists() else 0)
     assert progress == sorted(progress)  # committed work is never lost
     subprocess.run(_collect_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True)
     _assert_same(_snapshot(db), expected)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from biaslab.runners.kvcache import SharedPrefixes, native_gqa, padded_length
 from biaslab.runners.prompting import PromptSpec, shared_prefix_ids
 from biaslab.runners.threads import allowed_cpus, use_threads
 from biaslab.warehouse import Warehouse
+from kill_runs import kill_at_random_moments
 
 KW = dict(max_new_tokens=6, k_store=64, temperature=0.5, top_k=40)
 
@@ -199,16 +199,9 @@ def test_sigkill_and_resume_equal_an_uninterrupted_exact_run(tmp_path, tiny_gpt2
     expected = _probs(reference)
     assert len({r for r, _ in expected}) == 60
     db = tmp_path / "killed.duckdb"
-    rng = random.Random(7)
-    stored = [0]
-    for _ in range(3):
-        proc = subprocess.Popen(_exact_cmd(db, tiny_gpt2_dir, data_dir), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(0.6, 0.95) * wall)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        stored.append(len({r for r, _ in _probs(db)}) if db.exists() else 0)
+    stored = kill_at_random_moments(_exact_cmd(db, tiny_gpt2_dir, data_dir), wall, times=3, seed=7,
+                                    between=(0.6, 0.95),
+                                    stored=lambda: len({r for r, _ in _probs(db)}) if db.exists() else 0)
     assert stored == sorted(stored)  # committed chunks are never lost
     subprocess.run(_exact_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True)
     resumed = _probs(db)

@@ -29,8 +29,6 @@ print(json.dumps({n: con.execute(f"SELECT count(*) FROM {n}").fetchone()[0] for 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, data_dir):
-    if not (data_dir / "winopron").is_dir():
-        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
     root = tmp_path_factory.mktemp("export")
     db = build(root / "w.duckdb", data_dir)
     before = hashlib.sha256(db.read_bytes()).hexdigest()

@@ -34,6 +34,7 @@ try:
 except ImportError:  # an older checkout: no such switch there
     from contextlib import nullcontext as native_gqa  # noqa: N813
 from biaslab.runners.loading import load_model
+from biaslab.runners.prefix_scoring import common_prefix_length
 from biaslab.warehouse import Warehouse
 
 
@@ -98,9 +99,7 @@ def limit_seconds(model, prompts: list[list[int]], trie_tokens: list[list[int]],
     """Seconds of the fastest plain pass over exactly the distinct tokens (see the module docstring): median of
     `repeats` for each rows-per-forward setting (all rows in one forward, and 8 / 16 / 32 length-sorted rows),
     the fastest setting kept."""
-    cut = 0
-    while cut < min(len(p) for p in prompts) - 1 and all(p[cut] == prompts[0][cut] for p in prompts):
-        cut += 1
+    cut = common_prefix_length(prompts)
     rows = [p[cut:] + t for p, t in zip(prompts, trie_tokens)]
     # decision points: each prompt's last token, then each trie node's token
     decisions = [[len(p) - cut - 1 + j for j in range(len(t) + 1)] for p, t in zip(prompts, trie_tokens)]

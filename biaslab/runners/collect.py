@@ -376,7 +376,8 @@ def _finishing(wh: Warehouse, run_id: str, table: str):
 
 def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus], prepared, loaded,
                     progress) -> CollectResult:
-    from .choice_collect import choice_requests, collect_exact, collect_samples, pending_choice, pending_samples
+    from .choice_collect import (ENGINE, choice_requests, collect_exact, collect_samples, pending_choice,
+                                 pending_samples)
     from .prompting import PromptSpec
 
     spec = PromptSpec.load(config.prompt)
@@ -404,8 +405,6 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
     version = f"{spec.version}:{json.dumps(render_params, sort_keys=True)}"
     if config.mode == "sample":
         version += f":seed={config.seed}:T={params.temperature}:k={params.top_k}:p={params.top_p}"
-    from .choice_collect import ENGINE
-
     run_id = _start_run(wh, config, prepared, {"protocol_version": version, "engine": ENGINE},
                         generation_config=generation)
     with _finishing(wh, run_id, "choice_requests" if config.mode == "exact" else "samples") as stats:

@@ -151,18 +151,15 @@ class SharedPrefixes:
 
     @torch.inference_mode()
     def encode(self, prompts: Sequence[Sequence[int]]) -> PromptState:
-        """Prompts with one `group_key` (and hence one prefix): the prefix's cache repeated per row, then one
-        forward over the right-padded suffixes. Returns the state after each prompt's last real token."""
+        """Prompts with one `group_key` (hence one prefix, `reference[:cut]`): the prefix's cache repeated per row,
+        then one forward over the right-padded suffixes. Returns the state after each prompt's last real token."""
         keys = {self.group_key(p) for p in prompts}
         if len(keys) != 1:
             raise ValueError(f"SharedPrefixes.encode takes prompts of one group, got {sorted(keys)}")
-        cut, width = keys.pop()
-        prefix = tuple(prompts[0][:cut])
-        if any(tuple(p[:cut]) != prefix for p in prompts):
-            raise ValueError("SharedPrefixes.encode takes prompts with one prefix")
+        cut, width = keys.pop()  # equal cuts are equal prefixes: reference[:cut]
         rows = len(prompts)
         if cut:
-            state = self.prefix_state(prefix).select([0] * rows)
+            state = self.prefix_state(self.reference[:cut]).select([0] * rows)
         else:
             from transformers import DynamicCache
 

@@ -17,6 +17,7 @@ from biaslab.loaders import get
 from biaslab.metrics.cbd import MARGINAL_PRODUCT_NOTE
 from biaslab.metrics.information import bernoulli_kl_bits
 from biaslab.warehouse import Warehouse
+from open_warehouse_evidence import exact_choice_rows, winopron_stimuli
 
 
 def _synthetic_probability(stimulus, shift: float) -> float:
@@ -32,27 +33,15 @@ def two_model_warehouse(tmp_path_factory, data_dir):
     """WinoPron stimuli plus exact-mode evidence of two synthetic models with known probabilities, written through
     the warehouse's own append path. (Tiny random models put almost no mass on she/he, which would leave the
     metrics empty; the runner path itself is tested in tests/runners.)"""
-    if not (data_dir / "winopron").is_dir():
-        pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
     root = tmp_path_factory.mktemp("ctx")
     db = root / "w.duckdb"
-    stimuli = [s for s in get("winopron").load(data_dir)][:120]  # technician/customer and the next pair, 3 cases
+    stimuli = winopron_stimuli(data_dir)  # technician/customer and the next pair, 3 cases
     with Warehouse.open(db) as wh:
         wh.append("stimuli", [s.to_row() for s in stimuli])
         for model_key, shift in (("synthetic-a", 0.0), ("synthetic-b", -1.0)):
-            requests, probs = [], []
-            for s in stimuli:
-                rid = f"{model_key}-{s.stimulus_id}"
-                requests.append({"model_key": model_key, "request_id": rid, "stimulus_id": s.stimulus_id,
-                                 "protocol": "choice", "mode": "exact", "prompt_version": "test", "adaptation": "-",
-                                 "prompt_text": "-", "options": list(s.options), "max_new_tokens": 6, "k_store": 64})
-                p_f, valid = _synthetic_probability(s, shift), 0.8
-                female = s.options[s.option_labels.index("female")]
-                male = s.options[s.option_labels.index("male")]
-                for option, p in ((female, valid * p_f), (male, valid * (1 - p_f)), ("invalid", 1 - valid),
-                                  ("unresolved", 0.0)):
-                    probs.append({"model_key": model_key, "request_id": rid, "option": option, "prob": p,
-                                  "temperature": 0.5, "top_k": 40, "top_p": 1.0})
+            requests, probs = exact_choice_rows(model_key, stimuli, [_synthetic_probability(s, shift) for s in stimuli],
+                                                [0.8] * len(stimuli), prompt_version="test", temperature=0.5,
+                                                top_k=40, unresolved=True)
             wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
     return db, stimuli
 

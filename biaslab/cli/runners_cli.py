@@ -82,10 +82,12 @@ def runners() -> None:
               help="gen: end-of-text is impossible before this many tokens (default: --max-new-tokens, as upstream).")
 @click.option("--k-store", type=int, default=64, show_default=True,
               help="Exact mode: logits kept per trie node (later re-derivation works for any top-k <= this).")
-@click.option("--prompt-batch", type=int, default=16, show_default=True,
-              help="Exact mode: prompts per forward pass (each continues the template's shared prefix, computed "
-                   "once). fp32 numbers move by ~1e-6 with the batch; in bf16 by up to the dtype's own rounding "
-                   "(see docs/decisions.md). 1 makes every prompt's numbers independent of the batch.")
+@click.option("--prompt-batch", type=int, default=96, show_default=True,
+              help="Exact mode: prompts explored together: their answer-trie levels share forward passes, and "
+                   "their own tokens are encoded up to 16 per pass after the template's shared prefix (computed "
+                   "once); fewer are taken where their key/value cache would pass 2 GiB. fp32 numbers move by "
+                   "~1e-5 with the batch; in bf16 by up to the dtype's own rounding (see docs/decisions.md). 1 "
+                   "makes every prompt's numbers independent of the batch.")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for torch (default: every core this process may run on, from its CPU affinity; "
                    "recorded in the run).")

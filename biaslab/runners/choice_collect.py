@@ -22,12 +22,17 @@ from .prompting import PromptSpec, render, shared_prefix_ids
 from .requests import Request
 from .sampling import SamplingParams
 
-#: prompts that share a forward pass in exact mode (`--prompt-batch`)
-DEFAULT_PROMPT_BATCH = 16
+#: prompts explored together in exact mode (`--prompt-batch`): their trie levels share forward passes
+DEFAULT_PROMPT_BATCH = 96
+#: at most this many prompts (of one `prompt_group`) have their suffixes encoded in one forward pass
+ENCODE_ROWS = 16
+#: cache slots allowed per prompt for its trie levels, beyond prompt and max_new_tokens, when sizing a batch
+EXPLORE_SLOTS = 64
 #: how prompts are computed, recorded in each run's parameters (`runs.params.engine`): the template's shared prefix
-#: computed once and continued (`kvcache.SharedPrefixes`), exact-mode trie levels as tree attention
-#: (`exact._TreeLevels`). Stored numbers equal the earlier one-prompt-per-forward engine within the dtype's rounding.
-ENGINE = f"shared-prefix-v1(bucket={SUFFIX_BUCKET})+tree-levels-v2"
+#: computed once and continued (`kvcache.SharedPrefixes`, suffixes `ENCODE_ROWS` per pass into one preallocated
+#: cache), exact-mode trie levels as tree attention (`exact._TreeLevels`) shared by the prompts explored together.
+#: Stored numbers equal the earlier one-prompt-per-forward engine within the dtype's rounding.
+ENGINE = f"shared-prefix-v1(bucket={SUFFIX_BUCKET},encode={ENCODE_ROWS})+tree-levels-v3"
 
 
 @dataclass(frozen=True)
@@ -86,12 +91,15 @@ def collect_exact(wh: Warehouse, backend, requests: Sequence[ChoiceRequest], spe
 
     The template's common beginning (`shared_prefix_ids`) is declared to the backend (`share_prefix`), which may
     compute it once (the Hugging Face backend continues one cache of it, `kvcache.SharedPrefixes`, with trie levels
-    as tree attention). Prompts of one `backend.prompt_group` run `prompt_batch` at a time; a prompt's numbers
-    depend on its batch only through the rounding of differently shaped products: in fp32 by ~1e-6 in a
-    probability, in bf16 by up to bf16's own rounding (measured in docs/decisions.md, "Shared-prefix cache");
-    `prompt_batch=1` makes them independent of the batch. Requests run grouped by that key; each written chunk
-    holds up to `chunk_size` of them, and `on_progress` advances after every batch. Backends without
-    `share_prefix` / `prompt_group` / `expander` get one group and the `StatelessExpander`.
+    as tree attention). Up to `prompt_batch` prompts are explored together: their trie levels share forward
+    passes (fewer, fuller passes), and their suffixes are encoded up to `ENCODE_ROWS` prompts of one
+    `backend.prompt_group` per forward. The backend may lower the count to fit its cache (`explore_rows`). A
+    prompt's numbers depend on its batch only through the rounding of differently shaped products: in fp32 by
+    ~1e-5 in a probability, in bf16 by up to bf16's own rounding (measured in docs/decisions.md, "Shared-prefix
+    cache"); `prompt_batch=1` makes them independent of the batch. Each written chunk holds the prompts of whole
+    explorations, at least `chunk_size` of them where more are pending; `on_progress` advances as prompts' tries
+    complete. Backends without `share_prefix` / `prompt_group` / `expander` get one group and the
+    `StatelessExpander`.
     """
     if not requests:
         return 0  # nothing pending: the model is not even loaded
@@ -102,26 +110,36 @@ def collect_exact(wh: Warehouse, backend, requests: Sequence[ChoiceRequest], spe
     grouping = getattr(backend, "prompt_group", None)
     group = {r.request_id: grouping(r.prompt_ids) if grouping else 0 for r in requests}
     ordered = sorted(requests, key=lambda r: group[r.request_id])  # stable: request order within a group
-    batches: list[list[ChoiceRequest]] = []
+    rows = min(ENCODE_ROWS, prompt_batch)
+    batches: list[list[ChoiceRequest]] = []  # encoded together: one group
     for r in ordered:
-        if batches and group[batches[-1][0].request_id] == group[r.request_id] and len(batches[-1]) < prompt_batch:
+        if batches and group[batches[-1][0].request_id] == group[r.request_id] and len(batches[-1]) < rows:
             batches[-1].append(r)
         else:
             batches.append([r])
+    together = prompt_batch
+    if hasattr(backend, "explore_rows"):
+        longest = max(len(r.prompt_ids) for r in requests) + params.max_new_tokens + EXPLORE_SLOTS
+        together = max(1, min(together, backend.explore_rows(longest)))
+    walks: list[list[list[ChoiceRequest]]] = []  # explored together: consecutive batches
+    for b in batches:
+        if walks and sum(map(len, walks[-1])) + len(b) <= together:
+            walks[-1].append(b)
+        else:
+            walks.append([b])
     added = 0
     computed: list[tuple[ChoiceRequest, object]] = []  # explored, not yet written
-    for index, batch in enumerate(batches):
+    for index, parts in enumerate(walks):
+        batch = [r for b in parts for r in b]
         prompts = [r.prompt_ids for r in batch]
-        expander = (backend.expander(prompts, k_store) if hasattr(backend, "expander")
-                    else StatelessExpander(backend, prompts, k_store))
+        expander = (backend.expander(prompts, k_store, batches=[len(b) for b in parts])
+                    if hasattr(backend, "expander") else StatelessExpander(backend, prompts, k_store))
         tries = walk(expander, tok, [r.parser(spec) for r in batch],
                      max_new_tokens=params.max_new_tokens + max(r.lead_tokens for r in batch),
                      stop_ids=backend.stop_ids,
-                     temperature=params.temperature, top_k=params.top_k, min_mass=min_mass)
+                     temperature=params.temperature, top_k=params.top_k, min_mass=min_mass, on_finished=on_progress)
         computed += zip(batch, tries)
-        if on_progress:
-            on_progress(len(batch))
-        if len(computed) >= chunk_size or index == len(batches) - 1:
+        if len(computed) >= chunk_size or index == len(walks) - 1:
             added += _write_tries(wh, key, computed, spec, params, k_store, run_id)
             computed = []
     return added

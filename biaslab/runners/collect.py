@@ -72,7 +72,7 @@ class CollectConfig:
     min_new_tokens: int | None = None   # gen protocol: stop tokens suppressed this long (default: max_new_tokens)
     k_store: int = 64
     prompt: str = "forced_choice_v1"
-    prompt_batch: int = 16
+    prompt_batch: int = 96            # exact mode: prompts explored together (choice_collect.DEFAULT_PROMPT_BATCH)
     threads: int | None = None        # torch CPU threads; None = every core in this process's CPU affinity
     shard: str | None = None          # "i/n": this job collects shard i (0-based) of n
     out_shard: str | None = None      # folder for shard warehouses (then --db is not used)

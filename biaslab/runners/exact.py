@@ -19,7 +19,7 @@ the `unresolved` outcome at every setting, so the exact probabilities are exact 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,13 +116,17 @@ def top_k_with_ties(logits: torch.Tensor, k: int) -> tuple[list[np.ndarray], lis
     -------
     (values, ids): lists of float32 / int64 arrays, one per row, each of length >= min(k, vocabulary).
     """
-    k = min(k, logits.shape[-1])
-    top_vals, top_ids = logits.topk(k, dim=-1)
-    tied = (logits >= top_vals[:, -1:]).sum(-1)
-    values = list(top_vals.cpu().numpy().astype(np.float32))
-    ids = list(top_ids.cpu().numpy())
-    for row in torch.nonzero(tied > k).flatten().tolist():
-        row_vals, row_ids = logits[row].topk(int(tied[row]))
+    vocabulary = logits.shape[-1]
+    k = min(k, vocabulary)
+    # a row has a tie past k exactly when its (k+1)-th largest logit equals its k-th: one topk of k+1 finds those
+    # rows without comparing the whole vocabulary
+    top_vals, top_ids = logits.topk(min(k + 1, vocabulary), dim=-1)
+    extended = torch.nonzero(top_vals[:, k] == top_vals[:, k - 1]).flatten().tolist() if k < vocabulary else []
+    values = list(top_vals[:, :k].cpu().numpy().astype(np.float32))
+    ids = list(top_ids[:, :k].cpu().numpy())
+    for row in extended:
+        tied = int((logits[row] >= top_vals[row, k - 1]).sum())
+        row_vals, row_ids = logits[row].topk(tied)
         values[row] = row_vals.cpu().numpy().astype(np.float32)
         ids[row] = row_ids.cpu().numpy()
     return values, ids
@@ -282,8 +286,19 @@ def _tree_attention_supported(model) -> bool:
     return getattr(model.config, "_attn_implementation", None) in ("sdpa", "eager")
 
 
+def _decoded(tokenizer, sequences: list[tuple[int, ...]], keep_special: bool,
+             known: dict[tuple[tuple[int, ...], bool], str]) -> list[str]:
+    """`decode_many` of `sequences`, decoding only those not already in `known` (which it extends)."""
+    missing = list(dict.fromkeys(s for s in sequences if (s, keep_special) not in known))
+    if missing:
+        for sequence, text in zip(missing, decode_many(tokenizer, missing, keep_special=keep_special)):
+            known[(sequence, keep_special)] = text
+    return [known[(s, keep_special)] for s in sequences]
+
+
 def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens: int, stop_ids,
-         temperature: float, top_k: int, min_mass: float = DEFAULT_MIN_MASS) -> list[Trie]:
+         temperature: float, top_k: int, min_mass: float = DEFAULT_MIN_MASS,
+         on_finished: Callable[[int], None] | None = None) -> list[Trie]:
     """Build the trie of every prompt of `expander` (any `backends.base.Expander`): level 0 from `expander.root()`,
     level d from `expander.step` over the d generated tokens of every live node whose probability at
     (temperature, top_k) is at least `min_mass` (at most `MAX_LIVE_PER_LEVEL` per prompt), one call per level.
@@ -294,6 +309,8 @@ def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens
     tokenizer : decodes paths for the answer parsers (`answers.decode_many`).
     parsers : one `AnswerParser` per prompt (row).
     max_new_tokens, stop_ids, temperature, top_k, min_mass : the sampling settings whose event is computed.
+    on_finished : called after each level with the number of prompts whose trie that level completed (the calls
+        sum to the number of prompts), for progress.
 
     Returns
     -------
@@ -301,8 +318,13 @@ def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens
     """
     top = expander.root()
     tries = [Trie() for _ in range(len(top))]
+    texts_of: dict[tuple[tuple[int, ...], bool], str] = {}  # decoded paths: prompts reach the same ones
+    statuses: dict[tuple[int, str, bool], tuple] = {}  # parser outcomes: prompts share options
+    same: dict[AnswerParser, int] = {}
+    parser_index = [same.setdefault(parser, len(same)) for parser in parsers]  # equal parsers, one index
     # frontier: (row, node, path, mass) per node to expand
     frontier = [(r, tries[r].add_node(None, None, 0), (), 1.0) for r in range(len(top))]
+    finished = 0
     for depth in range(max_new_tokens):
         top_ids, top_vals, lse = top.ids, top.logits, top.logsumexp
         candidates = []  # live branches of this level: (row, node, token, path, mass)
@@ -313,11 +335,15 @@ def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens
             trie.logsumexp.append(float(lse[i]))
             step = step_probabilities(top_vals[i], temperature, top_k)
             tokens = top_ids[i].tolist()
-            texts = decode_many(tokenizer, [path if token in stop_ids else (*path, token) for token in tokens],
-                                keep_special=parsers[row].final_marker is not None)
+            keep = parsers[row].final_marker is not None
+            texts = _decoded(tokenizer, [path if token in stop_ids else (*path, token) for token in tokens], keep,
+                             texts_of)
             for token, p_step, text in zip(tokens, step.tolist(), texts):
-                stop = token in stop_ids
-                status, option = parsers[row].status(text, ended=stop or depth + 1 == max_new_tokens)
+                ended = token in stop_ids or depth + 1 == max_new_tokens
+                key = (parser_index[row], text, ended)
+                if key not in statuses:
+                    statuses[key] = parsers[row].status(text, ended=ended)
+                status, option = statuses[key]
                 if status == "valid":
                     trie.edges.append((node, token, option, None))
                 elif status == "live":
@@ -332,10 +358,16 @@ def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens
                 next_frontier.append((row, child, path, mass))
             else:
                 trie.edges.append((node, token, PRUNED, None))
+        if on_finished:
+            completed = len({row for row, *_ in frontier} - {row for row, *_ in next_frontier})
+            finished += completed
+            on_finished(completed)
         if not next_frontier:
             break
         top = expander.step([(row, path) for row, _, path, _ in next_frontier])
         frontier = next_frontier
+    if on_finished and finished < len(tries):
+        on_finished(len(tries) - finished)
     for trie in tries:
         assert len(trie.topk_ids) == len(trie.node_parent), "every created node is expanded exactly once"
     return tries

@@ -9,6 +9,9 @@ Two ways to encode prompts:
   suffix, right-padded to a length that depends on the suffix alone (`padded_length`). Attention masks hide the
   padding wherever it sits, and position ids follow the real tokens, so a row computes what it would from scratch
   up to the dtype's rounding (measured in docs/decisions.md, "Shared-prefix cache").
+- `SharedPrefixes.encode_batches`: several such batches (of different suffix widths) into one state, each batch's
+  forward writing its rows in place into one preallocated cache (`slot_layer`), so the trie levels of all of them
+  can share forward passes.
 
 Only the hidden state of the last position goes through the output head.
 """
@@ -16,6 +19,7 @@ Only the hidden state of the last position goes through the output head.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -105,6 +109,89 @@ def native_gqa(device: torch.device) -> Iterator[None]:
             os.environ[name] = before
 
 
+@functools.cache
+def _slot_layer_class() -> type:
+    from transformers.cache_utils import DynamicLayer
+
+    class SlotLayer(DynamicLayer):
+        """A `DynamicLayer` over preallocated key/value buffers [rows, kv_heads, capacity, head_dim]: `keys` /
+        `values` are views of the first `length` slots, and `update` writes the new slots in place (growing the
+        buffers only when full) instead of concatenating, so a forward pass no longer copies the whole cache, and
+        rows of one buffer can be filled by separate forward passes through views of it
+        (`SharedPrefixes.encode_batches`)."""
+
+        def __init__(self, keys_buffer: torch.Tensor, values_buffer: torch.Tensor, length: int) -> None:
+            super().__init__()
+            self.dtype, self.device = keys_buffer.dtype, keys_buffer.device
+            self.is_initialized = True
+            self._kb, self._vb, self._n = keys_buffer, values_buffer, length
+            self._views()
+
+        def _views(self) -> None:
+            self.keys, self.values = self._kb[:, :, : self._n], self._vb[:, :, : self._n]
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            n = key_states.shape[-2]
+            if self._n + n > self._kb.shape[-2]:  # full: grow by at least as much again as is used
+                grow = max(n, self._n)
+                self._kb = torch.nn.functional.pad(self._kb, (0, 0, 0, grow))
+                self._vb = torch.nn.functional.pad(self._vb, (0, 0, 0, grow))
+            self._kb[:, :, self._n: self._n + n] = key_states
+            self._vb[:, :, self._n: self._n + n] = value_states
+            self._n += n
+            self._views()
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices: torch.Tensor) -> None:
+            self._kb, self._vb = self._kb[indices], self._vb[indices]
+            self._views()
+
+    return SlotLayer
+
+
+def slot_layer(keys_buffer: torch.Tensor, values_buffer: torch.Tensor, length: int):
+    """A cache layer writing in place into preallocated buffers whose first `length` slots are filled (see
+    `_slot_layer_class`)."""
+    return _slot_layer_class()(keys_buffer, values_buffer, length)
+
+
+def slot_cache(config, layers: Sequence) -> object:
+    """A `DynamicCache` whose layers are the given (`slot_layer`) layers."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=config)
+    cache.layers = list(layers)
+    return cache
+
+
+def plain_layers(config) -> bool:
+    """Whether every layer of the model's cache is a plain (full-attention, growing) `DynamicLayer`: the layers
+    `slot_layer` replaces (sliding-window layers keep their own cache)."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    return all(type(layer) is DynamicLayer for layer in DynamicCache(config=config).layers)
+
+
+def concat_states(states: Sequence[PromptState], config) -> PromptState:
+    """One state holding the rows of `states` in order: caches right-padded with masked zero slots to the longest
+    (a padded slot is never attended: its mask is 0), next positions and last hidden states concatenated."""
+    if len(states) == 1:
+        return states[0]
+    from transformers import DynamicCache
+
+    length = max(s.mask.shape[1] for s in states)
+    cache = DynamicCache(config=config)
+    for index in range(len(states[0].cache.layers)):
+        pads = [length - s.cache.layers[index].keys.shape[-2] for s in states]
+        cache.update(torch.cat([torch.nn.functional.pad(s.cache.layers[index].keys, (0, 0, 0, p))
+                                for s, p in zip(states, pads)]),
+                     torch.cat([torch.nn.functional.pad(s.cache.layers[index].values, (0, 0, 0, p))
+                                for s, p in zip(states, pads)]), index)
+    mask = torch.cat([torch.nn.functional.pad(s.mask, (0, length - s.mask.shape[1])) for s in states])
+    return PromptState(cache, mask, torch.cat([s.next_pos for s in states]), torch.cat([s.last_hidden for s in states]))
+
+
 def padded_length(n: int, bucket: int) -> int:
     """`n` rounded up to a multiple of `bucket`: the width a suffix of n tokens is padded to.
 
@@ -150,6 +237,69 @@ class SharedPrefixes:
         return self._states[prefix]
 
     @torch.inference_mode()
+    def encode_batches(self, batches: Sequence[Sequence[Sequence[int]]], reserve: int = 32) -> PromptState:
+        """Several batches of prompts (each of one `group_key`, encoded in a forward pass of its own exactly as
+        `encode` would) into ONE state whose rows are the batches' rows in order: one preallocated cache
+        (`slot_layer`, `reserve` free slots per row for what follows), the shorter batches' rows padded with masked,
+        zeroed slots. Each batch's forward writes its rows in place: no cache is copied. Falls back to `encode` per
+        batch and a concatenation where the shared prefix is empty or the model has other cache layer types."""
+        cuts = []
+        for prompts in batches:
+            keys = {self.group_key(p) for p in prompts}
+            if len(keys) != 1:
+                raise ValueError(f"each batch of encode_batches takes prompts of one group, got {sorted(keys)}")
+            cuts.append(keys.pop())
+        if any(cut == 0 for cut, _ in cuts) or not plain_layers(self.model.config):
+            return concat_states([self.encode(prompts) for prompts in batches], self.model.config)
+        rows = sum(len(prompts) for prompts in batches)
+        length = max(cut + width for cut, width in cuts)
+        prefix_layers = {cut: self.prefix_state(self.reference[:cut]).cache.layers for cut, _ in cuts}
+        first = next(iter(prefix_layers.values()))
+        # slots past `length` are written before any view reaches them; the gaps before it are zeroed per batch
+        buffers = [(torch.empty((rows, layer.keys.shape[1], length + reserve, layer.keys.shape[-1]),
+                                dtype=layer.keys.dtype, device=layer.keys.device),
+                    torch.empty((rows, layer.values.shape[1], length + reserve, layer.values.shape[-1]),
+                                dtype=layer.values.dtype, device=layer.values.device)) for layer in first]
+        device = buffers[0][0].device
+        mask = torch.zeros((rows, length), dtype=torch.long, device=device)
+        next_pos, last_hidden, start = [], [], 0
+        for prompts, (cut, width) in zip(batches, cuts):
+            n = len(prompts)
+            layers = []
+            for (kb, vb), prefix in zip(buffers, prefix_layers[cut]):
+                kb[start:start + n, :, :cut] = prefix.keys
+                vb[start:start + n, :, :cut] = prefix.values
+                layers.append(slot_layer(kb[start:start + n], vb[start:start + n], cut))
+            state = PromptState(slot_cache(self.model.config, layers),
+                                torch.ones((n, cut), dtype=torch.long, device=device),
+                                torch.full((n,), cut, dtype=torch.long, device=device), None)
+            state, _ = self._suffixes(state, prompts, cut, width)
+            for kb, vb in buffers:  # masked slots, never attended, but never garbage (0 * NaN is NaN)
+                kb[start:start + n, :, cut + width: length] = 0
+                vb[start:start + n, :, cut + width: length] = 0
+            mask[start:start + n, : cut + width] = state.mask
+            next_pos.append(state.next_pos)
+            last_hidden.append(state.last_hidden)
+            start += n
+        layers = [slot_layer(kb, vb, length) for kb, vb in buffers]
+        return PromptState(slot_cache(self.model.config, layers), mask, torch.cat(next_pos), torch.cat(last_hidden))
+
+    def _suffixes(self, state: PromptState, prompts: Sequence[Sequence[int]], cut: int,
+                  width: int) -> tuple[PromptState, torch.Tensor]:
+        """Feed each prompt's suffix (after `cut`), right-padded to `width`, after `state`; the returned state's
+        `last_hidden` is each row's last real token."""
+        rows = len(prompts)
+        ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((rows, width), dtype=torch.long)
+        for r, p in enumerate(prompts):
+            ids[r, : len(p) - cut] = torch.as_tensor(list(p[cut:]))
+            mask[r, : len(p) - cut] = 1
+        state, hidden = extend(self.model, state, ids, mask)
+        last = torch.as_tensor([len(p) - cut - 1 for p in prompts], device=hidden.device)
+        state.last_hidden = hidden[torch.arange(rows, device=hidden.device), last]
+        return state, hidden
+
+    @torch.inference_mode()
     def encode(self, prompts: Sequence[Sequence[int]]) -> PromptState:
         """Prompts with one `group_key` (hence one prefix, `reference[:cut]`): the prefix's cache repeated per row,
         then one forward over the right-padded suffixes. Returns the state after each prompt's last real token."""
@@ -166,12 +316,4 @@ class SharedPrefixes:
             device = next(self.model.parameters()).device
             state = PromptState(DynamicCache(config=self.model.config), torch.zeros((rows, 0), dtype=torch.long,
                                 device=device), torch.zeros(rows, dtype=torch.long, device=device), None)
-        ids = torch.full((rows, width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros((rows, width), dtype=torch.long)
-        for r, p in enumerate(prompts):
-            ids[r, : len(p) - cut] = torch.as_tensor(list(p[cut:]))
-            mask[r, : len(p) - cut] = 1
-        state, hidden = extend(self.model, state, ids, mask)
-        last = torch.as_tensor([len(p) - cut - 1 for p in prompts], device=hidden.device)
-        state.last_hidden = hidden[torch.arange(rows, device=hidden.device), last]
-        return state
+        return self._suffixes(state, prompts, cut, width)[0]

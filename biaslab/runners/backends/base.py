@@ -207,8 +207,11 @@ class Backend(Protocol):
         """Top-`k` next tokens after each prefix; `k` <= `max_top_k` (else `Unsupported`)."""
         ...
 
-    def expander(self, prompts: Sequence[Sequence[int]], k: int) -> Expander:
-        """An `Expander` over `prompts` (see `Expander`)."""
+    def expander(self, prompts: Sequence[Sequence[int]], k: int, *, batches: Sequence[int] | None = None
+                 ) -> Expander:
+        """An `Expander` over `prompts` (see `Expander`). `batches`: sizes of consecutive runs of `prompts` that
+        share one `prompt_group` (engines that encode prompts themselves may encode each run in one pass); a hint
+        that never changes numbers beyond the dtype's rounding."""
         ...
 
     def sample(self, prompts: Sequence[Sequence[int]], seeds: Sequence[Sequence[int]], settings: SamplingSettings

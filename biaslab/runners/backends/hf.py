@@ -36,6 +36,8 @@ SHARED_PREFIX_MAX_TOKENS = 16
 SUFFIX_BUCKET = 8
 #: samples of one prompt drawn in one batch (rows of the KV cache) when the prompt continues a shared prefix
 SAMPLE_ROWS = 256
+#: the key/value cache one exact-mode exploration may hold (`explore_rows`): 2 GiB
+EXPLORE_CACHE_BYTES = 2 << 30
 
 
 def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -159,17 +161,36 @@ class HFBackend(Identified):
         """Prompts with equal groups can share one `expander` (same shared-prefix cut and padded suffix length)."""
         return self._prefixes.group_key(prompt) if self._prefixes is not None else 0
 
-    def expander(self, prompts: Sequence[Sequence[int]], k: int, *, tree: bool | None = None) -> "HFExpander":
-        """Incremental top-K down the answer tries of `prompts` (one `prompt_group` when a prefix is shared)."""
+    def explore_rows(self, tokens: int) -> int:
+        """How many prompts of up to `tokens` cache slots each one `expander` may hold: as many as fit a key/value
+        cache of `EXPLORE_CACHE_BYTES` (at least 1), from the model's layer count, key/value heads, head size and
+        dtype."""
         import torch
 
-        from ..kvcache import encode_prompts
+        text = self.model.config.get_text_config(decoder=True)
+        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        itemsize = torch.finfo(self.model.dtype).bits // 8 if self.model.dtype.is_floating_point else 4
+        per_slot = text.num_hidden_layers * 2 * heads * head_dim * itemsize
+        return max(1, EXPLORE_CACHE_BYTES // (per_slot * max(1, tokens)))
 
+    def expander(self, prompts: Sequence[Sequence[int]], k: int, *, tree: bool | None = None,
+                 batches: Sequence[int] | None = None) -> "HFExpander":
+        """Incremental top-K down the answer tries of `prompts`. `batches`: sizes of consecutive runs of prompts
+        encoded in one forward each (each run one `prompt_group` when a prefix is shared); default: all at once."""
+        import torch
+
+        from ..kvcache import concat_states, encode_prompts
+
+        sizes = list(batches) if batches is not None else [len(prompts)]
+        starts = [sum(sizes[:i]) for i in range(len(sizes))]
+        parts = [prompts[start:start + size] for start, size in zip(starts, sizes)]
         with torch.inference_mode(), self._gqa():
             if self._prefixes is not None:
-                state = self._prefixes.encode(prompts)
+                state = self._prefixes.encode_batches(parts)
             else:
-                state = encode_prompts(self.model, prompts, self._choice_pad)
+                state = concat_states([encode_prompts(self.model, part, self._choice_pad) for part in parts],
+                                      self.model.config)
         return HFExpander(self.model, state, k, tree, context=self._gqa)
 
     # ------------------------------------------------------------------ sampling
@@ -229,20 +250,30 @@ def _sample(drawn: Any) -> Sample:
     return Sample(drawn.token_ids, drawn.logprobs, drawn.finish_reason)
 
 
+#: rows of hidden states that go through the output head at once in `head_top_k`: a block of logits small enough to
+#: stay in the CPU's cache for the log-sum-exp and top-k that read it (one [642, 49152] fp32 block took 2.5x longer)
+HEAD_ROWS = 128
+
+
 def head_top_k(model: Any, hidden: Any, k: int) -> TopK:
     """Top-`k` float32 logits of the output head at `hidden` [n, d] (the model's logit scaling and soft-capping
-    applied), with the float64 full-vocabulary logsumexp."""
+    applied), with the float64 full-vocabulary logsumexp; `HEAD_ROWS` rows at a time."""
     import torch
 
+    from ..exact import top_k_with_ties
     from ..scoring import _base_and_head
 
     _, head = _base_and_head(model)
-    logits = head.to_float(head.raw(hidden))
-    lse = torch.logsumexp(logits, dim=-1).double().cpu().numpy()
-    from ..exact import top_k_with_ties
-
-    values, ids = top_k_with_ties(logits, k)  # ties with the k-th kept past k (as the sampler keeps them)
-    return TopK(ids, values, lse)
+    ids: list = []
+    values: list = []
+    lse = []
+    for start in range(0, hidden.shape[0], HEAD_ROWS):
+        logits = head.to_float(head.raw(hidden[start:start + HEAD_ROWS]))
+        lse.append(torch.logsumexp(logits, dim=-1).double().cpu().numpy())
+        block_values, block_ids = top_k_with_ties(logits, k)  # ties with the k-th kept past k, as the sampler
+        values += block_values
+        ids += block_ids
+    return TopK(ids, values, np.concatenate(lse) if lse else np.zeros(0))
 
 
 class HFExpander:

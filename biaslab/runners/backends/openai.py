@@ -370,7 +370,8 @@ class OpenAIBackend(Identified):
             values[row] = [v for _, v in ranked[:k]]
         return TopK(ids, values, np.zeros(len(prefixes), dtype=np.float64))
 
-    def expander(self, prompts: Sequence[Sequence[int]], k: int) -> StatelessExpander:
+    def expander(self, prompts: Sequence[Sequence[int]], k: int, *, batches: Sequence[int] | None = None
+                 ) -> StatelessExpander:
         return StatelessExpander(self, prompts, k)
 
     def sample_body(self, prompt: Sequence[int], seed: int, settings: SamplingSettings) -> dict:

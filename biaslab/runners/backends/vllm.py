@@ -294,7 +294,8 @@ class VLLMBackend(Identified):
             values[row] = [v for _, v in ranked]
         return TopK(ids, values, np.zeros(len(prefixes), dtype=np.float64))
 
-    def expander(self, prompts: Sequence[Sequence[int]], k: int) -> StatelessExpander:
+    def expander(self, prompts: Sequence[Sequence[int]], k: int, *, batches: Sequence[int] | None = None
+                 ) -> StatelessExpander:
         """Each trie level re-submits prompt + path; the prefix cache makes the shared prompt free."""
         return StatelessExpander(self, prompts, k)
 

@@ -82,6 +82,29 @@ def pending_choice(wh: Warehouse, model_key: str, requests: Sequence[ChoiceReque
     return [r for r in requests if (r.request_id,) not in done]
 
 
+def explorations(requests: Sequence[ChoiceRequest], groups: Sequence, rows: int, together: int,
+                 combine: bool = True) -> list[list[list[ChoiceRequest]]]:
+    """How `collect_exact` runs `requests`: a list of explorations (one `walk` each), each a list of encoding
+    batches. Requests are ordered by group (stable); a batch holds up to `rows` requests of one group; an
+    exploration holds consecutive batches of up to `together` requests in all (one batch each where `combine` is
+    False)."""
+    order = sorted(range(len(requests)), key=lambda i: groups[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and groups[batches[-1][0]] == groups[i] and len(batches[-1]) < rows:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    walks: list[list[list[ChoiceRequest]]] = []
+    for batch in batches:
+        members = [requests[i] for i in batch]
+        if walks and combine and sum(map(len, walks[-1])) + len(members) <= together:
+            walks[-1].append(members)
+        else:
+            walks.append([members])
+    return walks
+
+
 def collect_exact(wh: Warehouse, backend, requests: Sequence[ChoiceRequest], spec: PromptSpec, *,
                   params: SamplingParams, k_store: int, chunk_size: int, run_id: str | None,
                   min_mass: float = DEFAULT_MIN_MASS, prompt_batch: int = DEFAULT_PROMPT_BATCH,
@@ -93,7 +116,8 @@ def collect_exact(wh: Warehouse, backend, requests: Sequence[ChoiceRequest], spe
     compute it once (the Hugging Face backend continues one cache of it, `kvcache.SharedPrefixes`, with trie levels
     as tree attention). Up to `prompt_batch` prompts are explored together: their trie levels share forward
     passes (fewer, fuller passes), and their suffixes are encoded up to `ENCODE_ROWS` prompts of one
-    `backend.prompt_group` per forward. The backend may lower the count to fit its cache (`explore_rows`). A
+    `backend.prompt_group` per forward. The backend may lower the count to fit its cache (`explore_rows`), or
+    explore each encoding batch alone (`combines_batches`: False for caches with sliding-window layers). A
     prompt's numbers depend on its batch only through the rounding of differently shaped products: in fp32 by
     ~1e-5 in a probability, in bf16 by up to bf16's own rounding (measured in docs/decisions.md, "Shared-prefix
     cache"); `prompt_batch=1` makes them independent of the batch. Each written chunk holds the prompts of whole
@@ -108,25 +132,13 @@ def collect_exact(wh: Warehouse, backend, requests: Sequence[ChoiceRequest], spe
     if hasattr(backend, "share_prefix"):
         backend.share_prefix(shared_prefix_ids(spec, tok))
     grouping = getattr(backend, "prompt_group", None)
-    group = {r.request_id: grouping(r.prompt_ids) if grouping else 0 for r in requests}
-    ordered = sorted(requests, key=lambda r: group[r.request_id])  # stable: request order within a group
-    rows = min(ENCODE_ROWS, prompt_batch)
-    batches: list[list[ChoiceRequest]] = []  # encoded together: one group
-    for r in ordered:
-        if batches and group[batches[-1][0].request_id] == group[r.request_id] and len(batches[-1]) < rows:
-            batches[-1].append(r)
-        else:
-            batches.append([r])
     together = prompt_batch
     if hasattr(backend, "explore_rows"):
         longest = max(len(r.prompt_ids) for r in requests) + params.max_new_tokens + EXPLORE_SLOTS
         together = max(1, min(together, backend.explore_rows(longest)))
-    walks: list[list[list[ChoiceRequest]]] = []  # explored together: consecutive batches
-    for b in batches:
-        if walks and sum(map(len, walks[-1])) + len(b) <= together:
-            walks[-1].append(b)
-        else:
-            walks.append([b])
+    walks = explorations(requests, [grouping(r.prompt_ids) if grouping else 0 for r in requests],
+                         min(ENCODE_ROWS, together), together,
+                         backend.combines_batches() if hasattr(backend, "combines_batches") else True)
     added = 0
     computed: list[tuple[ChoiceRequest, object]] = []  # explored, not yet written
     for index, parts in enumerate(walks):

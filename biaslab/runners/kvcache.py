@@ -178,6 +178,9 @@ def concat_states(states: Sequence[PromptState], config) -> PromptState:
     (a padded slot is never attended: its mask is 0), next positions and last hidden states concatenated."""
     if len(states) == 1:
         return states[0]
+    if not plain_layers(config):
+        raise ValueError("concat_states combines states only over plain cache layers (this model has "
+                         "sliding-window layers)")
     from transformers import DynamicCache
 
     length = max(s.mask.shape[1] for s in states)
@@ -242,14 +245,20 @@ class SharedPrefixes:
         `encode` would) into ONE state whose rows are the batches' rows in order: one preallocated cache
         (`slot_layer`, `reserve` free slots per row for what follows), the shorter batches' rows padded with masked,
         zeroed slots. Each batch's forward writes its rows in place: no cache is copied. Falls back to `encode` per
-        batch and a concatenation where the shared prefix is empty or the model has other cache layer types."""
+        batch and a concatenation where the shared prefix is empty; refuses several batches where the model's cache
+        has other layer types than plain growing ones (a sliding-window layer keeps only its window)."""
         cuts = []
         for prompts in batches:
             keys = {self.group_key(p) for p in prompts}
             if len(keys) != 1:
                 raise ValueError(f"each batch of encode_batches takes prompts of one group, got {sorted(keys)}")
             cuts.append(keys.pop())
-        if any(cut == 0 for cut, _ in cuts) or not plain_layers(self.model.config):
+        if not plain_layers(self.model.config):
+            if len(batches) > 1:
+                raise ValueError("encode_batches combines batches only over plain cache layers (this model has "
+                                 "sliding-window layers): encode one batch at a time")
+            return self.encode(batches[0])
+        if any(cut == 0 for cut, _ in cuts):
             return concat_states([self.encode(prompts) for prompts in batches], self.model.config)
         rows = sum(len(prompts) for prompts in batches)
         length = max(cut + width for cut, width in cuts)

@@ -221,6 +221,33 @@ def test_explore_rows_fit_the_cache_budget(tiny_gpt2):
     assert backend.explore_rows(10**12) == 1
 
 
+def test_explorations_by_hand():
+    from biaslab.runners.choice_collect import explorations
+
+    requests, groups = list("abcdefghij"), [2, 1, 2, 1, 1, 2, 3, 1, 1, 2]
+    # by group (stable): 1: b d e h i, 2: a c f j, 3: g; batches of 2 within a group; up to 5 requests together
+    assert explorations(requests, groups, 2, 5) == [[list("bd"), list("eh"), ["i"]],
+                                                    [list("ac"), list("fj"), ["g"]]]
+    assert explorations(requests, groups, 2, 5, combine=False) == [
+        [list("bd")], [list("eh")], [["i"]], [list("ac")], [list("fj")], [["g"]]]
+    assert explorations(requests, groups, 1, 1) == [[[r]] for r in "bdehiacfjg"]
+
+
+def test_sliding_window_caches_are_never_merged():
+    """A model with sliding-window layers: `plain_layers` is False, so prompts are explored one encoding batch
+    at a time and merging states is refused (a sliding layer keeps only its window)."""
+    from transformers import Gemma2Config, LlamaConfig
+
+    from biaslab.runners.kvcache import PromptState, concat_states, plain_layers
+
+    sliding = Gemma2Config(num_hidden_layers=2, hidden_size=16, intermediate_size=16, num_attention_heads=2,
+                           num_key_value_heads=1, head_dim=8, sliding_window=4)
+    assert plain_layers(LlamaConfig(num_hidden_layers=2)) and not plain_layers(sliding)
+    state = PromptState(None, torch.ones(1, 3), torch.tensor([3]), torch.zeros(1, 16))
+    with pytest.raises(ValueError, match="sliding-window"):
+        concat_states([state, state], sliding)
+
+
 def test_prompt_batch_defaults_agree():
     from click.testing import CliRunner
 

@@ -161,6 +161,13 @@ class HFBackend(Identified):
         """Prompts with equal groups can share one `expander` (same shared-prefix cut and padded suffix length)."""
         return self._prefixes.group_key(prompt) if self._prefixes is not None else 0
 
+    def combines_batches(self) -> bool:
+        """Whether one `expander` may hold several encoding batches (`batches`): where every cache layer is a plain
+        growing one (`kvcache.plain_layers`); sliding-window layers keep their own cache, which is not merged."""
+        from ..kvcache import plain_layers
+
+        return plain_layers(self.model.config)
+
     def explore_rows(self, tokens: int) -> int:
         """How many prompts of up to `tokens` cache slots each one `expander` may hold: as many as fit a key/value
         cache of `EXPLORE_CACHE_BYTES` (at least 1), from the model's layer count, key/value heads, head size and
@@ -168,10 +175,14 @@ class HFBackend(Identified):
         import torch
 
         text = self.model.config.get_text_config(decoder=True)
-        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
-        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        try:
+            heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+            head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+            layers = text.num_hidden_layers
+        except AttributeError:  # a config that names these otherwise: the cache size is unknown, no cap
+            return 1 << 30
         itemsize = torch.finfo(self.model.dtype).bits // 8 if self.model.dtype.is_floating_point else 4
-        per_slot = text.num_hidden_layers * 2 * heads * head_dim * itemsize
+        per_slot = layers * 2 * heads * head_dim * itemsize
         return max(1, EXPLORE_CACHE_BYTES // (per_slot * max(1, tokens)))
 
     def expander(self, prompts: Sequence[Sequence[int]], k: int, *, tree: bool | None = None,

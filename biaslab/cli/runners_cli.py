@@ -67,7 +67,8 @@ def runners() -> None:
 @click.option("--batch-tokens", "max_tokens", type=int, default=4096, show_default=True,
               help="Token budget of one padded batch (length-sorted; halved automatically on out-of-memory).")
 @click.option("--chunk-size", type=int, default=256, show_default=True,
-              help="Requests written per transaction (the most an interruption can lose).")
+              help="Requests written per transaction (the most an interruption can lose). Exact mode writes whole "
+                   "explorations: at least --prompt-batch prompts per transaction where that many are pending.")
 @click.option("--mode", type=click.Choice(["exact", "sample"]), default="exact", show_default=True,
               help="choice protocol: exact probabilities from one pass per trie level, or seeded samples.")
 @click.option("--samples", type=int, default=None,
@@ -85,7 +86,8 @@ def runners() -> None:
 @click.option("--prompt-batch", type=int, default=96, show_default=True,
               help="Exact mode: prompts explored together: their answer-trie levels share forward passes, and "
                    "their own tokens are encoded up to 16 per pass after the template's shared prefix (computed "
-                   "once); fewer are taken where their key/value cache would pass 2 GiB. fp32 numbers move by "
+                   "once); fewer are taken where their key/value cache would pass 2 GiB, and 16 at most for models "
+                   "whose cache has sliding-window layers or whose attention takes no tree mask. fp32 numbers move by "
                    "~1e-5 with the batch; in bf16 by up to the dtype's own rounding (see docs/decisions.md). 1 "
                    "makes every prompt's numbers independent of the batch.")
 @click.option("--threads", type=int, default=None,

@@ -117,12 +117,12 @@ def collect_exact(wh: Warehouse, backend, requests: Sequence[ChoiceRequest], spe
     as tree attention). Up to `prompt_batch` prompts are explored together: their trie levels share forward
     passes (fewer, fuller passes), and their suffixes are encoded up to `ENCODE_ROWS` prompts of one
     `backend.prompt_group` per forward. The backend may lower the count to fit its cache (`explore_rows`), or
-    explore each encoding batch alone (`combines_batches`: False for caches with sliding-window layers). A
-    prompt's numbers depend on its batch only through the rounding of differently shaped products: in fp32 by
-    ~1e-5 in a probability, in bf16 by up to bf16's own rounding (measured in docs/decisions.md, "Shared-prefix
-    cache"); `prompt_batch=1` makes them independent of the batch. Each written chunk holds the prompts of whole
-    explorations, at least `chunk_size` of them where more are pending; `on_progress` advances as prompts' tries
-    complete. Backends without `share_prefix` / `prompt_group` / `expander` get one group and the
+    explore each encoding batch alone (`combines_batches`: False for caches with sliding-window layers and for
+    attention without tree masks). A prompt's numbers depend on its batch only through the rounding of
+    differently shaped products: in fp32 by ~1e-5 in a probability, in bf16 by up to bf16's own rounding (measured
+    in docs/decisions.md, "Shared-prefix cache"); `prompt_batch=1` makes them independent of the batch. Each
+    written chunk holds the prompts of whole explorations, at least `chunk_size` of them where more are pending;
+    `on_progress` advances as prompts' tries complete. Backends without `share_prefix` / `prompt_group` / `expander` get one group and the
     `StatelessExpander`.
     """
     if not requests:

@@ -109,6 +109,11 @@ def native_gqa(device: torch.device) -> Iterator[None]:
             os.environ[name] = before
 
 
+#: free slots per row a slot cache keeps for what follows its prompts, and its growth step when full: one
+#: exploration's trie levels (WinoPron: up to ~40 slots per row) fit without growing
+GROW_SLOTS = 64
+
+
 @functools.cache
 def _slot_layer_class() -> type:
     from transformers.cache_utils import DynamicLayer
@@ -132,8 +137,8 @@ def _slot_layer_class() -> type:
 
         def update(self, key_states, value_states, *args, **kwargs):
             n = key_states.shape[-2]
-            if self._n + n > self._kb.shape[-2]:  # full: grow by at least as much again as is used
-                grow = max(n, self._n)
+            if self._n + n > self._kb.shape[-2]:  # full: grow by GROW_SLOTS (or what is fed)
+                grow = max(n, GROW_SLOTS)
                 self._kb = torch.nn.functional.pad(self._kb, (0, 0, 0, grow))
                 self._vb = torch.nn.functional.pad(self._vb, (0, 0, 0, grow))
             self._kb[:, :, self._n: self._n + n] = key_states
@@ -145,6 +150,15 @@ def _slot_layer_class() -> type:
         def batch_select_indices(self, indices: torch.Tensor) -> None:
             self._kb, self._vb = self._kb[indices], self._vb[indices]
             self._views()
+
+        def reset(self) -> None:
+            self._n = 0
+            self._views()
+
+        def _unsupported(self, *args, **kwargs):
+            raise NotImplementedError("slot layers hold explorations only: no crop, repeat, reorder or offload")
+
+        crop = batch_repeat_interleave = reorder_cache = offload = prefetch = _unsupported
 
     return SlotLayer
 
@@ -198,8 +212,9 @@ def concat_states(states: Sequence[PromptState], config) -> PromptState:
 def padded_length(n: int, bucket: int) -> int:
     """`n` rounded up to a multiple of `bucket`: the width a suffix of n tokens is padded to.
 
-    Depends on the suffix alone (never on the batch it runs in), so the shapes a prompt's computation sees are the
-    same in any batch, chunk, resume point or shard.
+    Depends on the suffix alone (never on the batch it runs in), so a prompt's suffix is encoded with the same shapes
+    in any batch, chunk, resume point or shard (in exact mode its trie levels then run with the other prompts of its
+    exploration, whose cache is as wide as the longest of them: rounding only).
     """
     return bucket * -(-n // bucket)
 
@@ -240,13 +255,14 @@ class SharedPrefixes:
         return self._states[prefix]
 
     @torch.inference_mode()
-    def encode_batches(self, batches: Sequence[Sequence[Sequence[int]]], reserve: int = 32) -> PromptState:
-        """Several batches of prompts (each of one `group_key`, encoded in a forward pass of its own exactly as
-        `encode` would) into ONE state whose rows are the batches' rows in order: one preallocated cache
-        (`slot_layer`, `reserve` free slots per row for what follows), the shorter batches' rows padded with masked,
-        zeroed slots. Each batch's forward writes its rows in place: no cache is copied. Falls back to `encode` per
-        batch and a concatenation where the shared prefix is empty; refuses several batches where the model's cache
-        has other layer types than plain growing ones (a sliding-window layer keeps only its window)."""
+    def encode_batches(self, batches: Sequence[Sequence[Sequence[int]]], reserve: int = GROW_SLOTS) -> PromptState:
+        """Several batches of prompts (each of one `group_key`, encoded in a forward pass of its own with the
+        shapes `encode` gives it; the cache it reads is a view of the shared buffer) into ONE state whose rows are
+        the batches' rows in order: one preallocated cache (`slot_layer`, `reserve` free slots per row for what
+        follows), the shorter batches' rows padded with masked, zeroed slots. Each batch's forward writes its rows in
+        place: no cache is copied. Falls back to `encode` per batch and a concatenation where the shared prefix is
+        empty; refuses several batches where the model's cache has other layer types than plain growing ones (a
+        sliding-window layer keeps only its window)."""
         cuts = []
         for prompts in batches:
             keys = {self.group_key(p) for p in prompts}

@@ -62,10 +62,10 @@ def _explore(loaded, requests, *, cached: bool, batch: int, tree: bool | None):
     return out
 
 
-def _explore_together(loaded, requests, *, encode_rows: int, reserve: int = 32):
+def _explore_together(loaded, requests, *, encode_rows: int, reserve: int = 32, tree: bool | None = None):
     """Option probabilities per request the way production explores them: every prompt in ONE walk, their suffixes
     encoded `encode_rows` per forward within a group (`SharedPrefixes.encode_batches`, one preallocated cache),
-    tree levels shared by all."""
+    tree levels shared by all (`tree=False`: levels by cache copies instead)."""
     model, tok = loaded.model, loaded.tokenizer
     stops = stop_token_ids(model, tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
@@ -84,7 +84,7 @@ def _explore_together(loaded, requests, *, encode_rows: int, reserve: int = 32):
         state = prefixes.encode_batches([[r.prompt_ids for r in part] for part in parts], reserve=reserve)
         tries = explore(model, tok, [r.prompt_ids for r in ordered],
                         [AnswerParser(r.options, spec.closing) for r in ordered], stop_ids=stops, pad_id=pad,
-                        state=state, **KW)
+                        state=state, tree=tree, **KW)
     return {r.request_id: probabilities(t, r.options, KW["temperature"], KW["top_k"]) for r, t in zip(ordered, tries)}
 
 
@@ -111,14 +111,17 @@ def test_cache_batches_and_tree_levels_equal_the_plain_computation(tiny_gpt2, da
 def test_prompts_explored_together_across_groups_equal_the_plain_computation(tiny_gpt2, data_dir, dataset_folder):
     """20 prompts of several (prefix, padded suffix) groups in one walk: suffixes encoded 4 per forward into one
     preallocated cache (shorter groups' rows padded with masked slots), trie levels shared by all 20; with 1 free
-    slot reserved per row, every level grows the cache. Equal to the plain computation within fp32 rounding."""
+    slot reserved per row, the cache grows; with copy levels (`tree=False`), each node copies its prompt's rows of
+    the shared cache. Equal to the plain computation within fp32 rounding."""
     dataset_folder("winopron")
     requests = _requests(tiny_gpt2, data_dir, 20, seed=2)
     plain = _explore(tiny_gpt2, requests, cached=False, batch=1, tree=False)
     together = _explore_together(tiny_gpt2, requests, encode_rows=4)
     growing = _explore_together(tiny_gpt2, requests, encode_rows=4, reserve=1)
+    copies = _explore_together(tiny_gpt2, requests, encode_rows=4, tree=False)
     assert _max_diff(plain, together) < 1e-5
     assert _max_diff(plain, growing) < 1e-5
+    assert _max_diff(plain, copies) < 1e-5
 
 
 def test_encode_batches_equals_encode_per_batch(tiny_gpt2, data_dir, dataset_folder):
@@ -210,14 +213,19 @@ def test_walk_reports_every_prompt_finished_once(tiny_gpt2, data_dir, dataset_fo
 
 def test_explore_rows_fit_the_cache_budget(tiny_gpt2):
     """`explore_rows` by hand from the tiny model's config: 2 GiB / (layers * 2 * heads * head size * 4 bytes *
-    slots)."""
+    slots); the same number where it is measured on a declared shared prefix's real cache."""
     from biaslab.runners.backends import hf
 
     backend = hf.HFBackend.__new__(hf.HFBackend)
-    backend.model = tiny_gpt2.model
+    backend.model, backend._prefixes = tiny_gpt2.model, None
     config = tiny_gpt2.model.config
+    assert next(tiny_gpt2.model.parameters()).dtype == torch.float32
     per_slot = config.num_hidden_layers * 2 * config.hidden_size * 4  # heads * head size = hidden size
-    assert backend.explore_rows(200) == (2 << 30) // (per_slot * 200)
+    estimated = backend.explore_rows(200)
+    assert estimated == (2 << 30) // (per_slot * 200)
+    assert backend.explore_rows(10**12) == 1
+    backend._prefixes = SharedPrefixes(tiny_gpt2.model, 0, [1, 2, 3])
+    assert backend.explore_rows(200) == estimated
     assert backend.explore_rows(10**12) == 1
 
 
@@ -397,3 +405,43 @@ def test_sigkill_and_resume_equal_an_uninterrupted_exact_run(tmp_path, tiny_gpt2
     assert max(abs(resumed[k] - expected[k]) for k in expected) < 1e-5
     again = subprocess.run(_exact_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True, text=True)
     assert "0 added" in again.stdout and _probs(db) == resumed
+
+
+def test_memoized_parser_outcomes_equal_a_fresh_parse_of_every_edge(tiny_gpt2, data_dir, dataset_folder):
+    """`walk` decodes each path once and asks each distinct parser once per text; here every top-K token of every
+    expanded node is decoded and parsed afresh (`decode` of path + token, `parser.status`), and the trie's edges
+    must say exactly that: a valid answer's edge with its option, a live or pruned edge for a live one, none for an
+    invalid one."""
+    from biaslab.runners.exact import LIVE, PRUNED
+
+    dataset_folder("winopron")
+    requests = _requests(tiny_gpt2, data_dir, 24, seed=8)
+    model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
+    stops = stop_token_ids(model, tok)
+    spec = PromptSpec.load()
+    parsers = [AnswerParser(r.options, spec.closing) for r in requests]
+    assert len(set(parsers)) < len(parsers), "some prompts share a parser (the memo's case)"
+    tries = explore(model, tok, [r.prompt_ids for r in requests], parsers, stop_ids=stops, pad_id=0, **KW)
+    seen = {"valid": 0, "live": 0, "invalid": 0}
+    for parser, trie in zip(parsers, tries):
+        edges = {(node, token): (outcome, child) for node, token, outcome, child in trie.edges}
+        assert len(edges) == len(trie.edges), "one edge per (node, token)"
+        for node, ids in enumerate(trie.topk_ids):
+            path, at = [], node
+            while trie.node_parent[at] is not None:
+                path.insert(0, trie.node_token[at])
+                at = trie.node_parent[at]
+            for token in ids.tolist():
+                ended = token in stops or trie.node_depth[node] + 1 == KW["max_new_tokens"]
+                text = decode(tok, path if token in stops else [*path, token])
+                status, option = parser.status(text, ended=ended)
+                seen[status] += 1
+                if status == "valid":
+                    assert edges.pop((node, token)) == (option, None)
+                elif status == "live":
+                    outcome, child = edges.pop((node, token))
+                    assert outcome in (LIVE, PRUNED) and (child is not None) == (outcome == LIVE)
+                else:
+                    assert (node, token) not in edges
+        assert not edges, "no edge without a top-K token behind it"
+    assert seen["live"] and seen["invalid"], seen

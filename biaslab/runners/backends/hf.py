@@ -163,17 +163,28 @@ class HFBackend(Identified):
 
     def combines_batches(self) -> bool:
         """Whether one `expander` may hold several encoding batches (`batches`): where every cache layer is a plain
-        growing one (`kvcache.plain_layers`); sliding-window layers keep their own cache, which is not merged."""
+        growing one (`kvcache.plain_layers`; sliding-window layers keep their own cache, which is not merged) and
+        trie levels run as tree attention (the copy-based levels of other attention implementations copy a
+        prompt's whole cache per live node, so they stay at one batch)."""
+        from ..exact import _tree_attention_supported
         from ..kvcache import plain_layers
 
-        return plain_layers(self.model.config)
+        return plain_layers(self.model.config) and _tree_attention_supported(self.model)
 
     def explore_rows(self, tokens: int) -> int:
         """How many prompts of up to `tokens` cache slots each one `expander` may hold: as many as fit a key/value
-        cache of `EXPLORE_CACHE_BYTES` (at least 1), from the model's layer count, key/value heads, head size and
-        dtype."""
+        cache of `EXPLORE_CACHE_BYTES` (at least 1). Bytes per slot are read from the shared prefix's real cache
+        where one is declared (compressed or shared layers count as they are stored), else estimated from the
+        model's layer count, key/value heads, head size and dtype."""
         import torch
 
+        if self._prefixes is not None and self._prefixes.reference:
+            layers = self._prefixes.prefix_state(self._prefixes.reference[:1]).cache.layers
+            per_slot = sum(t[0, ..., 0, :].numel() * t.element_size() for layer in layers
+                           for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                           if isinstance(t, torch.Tensor) and t.dim() >= 3 and t.shape[-2] > 0)
+            if per_slot:
+                return max(1, EXPLORE_CACHE_BYTES // (per_slot * max(1, tokens)))
         text = self.model.config.get_text_config(decoder=True)
         try:
             heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
@@ -181,7 +192,7 @@ class HFBackend(Identified):
             layers = text.num_hidden_layers
         except AttributeError:  # a config that names these otherwise: the cache size is unknown, no cap
             return 1 << 30
-        itemsize = torch.finfo(self.model.dtype).bits // 8 if self.model.dtype.is_floating_point else 4
+        itemsize = torch.finfo(self.model.dtype).bits // 8
         per_slot = layers * 2 * heads * head_dim * itemsize
         return max(1, EXPLORE_CACHE_BYTES // (per_slot * max(1, tokens)))
 
@@ -194,6 +205,8 @@ class HFBackend(Identified):
         from ..kvcache import concat_states, encode_prompts
 
         sizes = list(batches) if batches is not None else [len(prompts)]
+        if sum(sizes) != len(prompts) or min(sizes) < 1:
+            raise ValueError(f"batches {sizes} do not partition {len(prompts)} prompts")
         starts = [sum(sizes[:i]) for i in range(len(sizes))]
         parts = [prompts[start:start + size] for start, size in zip(starts, sizes)]
         with torch.inference_mode(), self._gqa():

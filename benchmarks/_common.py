@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from biaslab.provenance import library_versions
+from biaslab.warehouse.provenance import library_versions
 
 
 def machine() -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Python API (docs/python-api.md): ``wh = biaslab.open("warehouse/biaslab.duckdb")``; ``wh.tables()``,
 ``wh.table(name)`` and ``wh.sql(query)`` give Ibis expressions; ``biaslab.contextuality(wh)``,
-``biaslab.misgendering(wh)``, ``biaslab.negation(wh)`` and ``biaslab.calibration(wh)`` return a study's tables.
+``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)`` and ``biaslab.metaprompt(wh)``
+return a study's tables (the same functions the `biaslab metrics` commands call).
 Imported on first use, so ``import biaslab`` stays light.
 """
 
@@ -15,6 +16,7 @@ _LAZY = {
     "misgendering": ("biaslab.metrics.studies", "misgendering"),
     "negation": ("biaslab.metrics.studies", "negation"),
     "calibration": ("biaslab.metrics.studies", "calibration"),
+    "metaprompt": ("biaslab.metrics.studies", "metaprompt"),
 }
 
 __all__ = ["__version__", *_LAZY]

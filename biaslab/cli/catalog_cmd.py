@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..warehouse import Warehouse
+from ..warehouse.handle import open_warehouse
 from .common import db_option, emit, format_option
 
 MODEL_COLUMNS = ["model_name", "dtype", "quantization", "backend", "kind", "model_key"]
@@ -12,19 +12,15 @@ BRIEF_COLLECTION_COLUMNS = ["model_name", "dtype", "backend", "dataset", "protoc
                             "requests", "stored", "pending", "last_run", "last_status", "model_key"]
 
 
-def model_rows(wh: Warehouse):
-    """(columns, rows) of the registered models."""
-    from ..warehouse.catalog import warehouse_models
-
-    frame = warehouse_models(wh)[MODEL_COLUMNS]
+def model_rows(handle):
+    """(columns, rows) of the registered models of a `biaslab.open` handle."""
+    frame = handle.models()[MODEL_COLUMNS]
     return MODEL_COLUMNS, list(frame.itertuples(index=False, name=None))
 
 
-def collection_rows(wh: Warehouse, columns=BRIEF_COLLECTION_COLUMNS):
+def collection_rows(handle, columns=BRIEF_COLLECTION_COLUMNS):
     """(columns, rows) of the collections (see `biaslab.warehouse.catalog.collections`)."""
-    from ..warehouse.catalog import collections_of, warehouse_models
-
-    frame = collections_of(wh.con, warehouse_models(wh))[list(columns)]
+    frame = handle.collections()[list(columns)]
     frame = frame.astype(object).where(frame.notna(), None)
     return list(columns), list(frame.itertuples(index=False, name=None))
 
@@ -35,8 +31,8 @@ def collection_rows(wh: Warehouse, columns=BRIEF_COLLECTION_COLUMNS):
 def models_command(db: str, fmt: str) -> None:
     """List the registered models: name, dtype, quantization, backend ('hf' where the record names none), kind and
     model_key (the hash that identifies the model in every result table). Read-only."""
-    with Warehouse.open(db, read_only=True) as wh:
-        columns, rows = model_rows(wh)
+    with open_warehouse(db) as handle:
+        columns, rows = model_rows(handle)
     emit(columns, rows, fmt, title=f"models ({db})")
 
 
@@ -53,6 +49,6 @@ def collections_command(db: str, fmt: str, all_columns: bool) -> None:
     the seed; prob the scheme), with its status. Read-only."""
     from ..warehouse.catalog import COLLECTION_COLUMNS
 
-    with Warehouse.open(db, read_only=True) as wh:
-        columns, rows = collection_rows(wh, COLLECTION_COLUMNS if all_columns else BRIEF_COLLECTION_COLUMNS)
+    with open_warehouse(db) as handle:
+        columns, rows = collection_rows(handle, COLLECTION_COLUMNS if all_columns else BRIEF_COLLECTION_COLUMNS)
     emit(columns, rows, fmt, title=f"collections ({db})")

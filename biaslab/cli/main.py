@@ -86,12 +86,10 @@ def export_command(folder: str, db: str, force: bool) -> None:
     schema version, biaslab version, row counts). Opens the warehouse read-only and writes only into FOLDER; a
     non-empty FOLDER is refused unless --force. Read it back with `biaslab.open(FOLDER)` (engine duckdb or
     datafusion) or `biaslab warehouse import FOLDER --db NEW`."""
-    from pathlib import Path
+    from ..warehouse.handle import open_warehouse
 
-    from ..warehouse.export import export_warehouse
-
-    with Warehouse.open(db, read_only=True) as wh:
-        manifest = export_warehouse(wh.con, wh.tables(), Path(folder), source=db, force=force)
+    with open_warehouse(db) as handle:
+        manifest = handle.export(folder, force=force)
     rows = sum(t["rows"] for t in manifest["tables"].values())
     click.echo(f"wrote {len(manifest['tables'])} tables ({rows:,} rows) and {len(manifest['views'])} views / macros "
                f"to {folder} (schema version {manifest['schema_version']}, biaslab {manifest['biaslab_version']})")
@@ -116,7 +114,7 @@ def import_command(folder: str, db: str) -> None:
 def migrate_command(db: str) -> None:
     """Create the warehouse, or migrate an older one to this biaslab's schema version."""
     with Warehouse.open(db) as wh:
-        version = wh.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        version = wh.get_meta("schema_version")
     click.echo(f"{db}: schema version {version}")
 
 

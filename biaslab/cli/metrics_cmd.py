@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from ..warehouse import Warehouse
 from .common import Group, db_option, emit, format_option
 
 
@@ -28,26 +27,18 @@ _OUT = click.option("--out", "out", type=click.Path(dir_okay=False), default=Non
                          "lm-eval's --output_path.")
 
 
-def _named(tables: dict, wh: Warehouse) -> dict:
-    """The tables with model_name, dtype and backend before every `model_key` column (hashes stay)."""
-    from ..warehouse.catalog import warehouse_models, with_model_names
+def _open(db: str):
+    """The warehouse as the Python API opens it (`biaslab.open`, read-only)."""
+    from ..warehouse.handle import open_warehouse
 
-    names = warehouse_models(wh)
-    return {k: (v if k.startswith("_") else with_model_names(v, names)) for k, v in tables.items()}
-
-
-def _model_table(wh: Warehouse):
-    """The registered models (model_key, model_name, dtype, backend, ...), for naming models in reports."""
-    from ..warehouse.catalog import warehouse_models
-
-    return warehouse_models(wh)
+    return open_warehouse(db)
 
 
-def _results_artifact(wh: Warehouse, study: str, tables: dict, datasets, parameters: dict, out: str) -> None:
+def _results_artifact(handle, study: str, tables: dict, datasets, parameters: dict, out: str) -> None:
     """Write the per-collection results file of `--out` (see `biaslab.metrics.results`)."""
     from ..metrics.results import write_results
 
-    write_results(wh, study, {k: v for k, v in tables.items() if not k.startswith("_")}, datasets, parameters,
+    write_results(handle, study, {k: v for k, v in tables.items() if not k.startswith("_")}, datasets, parameters,
                   Path(out))
 
 
@@ -129,18 +120,14 @@ def contextuality_command(db: str, fmt: str, draws: int, bootstrap: int, seed: i
     KL to unprimed and Spearman with Misersky ratings with both option orders pooled per template (as the paper;
     --by-order adds the per-order tables); mutual information with prompt features; Contextuality-by-Default
     fractions per order and model overlap; with --temperatures, all of them re-derived at other temperatures."""
-    from ..metrics.contextuality import BY_ORDER_TABLES, contextuality_report, temperature_tables
+    from ..metrics.studies import contextuality
 
     temps = _temperatures(temperatures)
-    with Warehouse.open(db, read_only=True) as wh:
-        tables = contextuality_report(wh, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi)
-        if not by_order:
-            tables = {k: v for k, v in tables.items() if k not in BY_ORDER_TABLES}
-        if temps:
-            tables.update(temperature_tables(wh, temps))
-        tables = _named(tables, wh)
+    with _open(db) as handle:
+        tables = contextuality(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi, by_order=by_order,
+                               temperatures=temps)
         if out:
-            _results_artifact(wh, "contextuality", tables, ["winopron"],
+            _results_artifact(handle, "contextuality", tables, ["winopron"],
                               {"draws": draws, "bootstrap": bootstrap, "seed": seed, "by_order": by_order, "mi": mi,
                                "temperatures": temps}, out)
     _emit_tables(tables, fmt)
@@ -156,15 +143,13 @@ def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperat
     """Write OUT/index.html: p(f | c) distributions, mean KL, correlation bars with significance stars, mutual
     information with error bars, contextual fractions, model-overlap matrix; one section per model setting, with the
     pooled tables (as the paper) and the per-order ones; with --temperatures, a temperature-robustness section."""
-    from ..metrics.contextuality import contextuality_report, temperature_tables
     from ..metrics.report_contextuality import write_report
+    from ..metrics.studies import contextuality
 
     temps = _temperatures(temperatures)
-    with Warehouse.open(db, read_only=True) as wh:
-        tables = contextuality_report(wh, seed=seed, mi=mi)
-        if temps:
-            tables.update(temperature_tables(wh, temps))
-        names = _model_table(wh)
+    with _open(db) as handle:
+        tables = contextuality(handle, seed=seed, mi=mi, temperatures=temps, private=True)
+        names = handle.models()
     index = write_report(tables, Path(out), db, names)
     click.echo(f"wrote {index}")
 
@@ -183,16 +168,13 @@ def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: st
     Tables: mixed_model, predicted_values (the paper's Figure 2), condition_means, length_control (share of root
     items whose four sentences have equal token counts, per tokenizer). Convergence problems are reported in the
     table, never hidden."""
-    from ..metrics.negation import NEGATION_DATASETS, negation_tables, sentence_perplexities
+    from ..metrics.negation import NEGATION_DATASETS
+    from ..metrics.studies import negation
 
-    with Warehouse.open(db, read_only=True) as wh:
-        ppl = sentence_perplexities(wh)
-        if ppl.empty:
-            raise click.ClickException("no negation-bias sentence scores in the warehouse "
-                                       "(run `runners collect --dataset negation-examples` first)")
-        tables = _named(negation_tables(ppl, intercept_only_on_failure=intercept_only_on_failure), wh)
+    with _open(db) as handle:
+        tables = negation(handle, intercept_only_on_failure=intercept_only_on_failure, sentences=False)
         if out:
-            _results_artifact(wh, "negation", tables, list(NEGATION_DATASETS),
+            _results_artifact(handle, "negation", tables, list(NEGATION_DATASETS),
                               {"intercept_only_on_failure": intercept_only_on_failure}, out)
     _emit_tables(tables, fmt)
 
@@ -208,16 +190,12 @@ def metaprompt_command(db: str, fmt: str, by_context: bool, out: str | None) -> 
     question (anaphora, part_of_speech, tracking), accuracy = mean over prompts of the probability of the gold
     answer (exact mode; sample mode: share of samples), its SE over prompts, the valid mass and the accuracy among
     valid answers. Evidence from `runners collect --dataset winopron --protocol meta`."""
-    from ..metrics.metaprompt import metaprompt_tables
+    from ..metrics.studies import metaprompt
 
-    with Warehouse.open(db, read_only=True) as wh:
-        tables = metaprompt_tables(wh, by_context=by_context)
-        if tables["metaprompt"].empty:
-            raise click.ClickException("no metaprompt evidence in the warehouse (run `runners collect --dataset "
-                                       "winopron --protocol meta` first)")
-        tables = _named(tables, wh)
+    with _open(db) as handle:
+        tables = metaprompt(handle, by_context=by_context)
         if out:
-            _results_artifact(wh, "metaprompt", tables, ["winopron"], {"by_context": by_context}, out)
+            _results_artifact(handle, "metaprompt", tables, ["winopron"], {"by_context": by_context}, out)
     _emit_tables(tables, fmt)
 
 
@@ -228,25 +206,14 @@ _CAL_PAIR = click.option(
          "pct_change = 100 * (OTHER - REFERENCE) / |REFERENCE| per metric. Repeatable.")
 
 
-def _calibration_tables(wh: Warehouse, dataset: str | None, pairs: tuple[str, ...], **kwargs) -> dict:
-    """The calibration tables of the warehouse, with `pair_change` when model pairs are declared; a bad pair or a
-    warehouse without pairs stops with one line."""
-    from ..metrics.calibration_study import calibration_report_tables, pair_changes, parse_model_pair
+def _calibration(handle, dataset: str | None, pairs: tuple[str, ...], **kwargs) -> dict:
+    """`biaslab.metrics.studies.calibration`, a bad --pair reported as the option's error."""
+    from ..metrics.studies import PairError, calibration
 
     try:
-        declared = [parse_model_pair(p) for p in pairs]
-    except ValueError as exc:
+        return calibration(handle, dataset, pairs=pairs, **kwargs)
+    except PairError as exc:
         raise click.BadParameter(str(exc), param_hint="--pair") from None
-    tables = calibration_report_tables(wh, dataset, **kwargs)
-    if tables["metrics"].empty and tables["winoqueer"].empty:
-        raise click.ClickException("no scored pronoun pairs with gold labels in the warehouse "
-                                   "(run `runners collect --dataset gece-winobias` first)")
-    if declared:
-        try:
-            tables["pair_change"] = pair_changes(tables["metrics"], declared, _model_table(wh))
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--pair") from None
-    return tables
 
 
 @metrics_group.command("calibration")
@@ -267,14 +234,11 @@ def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, boots
     bootstrap intervals; post-hoc Beta / isotonic / Platt / temperature calibration on a seeded half split (ECE
     before / after in both conventions); sample-size ablation in both conventions; GenderLex variants; WinoQueer per
     identity group; with --pair, the % change between model pairs."""
-    with Warehouse.open(db, read_only=True) as wh:
-        tables = _calibration_tables(wh, dataset, pairs, n_bins=bins, n_boot=bootstrap, seed=seed)
-        tables.pop("reliability")
-        tables.pop("reliability_post_hoc")
-        tables = _named(tables, wh)
+    with _open(db) as handle:
+        tables = _calibration(handle, dataset, pairs, bins=bins, bootstrap=bootstrap, seed=seed, reliability=False)
         if out:
             used = set(tables["metrics"].get("dataset", [])) | set(tables["winoqueer"].get("dataset", []))
-            _results_artifact(wh, "calibration", tables, sorted(used),
+            _results_artifact(handle, "calibration", tables, sorted(used),
                               {"dataset": dataset, "bins": bins, "bootstrap": bootstrap, "seed": seed,
                                "pairs": list(pairs)}, out)
     _emit_tables(tables, fmt)
@@ -295,9 +259,9 @@ def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap
     between the model pairs declared with --pair (or a sentence saying none was declared)."""
     from ..metrics.report_calibration import write_report
 
-    with Warehouse.open(db, read_only=True) as wh:
-        tables = _calibration_tables(wh, dataset, pairs, n_boot=bootstrap)
-        names = _model_table(wh)
+    with _open(db) as handle:
+        tables = _calibration(handle, dataset, pairs, bootstrap=bootstrap, private=True)
+        names = handle.models()
     click.echo(f"wrote {write_report(tables, Path(out), db, names)}")
 
 
@@ -311,9 +275,9 @@ def negation_report_command(db: str, out: str) -> None:
     from ..metrics.negation import sentence_perplexities
     from ..metrics.report_negation import write_report
 
-    with Warehouse.open(db, read_only=True) as wh:
-        ppl = sentence_perplexities(wh)
-        names = _model_table(wh)
+    with _open(db) as handle:
+        ppl = sentence_perplexities(handle)
+        names = handle.models()
     click.echo(f"wrote {write_report(ppl, Path(out), db, names)}")
 
 
@@ -342,12 +306,12 @@ def misgendering_command(db: str, fmt: str, no_pronoun: str, vocabulary: str, ou
     (agreement_first_sample: kappa +- 1.96 x asymptotic SE, MCC with its Fisher 95% interval, raw agreement +- SEM);
     Beta method-of-moments fit of per-instance disagreement per context; repetition rate and no-pronoun rate; human
     annotation agreement per cell and the label breakdown when annotations were imported."""
-    from ..metrics.misgendering import misgendering_report
+    from ..metrics.studies import misgendering
 
-    with Warehouse.open(db, read_only=True) as wh:
-        tables = _named(misgendering_report(wh, no_pronoun=no_pronoun, vocabulary=vocabulary), wh)
+    with _open(db) as handle:
+        tables = misgendering(handle, no_pronoun=no_pronoun, vocabulary=vocabulary)
         if out:
-            _results_artifact(wh, "misgendering", tables, ["misgendered", "ruff", "tango"],
+            _results_artifact(handle, "misgendering", tables, ["misgendered", "ruff", "tango"],
                               {"no_pronoun": no_pronoun, "vocabulary": vocabulary}, out)
     _emit_tables(tables, fmt)
 
@@ -362,12 +326,12 @@ def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: 
     per pronoun with 95% intervals, agreement tables with their +- terms, Beta (alpha, beta) table of
     disagreement, instance spread, generation quality (one section per model); human annotation: label breakdown
     and human-vs-automatic agreement per cell."""
-    from ..metrics.misgendering import misgendering_report
     from ..metrics.report_misgendering import write_report
+    from ..metrics.studies import misgendering
 
-    with Warehouse.open(db, read_only=True) as wh:
-        tables = misgendering_report(wh, no_pronoun=no_pronoun, vocabulary=vocabulary)
-        names = _model_table(wh)
+    with _open(db) as handle:
+        tables = misgendering(handle, no_pronoun=no_pronoun, vocabulary=vocabulary, private=True)
+        names = handle.models()
     index = write_report(tables, Path(out), db, names)
     click.echo(f"wrote {index}")
 
@@ -393,8 +357,8 @@ def annotate_export_command(db: str, out: str, n: int, seed: int, dataset: str |
 
     if n < 1:
         raise click.UsageError("--n must be at least 1")
-    with Warehouse.open(db, read_only=True) as wh:
-        written = export_sheet(wh, Path(out), n, seed, dataset)
+    with _open(db) as handle:
+        written = export_sheet(handle, Path(out), n, seed, dataset)
     click.echo(f"wrote {written} continuations to {out}")
 
 
@@ -407,6 +371,7 @@ def annotate_import_command(file: str, db: str) -> None:
     The whole file is checked first: any bad row stops the import with file, line and field, and nothing is
     written. Re-importing adds nothing."""
     from ..metrics.annotations import import_annotations
+    from ..warehouse import Warehouse
 
     with Warehouse.open(db) as wh:
         read, added = import_annotations(wh, Path(file))

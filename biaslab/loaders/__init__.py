@@ -1,6 +1,7 @@
 """Dataset loaders: read upstream files, validate, emit `Stimulus` objects. No model or warehouse code here."""
 
+from .dataset import DatasetInfo
 from .errors import DataError
-from .registry import DatasetInfo, datasets, default_data_dir, get
+from .registry import datasets, default_data_dir, get
 
 __all__ = ["DataError", "DatasetInfo", "datasets", "default_data_dir", "get"]

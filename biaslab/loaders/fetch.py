@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .readers import sha256_file
-from .registry import DatasetInfo, Upstream
+from .dataset import DatasetInfo, Upstream
 
 DEFAULT_TIMEOUT = 30.0
 CHUNK = 1 << 16

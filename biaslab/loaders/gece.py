@@ -37,7 +37,7 @@ from pathlib import Path
 from ..schema import Stimulus
 from ..lexicon.pronouns import FORM_GENDER, PAIR_CASE
 from .readers import Record, files_digest, read_table, unnamed_index
-from .registry import DatasetInfo, Upstream, file_loader, github_raw, register
+from .dataset import DatasetInfo, Upstream, file_loader, github_raw
 
 SLOT = "BLANK"
 LABELS = ("male", "female")
@@ -123,7 +123,7 @@ URL = f"https://github.com/{GECE_REPO}/tree/{GECE_COMMIT}/data"
 LICENCE = "none found (local research use only)"
 
 #: name -> (file, pinned sha256, rows, description)
-DATASETS = {
+FILES = {
     "gece-winobias": ("winobias.csv", "12810d1641a162d94a9a5e066b231bc98bbcf644ee6ea292b504c9b49a937509", 771,
                       "GECE WinoBias type-2 pairs ('The person ...'), gold = human label y"),
     "gece-winogender": ("winogender.csv", "056ed7eec5eeb168ccf663d88a73827878f8755770323e4a95c725f78002f1df", 178,
@@ -137,14 +137,13 @@ DATASETS = {
                           "GenderLex with 'Someone' as subject, gold = human label y"),
 }
 
-for _name, (_file, _sha, _rows, _description) in DATASETS.items():
-    register(DatasetInfo(
-        name=_name,
-        folder=FOLDER,
-        loader=file_loader(load_gece_file, _name, _file, shown=f"gece_data/{_file}"),
-        licence=LICENCE,
-        description=f"{_description} ({_rows} pairs, one stimulus each)",
-        files={f"gece_data/{_file}": _sha},
-        url=URL,
-        sources={f"gece_data/{_file}": Upstream(github_raw(GECE_REPO, GECE_COMMIT, f"data/{_file}"))},
-    ))
+DATASETS = tuple(DatasetInfo(
+    name=_name,
+    folder=FOLDER,
+    loader=file_loader(load_gece_file, _name, _file, shown=f"gece_data/{_file}"),
+    licence=LICENCE,
+    description=f"{_description} ({_rows} pairs, one stimulus each)",
+    files={f"gece_data/{_file}": _sha},
+    url=URL,
+    sources={f"gece_data/{_file}": Upstream(github_raw(GECE_REPO, GECE_COMMIT, f"data/{_file}"))},
+) for _name, (_file, _sha, _rows, _description) in FILES.items())

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .errors import DataError
 from .readers import read_table
-from .registry import Upstream, github_raw
+from .dataset import Upstream, github_raw
 
 #: Where the norms live relative to the data directory (folder `misersky_norms/`).
 NORMS_FOLDER = "misersky_norms"
@@ -184,22 +184,3 @@ def match_nouns(nouns: Iterable[str], norms: Mapping[str, float], overrides: Map
         else:
             matched[noun] = m
     return matched, sorted(unmatched)
-
-
-def misersky_matches(data_dir: Path, rule: str = "biaslab") -> tuple[dict[str, NormMatch], list[str]]:
-    """Match every WinoPron occupation and participant to the English norms (for reports and tests)."""
-    from .winopron import read_templates
-
-    templates = read_templates(Path(data_dir) / "winopron")
-    nouns = {t.occupation for t in templates} | {t.participant for t in templates}
-    return match_nouns(nouns, load_norms(norms_path(data_dir)), rule=rule)
-
-
-def rated_templates(data_dir: Path, rule: str = "biaslab") -> tuple[int, int]:
-    """(templates whose antecedent has a rating, all templates) of WinoPron under a matching rule: (234, 360) with
-    "biaslab", (279, 360) with "paper" on the pinned files."""
-    from .winopron import read_templates
-
-    templates = read_templates(Path(data_dir) / "winopron")
-    matched, _ = misersky_matches(data_dir, rule)
-    return sum(t.antecedent in matched for t in templates), len(templates)

@@ -37,7 +37,7 @@ from .errors import DataError
 from .options import parse_bool, parse_int
 from ..lexicon.pronouns import set_choice
 from .readers import Record, files_digest, read_lines, read_table
-from .registry import DatasetInfo, Upstream, github_raw, register
+from .dataset import DatasetInfo, Upstream, github_raw
 
 SLOT = "BLANK"
 PRONOUN_SETS = ("he", "she", "they", "xe")
@@ -183,7 +183,7 @@ def load_misgendered(folder: Path, seed: Any = 0, keep_artifact: Any = False) ->
     return stimuli
 
 
-INFO = register(DatasetInfo(
+INFO = DatasetInfo(
     name="misgendered",
     folder="misgendered",
     loader=load_misgendered,
@@ -202,4 +202,6 @@ INFO = register(DatasetInfo(
     sources={rel: Upstream(github_raw("tamannahossainkay/misgendered-backend",
                                       "383bb8c301371b21a4ec73d5310d3d2e9826636b", rel))
              for rel in (TEMPLATE_FILE, PRONOUNS_FILE, *NAME_FILES.values())},
-))
+    protocols=("prob", "gen"),
+)
+DATASETS = (INFO,)

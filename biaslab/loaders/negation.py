@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..schema import Stimulus
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, file_loader, register
+from .dataset import DatasetInfo, file_loader
 
 COLUMNS = ("item_id", "condition", "context", "form", "group", "context_sentence", "description", "sentence")
 CONTEXT_CODE = {"stereo": "S", "nonstereo": "N"}
@@ -85,26 +85,27 @@ def load_negation(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
     return stimuli
 
 
-register(DatasetInfo(
-    name="negation-examples",
-    folder="negation_bias_examples",
-    loader=file_loader(load_negation, "negation-examples", "negation_bias_examples.csv"),
-    licence="none stated (24 example sentences typed in from Table 2 of Wang, Sommerauer and Bloem, after "
-            "Beukeboom et al. 2020; local research use)",
-    description="Negation-bias examples: 6 root items x SA/SN/NA/NN = 24 sentences, scored as whole sentences",
-    files={"negation_bias_examples.csv": "8a4ec668a3f2d06a1c53715a9f5aeeb29c92f3d65a6ad3a390dd6420271ad4a5"},
-    no_source="typed in from Table 2 of the paper; there is no upstream file to download",
-))
-
-register(DatasetInfo(
-    name="negation",
-    folder="negation",
-    loader=file_loader(load_negation, "negation", "negation_bias.csv"),
-    licence="unknown (user-supplied copy of yishani/negationbias; check the upstream terms)",
-    description="Negation-bias dataset supplied by the user (300 root items x SA/SN/NA/NN upstream), same columns "
-                "as negation-examples",
-    files={"negation_bias.csv": None},
-    url="https://github.com/yishani/negationbias",
-    no_source="no public copy with a pinned commit and checksum is known; put the upstream CSV in the same column "
-              "format at <data-dir>/negation/negation_bias.csv yourself",
-))
+DATASETS = (
+    DatasetInfo(
+        name="negation-examples",
+        folder="negation_bias_examples",
+        loader=file_loader(load_negation, "negation-examples", "negation_bias_examples.csv"),
+        licence="none stated (24 example sentences typed in from Table 2 of Wang, Sommerauer and Bloem, after "
+                "Beukeboom et al. 2020; local research use)",
+        description="Negation-bias examples: 6 root items x SA/SN/NA/NN = 24 sentences, scored as whole sentences",
+        files={"negation_bias_examples.csv": "8a4ec668a3f2d06a1c53715a9f5aeeb29c92f3d65a6ad3a390dd6420271ad4a5"},
+        no_source="typed in from Table 2 of the paper; there is no upstream file to download",
+    ),
+    DatasetInfo(
+        name="negation",
+        folder="negation",
+        loader=file_loader(load_negation, "negation", "negation_bias.csv"),
+        licence="unknown (user-supplied copy of yishani/negationbias; check the upstream terms)",
+        description="Negation-bias dataset supplied by the user (300 root items x SA/SN/NA/NN upstream), same columns "
+                    "as negation-examples",
+        files={"negation_bias.csv": None},
+        url="https://github.com/yishani/negationbias",
+        no_source="no public copy with a pinned commit and checksum is known; put the upstream CSV in the same column "
+                  "format at <data-dir>/negation/negation_bias.csv yourself",
+    ),
+)

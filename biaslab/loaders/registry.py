@@ -1,169 +1,64 @@
-"""Registry of known datasets: where their files live, pinned checksums, licence, and the loader to call."""
+"""The built-in datasets by name: a lazy map of dataset name -> loader module, each module declaring its datasets
+(`DATASETS`, a tuple of `DatasetInfo`). Importing a loader module registers nothing: `get` imports the one module a
+name needs, `datasets` all of them."""
 
 from __future__ import annotations
 
+import importlib
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
-from ..schema import Stimulus
-from .errors import DataError
-from .options import parse_bool
-from .readers import sha256_file
-from .verify import FileCheck, Verification, hash_prefix, modified_version, verifying
+from . import verify
+from .dataset import DatasetInfo
 
-Loader = Callable[..., list[Stimulus]]
-
-
-def github_raw(repo: str, commit: str, path: str) -> str:
-    """Commit-pinned raw URL of `path` in the GitHub repository `repo` ("owner/name")."""
-    return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
-
-
-def file_loader(load_file: Callable[..., list[Stimulus]], dataset: str, file: str, shown: str | None = None) -> Loader:
-    """`load(folder)` = `load_file(folder, dataset=dataset, file=file)`, named after the dataset.
-
-    For modules that register several datasets of one format, one file each; `shown` is the file as the docstring
-    names it (default: `file`).
-    """
-    def load(folder: Path) -> list[Stimulus]:
-        return load_file(folder, dataset=dataset, file=file)
-
-    load.__name__ = f"load_{dataset.replace('-', '_')}"
-    load.__module__ = load_file.__module__  # "the module docstring" is that of the module defining `load_file`
-    load.__doc__ = f"Stimuli of {dataset} from {shown or file} (see the module docstring)."
-    return load
+#: dataset name -> the module of `biaslab.loaders` that declares it
+MODULES: dict[str, str] = {
+    "winogender": "winogender",
+    "winopron": "winopron",
+    "misgendered": "misgendered",
+    "tango": "tango",
+    "ruff": "ruff",
+    "winobias": "winobias",
+    "gece-winobias": "gece",
+    "gece-winogender": "gece",
+    "genderlex": "gece",
+    "genderlex-person": "gece",
+    "genderlex-someone": "gece",
+    "negation-examples": "negation",
+    "negation": "negation",
+    "winoqueer": "winoqueer",
+}
 
 
-@dataclass(frozen=True)
-class Upstream:
-    """Where one local file of a dataset comes from, for `biaslab data fetch`.
-
-    `url` is commit-pinned. With `member`, the URL is a zip archive (pinned by `archive_sha256`) and the file is that
-    member, decrypted with `password` when the archive is encrypted (WinoPron and RUFF publish theirs). `sha256`
-    pins files the loader does not read (files it reads are pinned in `DatasetInfo.files`).
-    """
-
-    url: str
-    member: str | None = None
-    password: str | None = None
-    archive_sha256: str | None = None
-    sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """A dataset biaslab knows how to load from its upstream layout under `<data-dir>/<folder>/`."""
-
-    name: str
-    folder: str
-    loader: Loader
-    licence: str
-    description: str
-    files: Mapping[str, str | None] = field(default_factory=dict)  # relative path -> pinned sha256 (None: unpinned)
-    options: Mapping[str, Any] = field(default_factory=dict)       # accepted options and their defaults
-    url: str | None = None
-    #: relative path (as in `files`; may reach a sibling folder with "../") -> where `biaslab data fetch` gets it
-    sources: Mapping[str, Upstream] = field(default_factory=dict)
-    #: why the dataset cannot be fetched (no public, commit-pinned source); shown by `biaslab data fetch`
-    no_source: str | None = None
-
-    def pinned_sha256(self, rel: str) -> str | None:
-        """The pinned sha256 of a fetchable file: from `files`, else from its `Upstream`."""
-        pinned = self.files.get(rel)
-        source = self.sources.get(rel)
-        return pinned if pinned is not None else (source.sha256 if source is not None else None)
-
-    def path(self, data_dir: Path) -> Path:
-        return Path(data_dir) / self.folder
-
-    def present(self, data_dir: Path) -> bool:
-        return all((self.path(data_dir) / rel).is_file() for rel in self.files) and self.path(data_dir).is_dir()
-
-    def verify(self, data_dir: Path) -> dict[str, str]:
-        """Per file: 'ok', 'missing', 'mismatch' or 'unpinned'."""
-        status = {}
-        for rel, pinned in self.files.items():
-            p = self.path(data_dir) / rel
-            if not p.is_file():
-                status[rel] = "missing"
-            elif pinned is None:
-                status[rel] = "unpinned"
-            else:
-                status[rel] = "ok" if sha256_file(p) == pinned else "mismatch"
-        return status
-
-    def load(self, data_dir: Path, *, accept_modified: Any = False, **options: Any) -> list[Stimulus]:
-        """The dataset's stimuli; every pinned file the loader reads is checked against its sha256 first.
-
-        A file that differs from its pin is a `DataError` naming it, unless `accept_modified` (then its stimuli
-        carry the file's own sha256 as `upstream_version`; `load_verified` also says which files differed).
-        """
-        return self.load_verified(data_dir, accept_modified=accept_modified, **options).stimuli
-
-    def load_verified(self, data_dir: Path, *, accept_modified: Any = False, **options: Any) -> "Loaded":
-        """`load`, with the checksum outcome of every file read (see `biaslab.loaders.verify`)."""
-        unknown = sorted(set(options) - set(self.options))
-        if unknown:
-            raise ValueError(f"dataset {self.name}: unknown option(s) {unknown}; accepted: {sorted(self.options)}")
-        accept = parse_bool(accept_modified, "accept_modified") if accept_modified is not None else False
-        folder = self.path(data_dir)
-        if not folder.is_dir():
-            raise DataError(folder, f"dataset folder not found (dataset {self.name}; set --data-dir or BIASLAB_DATA)")
-        merged = {**self.options, **{k: v for k, v in options.items() if v is not None}}
-        verification = Verification.for_files(self.name, folder, self.files, accept_modified=accept,
-                                              fetchable=bool(self.sources) and not self.no_source)
-        with verifying(verification) as checked:
-            stimuli = self.loader(folder, **merged)
-        modified = tuple(checked.modified)
-        version = None
-        if modified:  # the pinned digest no longer names these data: stamp the modified files' own hashes
-            version = modified_version(list(modified))
-            stimuli = [s.model_copy(update={"upstream_version": version}) for s in stimuli]
-        return Loaded(self.name, stimuli, tuple(checked.checks.values()), modified, version)
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """What `DatasetInfo.load_verified` read: the stimuli and the checksum outcome of each file."""
-
-    dataset: str
-    stimuli: list[Stimulus]
-    files: tuple[FileCheck, ...]          # every file read, in reading order ("ok", "modified", "unpinned")
-    modified: tuple[FileCheck, ...]       # accepted pinned files whose bytes differ from the pin
-    upstream_version: str | None          # stamped on every stimulus when `modified`, else None (as loaded)
-
-    def notes(self) -> list[str]:
-        """One line per accepted modified file, for the command output."""
-        return [f"{self.dataset}: {c.rel} differs from the pinned upstream file (sha256 {hash_prefix(c.sha256)}, "
-                f"pinned {hash_prefix(c.pinned or '')}); stimuli record upstream_version {self.upstream_version}"
-                for c in self.modified]
-
-
-_REGISTRY: dict[str, DatasetInfo] = {}
-
-
-def register(info: DatasetInfo) -> DatasetInfo:
-    if info.name in _REGISTRY:
-        raise RuntimeError(f"dataset {info.name} registered twice")
-    _REGISTRY[info.name] = info
-    return info
+def _declared(module: str) -> dict[str, DatasetInfo]:
+    found = importlib.import_module(f"{__package__}.{module}").DATASETS
+    return {info.name: info for info in found}
 
 
 def datasets() -> dict[str, DatasetInfo]:
-    """All registered datasets by name (importing the loader modules registers them)."""
-    from . import _all  # noqa: F401  (import side effect: registration)
-
-    return dict(_REGISTRY)
+    """All built-in datasets by name, in the order of `MODULES`."""
+    out: dict[str, DatasetInfo] = {}
+    for module in dict.fromkeys(MODULES.values()):
+        out.update(_declared(module))
+    return {name: out[name] for name in MODULES}
 
 
 def get(name: str) -> DatasetInfo:
-    known = datasets()
-    if name not in known:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(known))}")
-    return known[name]
+    """The built-in dataset `name`; ValueError naming the known ones otherwise."""
+    if name not in MODULES:
+        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(MODULES))}")
+    return _declared(MODULES[name])[name]
+
+
+@lru_cache(maxsize=1)
+def upstream_pins() -> frozenset[str]:
+    """Every pinned sha256 of every built-in dataset (its files and its fetch sources)."""
+    return frozenset(sha for info in datasets().values()
+                     for sha in [*info.files.values(), *(src.sha256 for src in info.sources.values())] if sha)
+
+
+verify.use_pins(upstream_pins)
 
 
 def default_data_dir(flag: str | os.PathLike | None = None) -> Path:

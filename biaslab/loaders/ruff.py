@@ -29,7 +29,7 @@ from ..schema import Stimulus
 from .errors import DataError
 from ..lexicon.pronouns import PARADIGMS, PLACEHOLDER_CASE, set_choice
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, Upstream, github_raw, register
+from .dataset import DatasetInfo, Upstream, github_raw
 
 SLOT = "BLANK"
 TASK_FILE = "eo_task.tsv"
@@ -125,7 +125,7 @@ def load_ruff(folder: Path) -> list[Stimulus]:
     return stimuli
 
 
-INFO = register(DatasetInfo(
+INFO = DatasetInfo(
     name="ruff",
     folder="ruff",
     loader=load_ruff,
@@ -147,4 +147,6 @@ INFO = register(DatasetInfo(
                                ("data/context.tsv",
                                 "73eb2dee82e0ac76948927d5fdae316828bf85ace345b6197f91a4e65dbf1c6d"))},
     },
-))
+    protocols=("prob", "gen"),
+)
+DATASETS = (INFO,)

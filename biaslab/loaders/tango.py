@@ -31,7 +31,7 @@ from ..schema import Stimulus
 from .errors import DataError
 from ..lexicon.pronouns import PAIR_CASE
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, Upstream, github_raw, register
+from .dataset import DatasetInfo, Upstream, github_raw
 
 PROMPTS_FILE = "misgendering_prompts.csv"
 COLUMNS = ("template_idx", "ante", "ante_type", "pronoun_family", "template")
@@ -134,7 +134,7 @@ def load_tango(folder: Path, pronouns: Any = "core") -> list[Stimulus]:
     return stimuli
 
 
-INFO = register(DatasetInfo(
+INFO = DatasetInfo(
     name="tango",
     folder="tango",
     loader=load_tango,
@@ -147,4 +147,6 @@ INFO = register(DatasetInfo(
         "misgendering_prompts.csv",
     sources={PROMPTS_FILE: Upstream(github_raw("amazon-science/tango", "bbaf0bb22a3fc391e2e7247a2d25c6850625013b",
                                                PROMPTS_FILE))},
-))
+    protocols=("gen", "prob"),
+)
+DATASETS = (INFO,)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,13 +59,15 @@ class Verification:
     pins: Mapping[str, tuple[str, str | None]]   # resolved path -> (rel, pinned sha256 or None)
     accept_modified: bool = False
     fetchable: bool = False      # `biaslab data fetch` can restore the files (named in the refusal)
+    upstream: frozenset[str] = frozenset()  # every pinned sha256 of the dataset (its files and fetch sources)
     checks: dict[str, FileCheck] = field(default_factory=dict)  # resolved path -> check, in reading order
 
     @classmethod
     def for_files(cls, dataset: str, folder: Path, files: Mapping[str, str | None], *,
-                  accept_modified: bool = False, fetchable: bool = False) -> "Verification":
+                  accept_modified: bool = False, fetchable: bool = False,
+                  upstream: frozenset[str] = frozenset()) -> "Verification":
         pins = {_key(Path(folder) / rel): (rel, sha) for rel, sha in files.items()}
-        return cls(dataset, pins, accept_modified, fetchable)
+        return cls(dataset, pins, accept_modified, fetchable, upstream)
 
     def observe(self, path: Path, sha: str) -> FileCheck:
         """Record the sha256 of a file just read; a pinned file that differs is refused unless accepted."""
@@ -120,12 +122,20 @@ def observe(path: Path, raw: bytes) -> tuple[str, FileCheck | None]:
     return sha, (current.observe(path, sha) if current is not None else None)
 
 
-def pinned_upstream(sha: str) -> bool:
-    """Is `sha` the pinned sha256 of some registered upstream file? Such a file is upstream's exact bytes, so the
-    readers accept its known layout quirks (no line break after the last line) instead of treating them as damage."""
-    from .registry import datasets  # late import: the registry imports the readers
+#: every pinned upstream sha256 of the built-in datasets, provided by the registry (`use_pins`), which imports
+#: the loaders; this module stays below them
+_PINS: Callable[[], frozenset[str]] = frozenset
 
-    for info in datasets().values():
-        if sha in {s for s in info.files.values() if s} or any(src.sha256 == sha for src in info.sources.values()):
-            return True
-    return False
+
+def use_pins(source: Callable[[], frozenset[str]]) -> None:
+    """Set where `pinned_upstream` finds the pins of every built-in dataset (the registry calls this)."""
+    global _PINS
+    _PINS = source
+
+
+def pinned_upstream(sha: str) -> bool:
+    """Is `sha` the pinned sha256 of an upstream file (of the dataset being loaded, or of any built-in dataset)?
+    Such a file is upstream's exact bytes, so the readers accept its known layout quirks (no line break after the
+    last line) instead of treating them as damage."""
+    current = _CURRENT.get()
+    return (current is not None and sha in current.upstream) or sha in _PINS()

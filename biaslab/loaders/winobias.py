@@ -50,7 +50,7 @@ from ..schema import Stimulus
 from .errors import DataError
 from ..lexicon.pronouns import BINARY, FORM_CASES, FORM_GENDER, PAIR_CASE, PARADIGMS, capitalize
 from .readers import files_digest, read_lines
-from .registry import DatasetInfo, Upstream, github_raw, register
+from .dataset import DatasetInfo, Upstream, github_raw
 
 SLOT = "BLANK"
 LABELS = BINARY
@@ -292,7 +292,7 @@ def load_winobias(folder: Path, subset: str | None = "all") -> list[Stimulus]:
     return stimuli
 
 
-register(DatasetInfo(
+DATASETS = (DatasetInfo(
     name="winobias",
     folder="winobias",
     loader=load_winobias,
@@ -316,4 +316,4 @@ register(DatasetInfo(
     sources={rel: Upstream(github_raw("uclanlp/corefBias", "0bce984dd081bbc10b0622f326727a024c607895",
                                       f"WinoBias/wino/{rel}"))
              for rel in all_files()},
-))
+),)

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..schema import Stimulus
 from ..lexicon.pronouns import PARADIGMS, PLACEHOLDER_CASE, agreement_texts
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, Upstream, github_raw, register
+from .dataset import DatasetInfo, Upstream, github_raw
 
 SLOT = "BLANK"
 LABELS = ("male", "female", "neutral")
@@ -86,7 +86,7 @@ def load_winogender(folder: Path) -> list[Stimulus]:
     return stimuli
 
 
-register(DatasetInfo(
+DATASETS = (DatasetInfo(
     name="winogender",
     folder="winogender",
     loader=load_winogender,
@@ -101,4 +101,4 @@ register(DatasetInfo(
     sources={rel: Upstream(github_raw("rudinger/winogender-schemas", "1c7f8b481ad8a234b41e9f76a424d6e856e13f7f",
                                       f"data/{rel}"))
              for rel in ("templates.tsv", "occupations-stats.tsv", "all_sentences.tsv")},
-))
+),)

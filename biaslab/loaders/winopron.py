@@ -38,10 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..schema import Stimulus
-from .misersky import NORMS_FILE, NORMS_FOLDER, NORMS_SHA256, NORMS_SOURCE, NormMatch, load_norms, match_noun
+from .misersky import (NORMS_FILE, NORMS_FOLDER, NORMS_SHA256, NORMS_SOURCE, NormMatch, load_norms, match_noun,
+                       match_nouns, norms_path)
 from ..lexicon.pronouns import PARADIGMS, PLACEHOLDER_CASE, capitalize, slot_starts_sentence, starts_sentence
 from .readers import Record, files_digest, read_table
-from .registry import DatasetInfo, Upstream, github_raw, register
+from .dataset import DatasetInfo, Upstream, github_raw
 
 DATASET = "winopron"
 SLOT = "BLANK"
@@ -250,7 +251,22 @@ def load_winopron(folder: Path, null_primes: str | Sequence[str] = NULL_PRIMES, 
     return stimuli
 
 
-register(DatasetInfo(
+def misersky_matches(data_dir: Path, rule: str = "biaslab") -> tuple[dict[str, NormMatch], list[str]]:
+    """Match every WinoPron occupation and participant to the English norms (for reports and tests)."""
+    templates = read_templates(Path(data_dir) / "winopron")
+    nouns = {t.occupation for t in templates} | {t.participant for t in templates}
+    return match_nouns(nouns, load_norms(norms_path(data_dir)), rule=rule)
+
+
+def rated_templates(data_dir: Path, rule: str = "biaslab") -> tuple[int, int]:
+    """(templates whose antecedent has a rating, all templates) of WinoPron under a matching rule: (234, 360) with
+    "biaslab", (279, 360) with "paper" on the pinned files."""
+    templates = read_templates(Path(data_dir) / "winopron")
+    matched, _ = misersky_matches(data_dir, rule)
+    return sum(t.antecedent in matched for t in templates), len(templates)
+
+
+DATASETS = (DatasetInfo(
     name=DATASET,
     folder="winopron",
     loader=load_winopron,
@@ -270,4 +286,5 @@ register(DatasetInfo(
                                  archive_sha256="d1acbf1f411dc9ec5f149c95c751667cf1c8338562a323b839d7113f2ca8b673"),
         DEFAULT_NORMS: NORMS_SOURCE,
     },
-))
+    protocols=("choice", "meta"),
+),)

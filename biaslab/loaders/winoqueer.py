@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..schema import Stimulus
 from .readers import Record, files_digest, read_table, unnamed_index
-from .registry import DatasetInfo, register
+from .dataset import DatasetInfo
 
 SLOT = "BLANK"
 LABELS = ("queer", "nonqueer")
@@ -87,7 +87,7 @@ def load_winoqueer(folder: Path, subset: str | None = "last-cloze") -> list[Stim
     return stimuli
 
 
-register(DatasetInfo(
+DATASETS = (DatasetInfo(
     name="winoqueer",
     folder="winoqueer",
     loader=load_winoqueer,
@@ -99,4 +99,4 @@ register(DatasetInfo(
     url="https://github.com/katyfelkner/winoqueer/blob/main/data/winoqueer_final.csv",
     no_source="no pinned upstream commit or checksum (only the moving 'main' branch is known); download "
               "data/winoqueer_final.csv from katyfelkner/winoqueer yourself into <data-dir>/winoqueer/",
-))
+),)

@@ -33,7 +33,6 @@ import pyarrow as pa
 
 from ..loaders.errors import DataError
 from ..loaders.readers import read_table
-from ..warehouse import Warehouse
 from .misgendering_stats import Z95, kappa_asymptotic_se, standard_error_of_mean
 
 LABELS = ("correct", "misgendering", "no_pronoun", "plural_they")
@@ -88,23 +87,24 @@ def stratified_sample(frame: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFram
     return pd.concat(parts, ignore_index=True) if parts else frame.iloc[0:0]
 
 
-def export_sheet(wh: Warehouse, out: Path, n: int = 25, seed: int = 0, dataset: str | None = None) -> int:
+def export_sheet(handle, out: Path, n: int = 25, seed: int = 0, dataset: str | None = None) -> int:
     """Write a CSV to label: per model x dataset x declared pronoun x context cell, `n` continuations drawn at random
     (`stratified_sample`; the paper: 25 per model, pronoun and pre / post cell). Columns `SHEET_COLUMNS`: the
     model's name, the prompt and continuation, and empty label / extraneous_gendered / note / annotator columns;
     the heuristic's outcome is NOT shown. Returns the number of rows written.
 
     Raises ValueError when the warehouse (or `dataset`) has no generated samples."""
-    from ..warehouse.catalog import model_names_of, warehouse_models
+    from ..warehouse.catalog import model_names_of
 
-    where = "WHERE dataset = ?" if dataset else ""
-    frame = wh.con.execute(
-        f"SELECT sample_id, model_key, dataset, declared, context, prompt_text, text FROM gen_samples {where} "
-        f"ORDER BY sample_id", [dataset] if dataset else []).df()
+    gen = handle.table("gen_samples")
+    if dataset:
+        gen = gen.filter(gen.dataset == dataset)
+    frame = handle.fetch(gen.select("sample_id", "model_key", "dataset", "declared", "context", "prompt_text",
+                                    "text").order_by("sample_id"))
     if frame.empty:
-        raise ValueError(f"{wh.path}: no generated samples{' for ' + dataset if dataset else ''} to annotate")
+        raise ValueError(f"{handle.path}: no generated samples{' for ' + dataset if dataset else ''} to annotate")
     chosen = stratified_sample(frame, n, seed)
-    names = model_names_of(chosen["model_key"], warehouse_models(wh))["model_name"].to_numpy()
+    names = model_names_of(chosen["model_key"], handle.models())["model_name"].to_numpy()
     chosen = chosen.assign(model=names, label="", extraneous_gendered="", note="", annotator="")
     chosen[list(SHEET_COLUMNS)].to_csv(out, index=False, quoting=csv.QUOTE_NONNUMERIC)
     return len(chosen)
@@ -142,17 +142,17 @@ def read_annotations(path: Path, known: set[str]) -> list[dict]:
     return rows
 
 
-def import_annotations(wh: Warehouse, path: Path) -> tuple[int, int]:
+def import_annotations(wh, path: Path) -> tuple[int, int]:
     """Validate the whole file, then append it in one transaction. Returns (rows read, rows added).
 
     Re-importing identical rows adds nothing; a row that would change a stored label (same sample and annotator)
     is an error naming its line, and nothing is written. The note is stored with the label (schema version 5)."""
-    known = {r[0] for r in wh.con.execute("SELECT sample_id FROM gen_samples").fetchall()}
+    known = set(wh.query("SELECT sample_id FROM gen_samples")["sample_id"])
     rows = read_annotations(Path(path), known)
     if not rows:
         raise DataError(Path(path), "no annotation rows")
-    stored = {(sid, who): (label, flag) for sid, who, label, flag in wh.con.execute(
-        "SELECT sample_id, annotator, label, extraneous_gendered FROM annotations").fetchall()}
+    stored = {(sid, who): (label, flag) for sid, who, label, flag in wh.query(
+        "SELECT sample_id, annotator, label, extraneous_gendered FROM annotations").itertuples(index=False)}
     for r in rows:
         before = stored.get((r["sample_id"], r["annotator"]))
         if before is not None and before != (r["label"], r["extraneous_gendered"]):
@@ -218,12 +218,14 @@ def cell_agreement(merged: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CELL_AGREEMENT_COLUMNS)
 
 
-def annotation_tables(wh: Warehouse, gen: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def annotation_tables(handle, gen: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """`annotation_vs_auto` (per annotator: heuristic vs human, on the labels and on the paper's binary mapping),
     `annotation_vs_auto_cells` (the same per model x dataset x pronoun x context cell, `cell_agreement`),
     `annotation_labels` (the label breakdown per cell, `label_breakdown`) and `annotator_agreement` (every pair of
     annotators on their shared samples); each agreement with its +- term. Empty when nothing is annotated."""
-    ann = wh.con.execute("SELECT * FROM annotations ORDER BY annotator, sample_id").df()
+    if "sample_id" not in gen.columns:  # an engine without sha256 (DataFusion) has no sample ids to join on
+        return {}
+    ann = handle.fetch(handle.table("annotations").order_by(["annotator", "sample_id"]))
     if ann.empty:
         return {}
     merged = ann.merge(gen[["sample_id", *CELL, "outcome"]], on="sample_id", how="inner")

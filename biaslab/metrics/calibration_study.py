@@ -2,7 +2,7 @@
 after post-hoc calibration), post-hoc calibration, sample-size ablation, the GenderLex variants side by side,
 WinoQueer per identity group, and the % change between declared model pairs, per model, scheme and dataset.
 
-Reads the `pronoun_pair_probs` and `identity_pair_probs` views (biaslab/sql/views/calibration.sql); the statistics
+Reads the `pronoun_pair_probs` and `identity_pair_probs` views (`biaslab.views.calibration`); the statistics
 are in `calibration.py`. Every table that bins a confidence gives the paper's convention (male-class probability,
 equal-width bins; Sabir et al.) first and the top-label convention (Guo et al. 2017) labelled next to it.
 """
@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..warehouse import Warehouse
 from . import calibration as cal
 
 KEYS = ["model_key", "scheme", "dataset"]
@@ -24,23 +23,23 @@ GENDERLEX_VARIANTS = ("genderlex", "genderlex-person", "genderlex-someone")
 MIN_POST_HOC_ITEMS = 20
 
 
-def _gold_labelled(wh: Warehouse, view: str, gold: str, dataset: str | None) -> pd.DataFrame:
+def _gold_labelled(handle, view: str, gold: str, dataset: str | None) -> pd.DataFrame:
     """Rows of a pair view whose `gold` column is set (one dataset or all), ordered by dataset and item."""
-    where, params = f"{gold} IS NOT NULL", []
+    pairs = handle.table(view)
+    pairs = pairs.filter(pairs[gold].notnull())
     if dataset:
-        where += " AND dataset = ?"
-        params.append(dataset)
-    return wh.con.execute(f"SELECT * FROM {view} WHERE {where} ORDER BY dataset, item_id", params).df()
+        pairs = pairs.filter(pairs.dataset == dataset)
+    return handle.fetch(pairs.order_by(["dataset", "item_id"]))
 
 
-def load_pairs(wh: Warehouse, dataset: str | None = None) -> pd.DataFrame:
-    """Normalized male-pronoun probabilities with gold labels (items without a gold label are left out)."""
-    return _gold_labelled(wh, "pronoun_pair_probs", "gold_male", dataset)
+def load_pairs(handle, dataset: str | None = None) -> pd.DataFrame:
+    """The gold-labelled pronoun pairs of `pronoun_pair_probs` (one dataset or all)."""
+    return _gold_labelled(handle, "pronoun_pair_probs", "gold_male", dataset)
 
 
-def load_identity_pairs(wh: Warehouse, dataset: str | None = None) -> pd.DataFrame:
-    """WinoQueer pairs (`identity_pair_probs`): p_queer, gold_queer and the identity group, gold-labelled only."""
-    return _gold_labelled(wh, "identity_pair_probs", "gold_queer", dataset)
+def load_identity_pairs(handle, dataset: str | None = None) -> pd.DataFrame:
+    """The gold-labelled WinoQueer pairs of `identity_pair_probs` (one dataset or all)."""
+    return _gold_labelled(handle, "identity_pair_probs", "gold_queer", dataset)
 
 
 def _bin_rows(ident: dict, p: np.ndarray, y: np.ndarray, n_bins: int) -> list[dict]:
@@ -131,9 +130,10 @@ def _variants(metrics: pd.DataFrame) -> pd.DataFrame:
     return wide.reindex(columns=[v for v in GENDERLEX_VARIANTS if v in wide.columns]).reset_index()
 
 
-def calibration_report_tables(wh: Warehouse, dataset: str | None = None, **kwargs) -> dict[str, pd.DataFrame]:
+def calibration_report_tables(handle, dataset: str | None = None, **kwargs) -> dict[str, pd.DataFrame]:
     """`calibration_tables` of the warehouse's gold-labelled pronoun pairs and WinoQueer pairs (one dataset or all)."""
-    return calibration_tables(load_pairs(wh, dataset), identity_pairs=load_identity_pairs(wh, dataset), **kwargs)
+    return calibration_tables(load_pairs(handle, dataset), identity_pairs=load_identity_pairs(handle, dataset),
+                              **kwargs)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ gender inference with large language models", 2026; stimuli of Gautam et al. 202
 answer, Spearman correlation with stereotype norms, mutual information with prompt features, Contextuality-by-Default
 per template pair.
 
-Everything is computed from the `winopron_pf` view (biaslab/sql/views/contextuality.sql): exact-mode and
+Everything is computed from the `winopron_pf` view (`biaslab.views.contextuality`): exact-mode and
 sample-mode evidence alike, any number of models and sampling settings ("setting" = model, mode, temperature,
 top_k, top_p). No model is loaded.
 
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
-from ..warehouse import Warehouse
+from .. import views
 from .cbd import MARGINAL_PRODUCT_NOTE, VARIANTS, cbd
 from .information import bernoulli_kl_bits, knn_mi_classif_bits, mi_table_bits, plugin_mutual_information_bits
 
@@ -34,16 +34,23 @@ COMPARED = ["primed_f", "primed_m", "null_1", "null_2"]
 CONTEXT_GROUPS = {"unprimed": ["unprimed"], "primed": ["primed_f", "primed_m"], "null": ["null_1", "null_2"]}
 
 
-def load_pf(wh: Warehouse) -> pd.DataFrame:
-    """One row per (setting, stimulus): p_f, p_valid, counts, and the stimulus features, in a fixed order (setting,
-    then request): the exact-mode draws and the bootstrap follow the row order, so it must not depend on DuckDB's
-    parallel execution."""
-    return wh.con.execute(f"SELECT * FROM winopron_pf ORDER BY {', '.join(SETTING)}, request_id, stimulus_id").df()
+def load_pf(handle) -> pd.DataFrame:
+    """One row per (setting, stimulus) of `winopron_pf`: p_f, p_valid, counts, and the stimulus features, in a fixed
+    order (setting, then request): the exact-mode draws and the bootstrap follow the row order, so it must not
+    depend on the engine's parallel execution.
+
+    Parameters
+    ----------
+    handle : a `biaslab.open` handle.
+    """
+    return handle.fetch(handle.table("winopron_pf").order_by([*SETTING, "request_id", "stimulus_id"]))
 
 
-def validity(wh: Warehouse) -> pd.DataFrame:
-    """The paper's valid-measurements table: mean share of valid answers per setting, context and order."""
-    return wh.con.execute("SELECT * FROM winopron_validity ORDER BY ALL").df()
+def validity(handle) -> pd.DataFrame:
+    """The paper's valid-measurements table (`winopron_validity`): mean share of valid answers per setting, context
+    and order, ordered by every column."""
+    table = handle.table("winopron_validity")
+    return handle.fetch(table.order_by(list(table.columns)))
 
 
 def _wide(pf: pd.DataFrame) -> pd.DataFrame:
@@ -193,32 +200,18 @@ class SampleMeasurements:
     y: np.ndarray
 
 
-def sample_measurements(wh: Warehouse) -> SampleMeasurements:
+def sample_measurements(handle) -> SampleMeasurements:
     """Valid samples as measurements (y = 1 for the feminine option), ordered by the samples' key (model, request,
-    settings, sample index, seed): only integer codes leave DuckDB, the settings and stimuli as small tables."""
-    stimuli = wh.con.execute(f"SELECT stimulus_id, {', '.join(STIMULUS_FEATURES)} FROM winopron_stimuli "
-                             "ORDER BY stimulus_id").df()
-    base = """
-        FROM samples s JOIN winopron_stimuli w USING (stimulus_id)
-        JOIN choice_requests r ON r.model_key = s.model_key AND r.request_id = s.request_id
-        WHERE s.valid AND r.protocol = 'choice'"""
-    key = "s.model_key, s.temperature, s.top_k, s.top_p, r.prompt_version, s.max_new_tokens"
-    settings = wh.con.execute(f"""
-        SELECT DISTINCT s.model_key, 'sample' AS mode, s.temperature, s.top_k, s.top_p, r.prompt_version,
-               s.max_new_tokens {base}
-        ORDER BY model_key, temperature, top_k, top_p, prompt_version, max_new_tokens""").df()  # = the dense_rank
-    rows = wh.con.execute(f"""
-        SELECT (dense_rank() OVER (ORDER BY {key}) - 1)::INTEGER AS setting, st.stimulus::INTEGER AS stimulus,
-               coalesce(s.answer = w.female_option, false)::TINYINT AS y
-        FROM samples s JOIN winopron_stimuli w USING (stimulus_id)
-        JOIN choice_requests r ON r.model_key = s.model_key AND r.request_id = s.request_id
-        JOIN (SELECT stimulus_id, row_number() OVER (ORDER BY stimulus_id) - 1 AS stimulus FROM winopron_stimuli) st
-          ON st.stimulus_id = s.stimulus_id
-        WHERE s.valid AND r.protocol = 'choice'
-        ORDER BY s.model_key, s.request_id, s.temperature, s.top_k, s.top_p, s.max_new_tokens, s.sample_index,
-                 s.seed""").fetchnumpy()
-    return SampleMeasurements(settings, stimuli, np.asarray(rows["setting"]), np.asarray(rows["stimulus"]),
-                              np.asarray(rows["y"], dtype=np.int64))
+    settings, sample index, seed): only integer codes leave the engine (`views.sample_codes`), the settings and
+    stimuli as small tables."""
+    source = handle.source
+    stimuli = handle.fetch(views.winopron_stimuli(source).select("stimulus_id", *STIMULUS_FEATURES)
+                           .order_by("stimulus_id"))
+    settings = handle.fetch(views.sample_settings(source))
+    settings.insert(1, "mode", "sample")
+    codes = handle.fetch_arrays(views.sample_codes(source))
+    return SampleMeasurements(settings[SETTING], stimuli, np.asarray(codes["setting"], dtype=np.int32),
+                              np.asarray(codes["stimulus"], dtype=np.int32), np.asarray(codes["y"], dtype=np.int64))
 
 
 def _measurements(pf: pd.DataFrame, samples: SampleMeasurements | None, draws: int, seed: int):
@@ -570,36 +563,12 @@ def model_overlap(cbd_rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def contextuality_report(wh: Warehouse, *, draws: int = 20, bootstrap: int = 30, seed: int = 0,
+def contextuality_report(handle, *, draws: int = 20, bootstrap: int = 30, seed: int = 0,
                          mi: str = "per-template") -> dict[str, pd.DataFrame]:
-    """All contextuality tables, keyed by name (see `contextuality_tables`)."""
-    samples = sample_measurements(wh) if mi != "per-template" else None
-    return contextuality_tables(load_pf(wh), validity(wh), samples, draws=draws, bootstrap=bootstrap, seed=seed,
-                                mi=mi)
-
-
-def sample_measurements_from_rows(rows: pd.DataFrame, stimuli: pd.DataFrame) -> SampleMeasurements:
-    """`sample_measurements` from already-fetched relations (e.g. the Ibis relations on any backend).
-
-    Parameters
-    ----------
-    rows : valid WinoPron samples (`relations.winopron_sample_answers`): the setting columns, request_id,
-        sample_index, seed, stimulus_id, y.
-    stimuli : `winopron_stimuli` rows (stimulus_id and STIMULUS_FEATURES).
-
-    Returns
-    -------
-    The same SampleMeasurements `sample_measurements` reads from DuckDB.
-    """
-    stimuli = stimuli[["stimulus_id", *STIMULUS_FEATURES]].sort_values("stimulus_id").reset_index(drop=True)
-    key = ["model_key", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens"]
-    rows = rows.sort_values(["model_key", "request_id", "temperature", "top_k", "top_p", "max_new_tokens",
-                             "sample_index", "seed"], kind="stable").reset_index(drop=True)
-    settings = rows[key].drop_duplicates().sort_values(key).reset_index(drop=True)
-    settings.insert(1, "mode", "sample")
-    setting = rows.groupby(key, sort=True).ngroup().to_numpy(dtype=np.int32) if len(rows) else np.zeros(0, np.int32)
-    stimulus = pd.Index(stimuli["stimulus_id"]).get_indexer(rows["stimulus_id"]).astype(np.int32)
-    return SampleMeasurements(settings[SETTING], stimuli, setting, stimulus, rows["y"].to_numpy(dtype=np.int64))
+    """All contextuality tables of a `biaslab.open` handle, keyed by name (see `contextuality_tables`)."""
+    samples = sample_measurements(handle) if mi != "per-template" else None
+    return contextuality_tables(load_pf(handle), validity(handle), samples, draws=draws, bootstrap=bootstrap,
+                                seed=seed, mi=mi)
 
 
 #: Note on the Spearman tables: how many templates have a stereotype rating, and the paper's count.
@@ -700,30 +669,31 @@ def parse_temperatures(text: str) -> list[float]:
     return list(dict.fromkeys(values))
 
 
-def pf_at_temperature(wh: Warehouse, temperature: float, top_k: int) -> pd.DataFrame:
+def pf_at_temperature(handle, temperature: float, top_k: int) -> pd.DataFrame:
     """`winopron_pf` rows of the exact-mode collections with this top_k, re-derived at `temperature` (same top_k)
     from the stored trie evidence (`winopron_pf_at`, i.e. `choice_probs_at`), no model.
 
     The SETTING columns name the collection the evidence came from (its temperature, top_k, top_p), so the tables
     of several temperatures line up by collection; `at_temperature` / `at_top_k` say where they were re-derived.
     """
-    frame = wh.con.execute(
-        f"SELECT * FROM winopron_pf_at({float(temperature)!r}, {int(top_k)}) WHERE collected_top_k = {int(top_k)} "
-        "ORDER BY model_key, prompt_version, max_new_tokens, collected_temperature, collected_top_p, request_id, "
-        "stimulus_id").df()
+    frame = handle.query(
+        "SELECT * FROM winopron_pf_at(?, ?) WHERE collected_top_k = ? ORDER BY model_key, prompt_version, "
+        "max_new_tokens, collected_temperature, collected_top_p, request_id, stimulus_id",
+        [float(temperature), int(top_k), int(top_k)])
     frame = frame.assign(temperature=frame["collected_temperature"], top_k=frame["collected_top_k"],
                          top_p=frame["collected_top_p"], at_temperature=float(temperature), at_top_k=int(top_k))
     return frame.drop(columns=["collected_temperature", "collected_top_k", "collected_top_p"])
 
 
-def temperature_tables(wh: Warehouse, temperatures: list[float]) -> dict[str, pd.DataFrame]:
+def temperature_tables(handle, temperatures: list[float]) -> dict[str, pd.DataFrame]:
     """Temperature robustness (the paper's Figures 8 and 9) from ONE exact collection per setting: every metric
     re-derived at each temperature (top_k as collected) through `choice_probs_at`, and the overlap of contextual
     template pairs across temperatures. No model runs.
 
     Parameters
     ----------
-    wh : the warehouse (exact-mode WinoPron collections with their trie evidence).
+    handle : a `biaslab.open` handle on the DuckDB engine (exact-mode WinoPron collections with their trie
+        evidence).
     temperatures : e.g. [0.3, 0.5, 0.7].
 
     Returns
@@ -734,10 +704,10 @@ def temperature_tables(wh: Warehouse, temperatures: list[float]) -> dict[str, pd
     collection, option order (MF, FM, either) and two temperatures, the contextual pairs (joint variant) at each,
     at both, and their Jaccard index. Empty tables when no exact-mode trie evidence is stored.
     """
-    top_ks = [int(k) for (k,) in wh.con.execute(
+    top_ks = [int(k) for k in handle.query(
         "SELECT DISTINCT c.top_k FROM choice_probs c JOIN choice_requests r USING (model_key, request_id) "
         "JOIN winopron_stimuli w USING (stimulus_id) JOIN (SELECT DISTINCT model_key, request_id FROM choice_nodes) "
-        "USING (model_key, request_id) ORDER BY 1").fetchall()]
+        "USING (model_key, request_id) ORDER BY 1")["top_k"]]
     parts: dict[str, list[pd.DataFrame]] = {k: [] for k in ("pf", "kl", "spearman", "mutual_information",
                                                             "cbd_fractions")}
     cbd_parts = []
@@ -745,7 +715,7 @@ def temperature_tables(wh: Warehouse, temperatures: list[float]) -> dict[str, pd
         warnings.simplefilter("ignore", RuntimeWarning)
         for k in top_ks:
             for t in temperatures:
-                frame = pf_at_temperature(wh, t, k)
+                frame = pf_at_temperature(handle, t, k)
                 if frame.empty:
                     continue
                 pooled = pool_orders(frame)

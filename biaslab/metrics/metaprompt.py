@@ -17,7 +17,7 @@ Per group of requests (model, setting, question[, context]) with n prompts:
     valid_mass        = (1/n) sum_i p_valid_i
     accuracy_if_valid = sum_i p_gold_i / sum_i p_valid_i         (the share of the valid mass on the gold option)
 
-The gold answer is derived from the stimulus fields (`runners.metaprompt.gold_option`): anaphora, the template's
+The gold answer is derived from the stimulus fields (`lexicon.metaprompt.gold_option`): anaphora, the template's
 antecedent; part_of_speech, "pronoun"; tracking, the noun that comes first in the template.
 """
 
@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..runners.metaprompt import QUESTIONS, gold_option, question_of
+from .. import views
+from ..lexicon.metaprompt import QUESTIONS, gold_option, question_of
 
 #: a collection setting (as in `metrics.contextuality`): requests of different settings are never pooled
 SETTING = ["model_key", "mode", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens"]
@@ -34,34 +35,20 @@ REQUEST_COLUMNS = [*SETTING, "question", "request_id", "stimulus_id", "context",
                    "p_valid", "n"]
 
 
-def _stimuli(wh) -> pd.DataFrame:
-    return wh.con.execute("""
-        SELECT stimulus_id, context, option_order, occupation, participant, template,
-               attrs->>'antecedent' AS antecedent
-        FROM stimuli WHERE stimulus_id IN (SELECT stimulus_id FROM choice_requests WHERE protocol = 'meta')""").df()
-
-
-def meta_requests(wh) -> pd.DataFrame:
+def meta_requests(handle) -> pd.DataFrame:
     """One row per stored meta request and sampling setting: `REQUEST_COLUMNS` (prompt_version is the spec version,
-    "metaprompt-v1"; question separate; n = samples in sample mode, NULL in exact mode). Empty when none."""
-    exact = wh.con.execute("""
-        SELECT r.model_key, 'exact' AS mode, c.temperature, c.top_k, c.top_p, r.prompt_version, r.max_new_tokens,
-               r.request_id, r.stimulus_id, r.options, c.option, c.prob
-        FROM choice_requests r JOIN choice_probs c USING (model_key, request_id)
-        WHERE r.protocol = 'meta' AND r.mode = 'exact'""").df()
-    sampled = wh.con.execute("""
-        SELECT r.model_key, 'sample' AS mode, s.temperature, s.top_k, s.top_p, r.prompt_version, s.max_new_tokens,
-               r.request_id, r.stimulus_id, r.options, CASE WHEN s.valid THEN s.answer END AS option,
-               count(*)::DOUBLE AS prob
-        FROM samples s JOIN (SELECT DISTINCT model_key, request_id, stimulus_id, prompt_version, options
-                             FROM choice_requests WHERE protocol = 'meta' AND mode = 'sample') r
-             ON r.model_key = s.model_key AND r.request_id = s.request_id
-        GROUP BY ALL""").df()
-    frames = [f for f in (exact, sampled) if not f.empty]
-    if not frames:
+    "metaprompt-v1"; question separate; n = samples in sample mode, NULL in exact mode). Empty when none.
+
+    Parameters
+    ----------
+    handle : a `biaslab.open` handle.
+    """
+    answers = handle.fetch(views.meta_answers(handle.source))
+    if answers.empty:
         return pd.DataFrame(columns=REQUEST_COLUMNS)
-    rows = pd.concat(frames, ignore_index=True)
-    stim = _stimuli(wh).set_index("stimulus_id")
+    rows = answers
+    stim = handle.fetch(views.meta_stimuli(handle.source)).set_index("stimulus_id")
+
     split = [question_of(v) for v in rows["prompt_version"]]
     rows["prompt_version"] = [v for v, _ in split]
     rows["question"] = [q for _, q in split]
@@ -120,10 +107,10 @@ def summarize(requests: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                            key=lambda s: s.map(order) if s.name == "question" else s).reset_index(drop=True)
 
 
-def metaprompt_tables(wh, by_context: bool = True) -> dict[str, pd.DataFrame]:
+def metaprompt_tables(handle, by_context: bool = True) -> dict[str, pd.DataFrame]:
     """`metaprompt`: accuracy per model, setting and question; `metaprompt_by_context` (when `by_context`): the same
     per priming context as well. Empty tables when the warehouse holds no meta evidence."""
-    requests = meta_requests(wh)
+    requests = meta_requests(handle)
     tables = {"metaprompt": summarize(requests, [*SETTING, "question"])}
     if by_context:
         tables["metaprompt_by_context"] = summarize(requests, [*SETTING, "question", "context"])

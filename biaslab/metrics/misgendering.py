@@ -28,11 +28,11 @@ import json
 import warnings
 from typing import Literal
 
+import ibis
 import numpy as np
 import pandas as pd
 
 from ..lexicon.pronoun_detection import Detector
-from ..warehouse import Warehouse
 from .misgendering_stats import (Z95, DegenerateAgreementWarning, DegenerateBetaFitWarning, agreement,
                                  beta_method_of_moments, fisher_interval, jackknife_agreement_se,
                                  kappa_asymptotic_se, repetition_rate, standard_error_of_mean, tokenize_words,
@@ -53,12 +53,12 @@ def sampling_label(temperature, top_k, top_p, max_new_tokens, min_new_tokens) ->
             f"min={int(min_new_tokens)}")
 
 
-def prob_results(wh: Warehouse) -> pd.DataFrame:
+def prob_results(handle) -> pd.DataFrame:
     """One row per (model, scheme, stimulus) of the probability-based method (the `misgendering_prob` view), with
     `setting` = the scoring scheme, and for TANGO templates also the sampling settings of their source continuation.
     """
-    return prob_settings(wh.con.execute(
-        "SELECT * FROM misgendering_prob ORDER BY model_key, scheme, dataset, item_id, stimulus_id").df())
+    table = handle.table("misgendering_prob")
+    return prob_settings(handle.fetch(table.order_by(["model_key", "scheme", "dataset", "item_id", "stimulus_id"])))
 
 
 def prob_settings(frame: pd.DataFrame) -> pd.DataFrame:
@@ -84,23 +84,24 @@ def detect(text: str, detector: Detector, declared: str) -> tuple[str, str | Non
     return ("correct" if hit.family == declared else "misgendered"), hit.word, hit.family
 
 
-def generation_results(wh: Warehouse, vocabulary: Vocabulary = "biaslab") -> pd.DataFrame:
+def generation_results(handle, vocabulary: Vocabulary = "biaslab") -> pd.DataFrame:
     """One row per stored continuation (`gen_samples`) with its outcome (first pronoun of the continuation only),
     and the repetition rate of prompt + continuation (as the upstream measure-repetition scripts do).
 
     Parameters
     ----------
-    wh : the warehouse.
+    handle : a `biaslab.open` handle.
     vocabulary : "biaslab" (default): the pronoun sets stored with each request; "upstream": the exact sets of the
         upstream eval scripts for the sample's dataset (`upstream_vocabulary`), to reproduce the paper's automatic
         numbers.
     """
-    frame = wh.con.execute(
-        "SELECT * EXCLUDE (pronoun_vocabulary), dense_rank() OVER (ORDER BY pronoun_vocabulary) AS vocabulary_id "
-        "FROM gen_samples ORDER BY model_key, dataset, stimulus_id, context, sample_index, seed").df()
-    vocabularies = dict(wh.con.execute(
-        "SELECT dense_rank() OVER (ORDER BY pronoun_vocabulary), pronoun_vocabulary "
-        "FROM (SELECT DISTINCT pronoun_vocabulary FROM gen_requests)").fetchall())
+    gen = handle.table("gen_samples")
+    text = gen.pronoun_vocabulary.cast("string")
+    frame = gen.mutate(vocabulary_id=(ibis.dense_rank().over(order_by=text) + 1).cast("int64")).drop(
+        "pronoun_vocabulary")
+    frame = handle.fetch(frame.order_by(["model_key", "dataset", "stimulus_id", "context", "sample_index", "seed"]))
+    distinct = handle.fetch(gen.select(vocabulary=text).distinct().order_by("vocabulary"))["vocabulary"]
+    vocabularies = {i + 1: vocab for i, vocab in enumerate(distinct)}
     return score_generations(frame, vocabularies, vocabulary)
 
 
@@ -388,25 +389,25 @@ def generation_quality_table(gen: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
 
 
-def misgendering_report(wh: Warehouse, no_pronoun: NoPronoun = "correct", vocabulary: Vocabulary = "biaslab"
+def misgendering_report(handle, no_pronoun: NoPronoun = "correct", vocabulary: Vocabulary = "biaslab"
                         ) -> dict[str, pd.DataFrame]:
     """Every table of the study (annotation tables when the warehouse has annotations).
 
     Parameters
     ----------
-    wh : the warehouse.
+    handle : a `biaslab.open` handle.
     no_pronoun : binary correctness of a continuation without a pronoun ("correct", the paper's; or "exclude").
     vocabulary : "biaslab" (the stored, documented pronoun sets) or "upstream" (the upstream scripts' sets).
     """
     from .annotations import annotation_tables
 
-    prob = prob_results(wh)
-    gen = generation_results(wh, vocabulary)
+    prob = prob_results(handle)
+    gen = generation_results(handle, vocabulary)
     if prob.empty and gen.empty:
-        raise ValueError(f"{wh.path}: no misgendering evidence (collect misgendered, ruff or tango with "
+        raise ValueError(f"{handle.path}: no misgendering evidence (collect misgendered, ruff or tango with "
                          f"--protocol prob and gen first)")
     tables = misgendering_tables(prob, gen, no_pronoun)
-    tables.update(annotation_tables(wh, gen))
+    tables.update(annotation_tables(handle, gen))
     return tables
 
 

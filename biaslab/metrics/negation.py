@@ -62,44 +62,23 @@ GAP_WARN = 1e-3
 CONDITION_OF = {("stereo", "aff"): "SA", ("stereo", "neg"): "SN", ("nonstereo", "aff"): "NA",
                 ("nonstereo", "neg"): "NN"}
 
-_SQL = """
-SELECT m.model_key,
-       coalesce(md.name, m.model_key)        AS model_name,
-       m.scheme,
-       CASE WHEN m.scheme = 'causal' THEN 'perplexity' ELSE 'pseudo_perplexity' END AS measure,
-       m.protocol,
-       st.dataset,
-       m.stimulus_id,
-       st.item_id                            AS stimulus_item_id,
-       st.attrs->>'item'                     AS item,
-       st.attrs->>'condition'                AS condition,
-       st.context,
-       st.form,
-       st.attrs->>'group'                    AS "group",
-       st.text,
-       m.n_tokens,
-       m.sum_logprob,
-       m.perplexity
-FROM sequence_metrics m
-JOIN stimuli st USING (stimulus_id)
-LEFT JOIN models md USING (model_key)
-WHERE st.dataset IN ({placeholders}) AND m.option IS NULL
-ORDER BY m.model_key, m.scheme, st.dataset, m.protocol, st.item_id
-"""
+def sentence_perplexities(handle, datasets: Sequence[str] = NEGATION_DATASETS) -> pd.DataFrame:
+    """One row per (model, scheme, protocol, negation stimulus) scored as a whole sentence
+    (`views.negation_sentences`): model_name, item (root item id), context, form, condition, n_tokens, sum_logprob
+    and `perplexity` = exp(-sum_logprob / n_tokens) (pseudo-perplexity for masked schemes; NaN when no token was
+    scored), ordered by model, scheme, dataset, protocol and item.
 
+    Parameters
+    ----------
+    handle : a `biaslab.open` handle.
+    datasets : the negation datasets to read.
+    """
+    from .. import views
 
-def sentence_perplexities(wh, datasets: Sequence[str] = NEGATION_DATASETS) -> pd.DataFrame:
-    """One row per (model, scheme, protocol, negation stimulus): item (root item id), context, form, condition,
-    n_tokens, sum_logprob and `perplexity` = exp(-sum_logprob / n_tokens) (pseudo-perplexity for masked schemes;
-    NaN when no token was scored)."""
     datasets = list(datasets)
     if not datasets:
         raise ValueError("sentence_perplexities: no dataset given")
-    sql = _SQL.format(placeholders=", ".join("?" for _ in datasets))
-    return wh.con.execute(sql, datasets).df()
-
-
-# --------------------------------------------------------------------------------------------------- coding
+    return handle.fetch(views.negation_sentences(handle.source, datasets))
 
 
 def _code(values: pd.Series, coding: dict[str, int], name: str) -> pd.Series:

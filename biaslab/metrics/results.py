@@ -48,19 +48,17 @@ def results_document(study: str, tables: dict[str, pd.DataFrame], collections: p
     }
 
 
-def write_results(wh, study: str, tables: dict[str, pd.DataFrame], datasets: Iterable[str], parameters: dict,
+def write_results(handle, study: str, tables: dict[str, pd.DataFrame], datasets: Iterable[str], parameters: dict,
                   out: Path) -> Path:
-    """Write the results file for `study` computed on the Warehouse `wh` from the collections of `datasets` whose
-    model appears in the tables. Returns `out`."""
-    from ..provenance import library_versions
-    from ..warehouse.catalog import collections_of, warehouse_models
+    """Write the results file for `study` computed on a `biaslab.open` handle from the collections of `datasets`
+    whose model appears in the tables. Returns `out`."""
+    from ..warehouse.provenance import library_versions
 
     keys = set().union(*(set(f["model_key"]) for f in tables.values() if "model_key" in f.columns)) if tables else set()
-    found = collections_of(wh.con, warehouse_models(wh))
+    found = handle.collections()
     found = found[found["dataset"].isin(list(datasets)) & found["model_key"].isin(keys)]
-    version = wh.get_meta("schema_version")
-    document = results_document(study, tables, found, parameters, warehouse=str(wh.path),
-                                schema_version=int(version) if version else 0, versions=library_versions())
+    document = results_document(study, tables, found, parameters, warehouse=str(handle.path),
+                                schema_version=handle.schema_version(), versions=library_versions())
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n", encoding="utf-8")
     return out

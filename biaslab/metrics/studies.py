@@ -1,10 +1,12 @@
-"""One function per study for the Python API: `contextuality(wh)`, `misgendering(wh)`, `negation(wh)`,
-`calibration(wh)`.
+"""One function per study, taking a `biaslab.open` handle: `contextuality`, `misgendering`, `negation`, `calibration`,
+`metaprompt`. The `biaslab metrics` and `biaslab report` commands call these same functions, so the command line and
+the Python API give the same tables.
 
-Each runs the study's relational part as Ibis expressions (`biaslab.metrics.relations`) on the handle's engine (the
-DuckDB warehouse, or DataFusion / DuckDB over a Parquet export), hands the results to the same Python statistics
-the `biaslab metrics` commands use, and returns the public tables by name, every table with a `model_key` also
-naming the model (model_name, dtype, backend). Pass ``output="polars"`` for Polars DataFrames.
+Each function reads the study's relational part through the views (`biaslab.views`) on the handle's engine (the
+DuckDB warehouse, or DuckDB / DataFusion over a Parquet export), hands the rows to the study's statistics, and
+returns the public tables by name, every table with a `model_key` also naming the model (model_name, dtype,
+backend). ``output="polars"`` gives Polars DataFrames; ``private=True`` adds the tables a report draws from (names
+starting with "_", model keys only).
 """
 
 from __future__ import annotations
@@ -14,159 +16,157 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..warehouse.catalog import models as model_table
-from ..warehouse.catalog import with_model_names
-from . import relations as rel
+
+class PairError(ValueError):
+    """A --pair declaration that does not name two models of the warehouse (one line)."""
 
 
-def _finish(handle, tables: dict[str, pd.DataFrame], output: str) -> dict:
-    names = model_table(handle).execute()
-    public = {k: with_model_names(v, names) for k, v in tables.items() if not k.startswith("_")}
+def _finish(handle, tables: dict[str, pd.DataFrame], output: str, private: bool = False) -> dict:
+    from ..warehouse.catalog import with_model_names
+
+    if output not in ("pandas", "polars"):
+        raise ValueError(f"output must be 'pandas' or 'polars', got {output!r}")
+    names = handle.models()
+    out = {k: (v if k.startswith("_") else with_model_names(v, names)) for k, v in tables.items()
+           if private or not k.startswith("_")}
     if output == "polars":
         import polars as pl
 
-        return {k: pl.from_pandas(v) for k, v in public.items()}
-    if output != "pandas":
-        raise ValueError(f"output must be 'pandas' or 'polars', got {output!r}")
-    return public
-
-
-def contextuality_inputs(handle):
-    """(pf, validity, sample measurements) of WinoPron from the Ibis relations, ordered as the SQL loaders."""
-    from .contextuality import SETTING, sample_measurements_from_rows
-
-    src = handle.source
-    pf = rel.winopron_pf(src).order_by([*SETTING, "request_id", "stimulus_id"]).execute()
-    validity = rel.winopron_validity(src)
-    validity = validity.order_by(list(validity.columns)).execute()
-    rows = rel.winopron_sample_answers(src).execute()
-    stimuli = rel.winopron_stimuli(src).execute()
-    return pf, validity, sample_measurements_from_rows(rows, stimuli)
+        return {k: pl.from_pandas(v) for k, v in out.items()}
+    return out
 
 
 def contextuality(handle, *, draws: int = 20, bootstrap: int = 30, seed: int = 0, mi: str = "per-template",
-                  output: str = "pandas") -> dict:
-    """Contextual invariance on WinoPron (the tables of `biaslab metrics contextuality`): validity (the paper's
-    Table 3), pf / kl / spearman with both option orders pooled per template (as the paper) and their per-order
-    versions pf_by_order / kl_by_order / spearman_by_order, mutual_information (per template, averaged, with SE)
-    and / or mutual_information_pooled, cbd_fractions, model_overlap. Temperature re-derivations:
-    `contextuality.temperature_tables`.
+                  by_order: bool = True, temperatures: Sequence[float] = (), output: str = "pandas",
+                  private: bool = False) -> dict:
+    """Contextual invariance on WinoPron (`biaslab metrics contextuality`): validity (the paper's Table 3), pf / kl /
+    spearman with both option orders pooled per template (as the paper), their per-order versions pf_by_order /
+    kl_by_order / spearman_by_order, mutual_information (per template, averaged, with SE) and / or
+    mutual_information_pooled, cbd_fractions, model_overlap; with `temperatures`, the temperature_* tables
+    re-derived from the stored exact-mode evidence (DuckDB engine).
 
     Parameters
     ----------
     handle : from `biaslab.open`.
-    draws, bootstrap, seed : as the command's options.
-    mi : "per-template" (the paper's), "pooled" or "both", as the command's --mi.
-    output : 'pandas' or 'polars'.
+    draws, bootstrap, seed : exact-mode draws per stimulus, bootstrap resamples and seed of the pooled mutual
+        information.
+    mi : "per-template" (the paper's), "pooled" or "both".
+    by_order : include the per-order tables.
+    temperatures : re-derive every metric at these temperatures (the paper's Figures 8 and 9).
+    output, private : see the module docstring.
 
     Returns
     -------
     dict table name -> DataFrame.
     """
-    from .contextuality import contextuality_tables
+    from .contextuality import BY_ORDER_TABLES, contextuality_report, temperature_tables
 
-    pf, validity, samples = contextuality_inputs(handle)
-    return _finish(handle, contextuality_tables(pf, validity, samples, draws=draws, bootstrap=bootstrap, seed=seed,
-                                                mi=mi), output)
-
-
-def misgendering_inputs(handle, vocabulary: str = "biaslab"):
-    """(probability-based results, scored continuations) from the Ibis relations; `vocabulary` as
-    `misgendering.score_generations`."""
-    from .misgendering import prob_settings, score_generations
-
-    src = handle.source
-    prob = rel.misgendering_prob(src).order_by(["model_key", "scheme", "dataset", "item_id", "stimulus_id"]).execute()
-    gen = rel.gen_samples(src).order_by(["model_key", "dataset", "stimulus_id", "context", "sample_index",
-                                         "seed"]).execute()
-    distinct = sorted(set(gen["pronoun_vocabulary"]))
-    ids = {vocab: i + 1 for i, vocab in enumerate(distinct)}
-    gen = gen.assign(vocabulary_id=gen["pronoun_vocabulary"].map(ids)).drop(columns=["pronoun_vocabulary"])
-    vocabularies = {i: vocab for vocab, i in ids.items()}
-    return prob_settings(prob), score_generations(gen, vocabularies, vocabulary)
+    tables = contextuality_report(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi)
+    if not by_order:
+        tables = {k: v for k, v in tables.items() if k not in BY_ORDER_TABLES}
+    if temperatures:
+        tables.update(temperature_tables(handle, list(temperatures)))
+    return _finish(handle, tables, output, private)
 
 
-def misgendering(handle, *, no_pronoun: str = "correct", vocabulary: str = "biaslab", output: str = "pandas") -> dict:
-    """Misgendering meta-evaluation: correctness, instance_std, agreement, disagreement_beta, generation_quality
-    (the tables of `biaslab metrics misgendering`; the annotation tables are left to the command).
+def misgendering(handle, *, no_pronoun: str = "correct", vocabulary: str = "biaslab", output: str = "pandas",
+                 private: bool = False) -> dict:
+    """Misgendering meta-evaluation (`biaslab metrics misgendering`): correctness, instance_std, agreement,
+    agreement_first_sample, disagreement_beta, generation_quality, and the annotation tables when annotations were
+    imported.
 
     Parameters
     ----------
     handle : from `biaslab.open`.
-    no_pronoun : 'correct' or 'exclude' (as the command's --no-pronoun).
+    no_pronoun : 'correct' or 'exclude' (a continuation without a pronoun).
     vocabulary : 'biaslab' (the pronoun sets stored with each request) or 'upstream' (the upstream scripts' sets,
-        to reproduce the paper's automatic numbers), as the command's --vocabulary.
-    output : 'pandas' or 'polars'.
+        to reproduce the paper's automatic numbers).
+    output, private : see the module docstring.
     """
-    from .misgendering import misgendering_tables
+    from .misgendering import misgendering_report
 
-    prob, gen = misgendering_inputs(handle, vocabulary)
-    if prob.empty and gen.empty:
-        raise ValueError(f"{handle.path}: no misgendering evidence")
-    return _finish(handle, misgendering_tables(prob, gen, no_pronoun), output)
+    return _finish(handle, misgendering_report(handle, no_pronoun=no_pronoun, vocabulary=vocabulary), output, private)
 
 
-def negation(handle, *, intercept_only_on_failure: bool = False, output: str = "pandas") -> dict:
-    """Negation bias: mixed_model, predicted_values, condition_means and length_control (the tables of
-    `biaslab metrics negation`), plus
-    `sentences` (the per-sentence perplexities they come from).
+def negation(handle, *, intercept_only_on_failure: bool = False, sentences: bool = True, output: str = "pandas",
+             private: bool = False) -> dict:
+    """Negation bias (`biaslab metrics negation`): mixed_model, predicted_values, condition_means,
+    length_control, and `sentences` (the per-sentence perplexities they come from).
 
     Parameters
     ----------
     handle : from `biaslab.open`.
-    intercept_only_on_failure : as the command's flag.
-    output : 'pandas' or 'polars'.
+    intercept_only_on_failure : also fit random-intercept-only models where the random-slope fit fails.
+    sentences : include the `sentences` table.
+    output, private : see the module docstring.
     """
-    from .negation import NEGATION_DATASETS, negation_tables
+    from .negation import negation_tables, sentence_perplexities
 
-    ppl = rel.negation_sentences(handle.source, NEGATION_DATASETS).execute()
+    ppl = sentence_perplexities(handle)
     if ppl.empty:
-        raise ValueError(f"{handle.path}: no negation-bias sentence scores")
-    tables = {**negation_tables(ppl, intercept_only_on_failure=intercept_only_on_failure), "sentences": ppl}
-    return _finish(handle, tables, output)
-
-
-def _gold_labelled(pairs, gold: str, dataset: str | None) -> pd.DataFrame:
-    """Rows of a pair relation whose `gold` column is set (one dataset or all), ordered by dataset and item, as
-    `calibration_study.load_pairs` / `load_identity_pairs` read the SQL views."""
-    pairs = pairs.filter(pairs[gold].notnull())
-    if dataset:
-        pairs = pairs.filter(pairs.dataset == dataset)
-    return pairs.order_by(["dataset", "item_id"]).execute()
-
-
-def calibration_pairs(handle, dataset: str | None = None) -> pd.DataFrame:
-    """The gold-labelled pronoun pairs (`pronoun_pair_probs`) from the Ibis relation, ordered as `load_pairs`."""
-    return _gold_labelled(rel.pronoun_pair_probs(handle.source), "gold_male", dataset)
-
-
-def identity_pairs(handle, dataset: str | None = None) -> pd.DataFrame:
-    """The gold-labelled WinoQueer pairs (`identity_pair_probs`) from the Ibis relation, ordered as
-    `load_identity_pairs`."""
-    return _gold_labelled(rel.identity_pair_probs(handle.source), "gold_queer", dataset)
+        raise ValueError(f"{handle.path}: no negation-bias sentence scores (run `runners collect --dataset "
+                         f"negation-examples` first)")
+    tables = negation_tables(ppl, intercept_only_on_failure=intercept_only_on_failure)
+    if sentences:
+        tables["sentences"] = ppl
+    if private:
+        tables["_sentences"] = ppl
+    return _finish(handle, tables, output, private)
 
 
 def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap: int = 1000, seed: int = 0,
-                pairs: Sequence[str] = (), output: str = "pandas") -> dict:
-    """Pronoun calibration: metrics, genderlex_variants, post_hoc, ablation, reliability, winoqueer (the tables
-    of `biaslab metrics calibration`, and the reliability bins of the report), and `pair_change` when model pairs
-    are declared.
+                pairs: Sequence[str] = (), reliability: bool = True, output: str = "pandas",
+                private: bool = False) -> dict:
+    """Pronoun calibration (`biaslab metrics calibration`): metrics, genderlex_variants, post_hoc, ablation,
+    winoqueer, the reliability bins (reliability, reliability_post_hoc) and `pair_change` when model pairs are
+    declared.
 
     Parameters
     ----------
     handle : from `biaslab.open`.
     dataset : only this dataset (default: every pair dataset).
-    bins, bootstrap, seed : as the command's options.
-    pairs : model pairs as the command's --pair ("[KIND:]REFERENCE=OTHER", e.g. "size:small=large").
+    bins, bootstrap, seed : bins of the ECE family, bootstrap resamples, seed of bootstrap, split and ablation.
+    pairs : model pairs "[KIND:]REFERENCE=OTHER" (e.g. "size:small=large"); a bad one raises `PairError`.
+    reliability : include the reliability tables.
+    output, private : see the module docstring.
+    """
+    from .calibration_study import calibration_report_tables, pair_changes, parse_model_pair
+
+    try:
+        declared = [parse_model_pair(p) for p in pairs]
+    except ValueError as exc:
+        raise PairError(str(exc)) from None
+    tables = calibration_report_tables(handle, dataset, n_bins=bins, n_boot=bootstrap, seed=seed)
+    if tables["metrics"].empty and tables["winoqueer"].empty:
+        raise ValueError(f"{handle.path}: no scored pronoun pairs with gold labels (run `runners collect --dataset "
+                         f"gece-winobias` first)")
+    if declared:
+        try:
+            tables["pair_change"] = pair_changes(tables["metrics"], declared, handle.models())
+        except ValueError as exc:
+            raise PairError(str(exc)) from None
+    if not reliability:
+        tables.pop("reliability")
+        tables.pop("reliability_post_hoc")
+    return _finish(handle, tables, output, private)
+
+
+def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> dict:
+    """Metaprompting comprehension checks (`biaslab metrics metaprompt`, the contextual-invariance paper's Table 4):
+    accuracy per model, setting and question (`metaprompt`), and per priming context (`metaprompt_by_context`).
+
+    Parameters
+    ----------
+    handle : from `biaslab.open`.
+    by_context : include `metaprompt_by_context`.
     output : 'pandas' or 'polars'.
     """
-    from .calibration_study import calibration_tables, pair_changes, parse_model_pair
+    from .metaprompt import metaprompt_tables
 
-    declared = [parse_model_pair(p) for p in pairs]
-    tables = calibration_tables(calibration_pairs(handle, dataset), identity_pairs=identity_pairs(handle, dataset),
-                                n_bins=bins, n_boot=bootstrap, seed=seed)
-    if declared:
-        tables["pair_change"] = pair_changes(tables["metrics"], declared, handle.models())
+    tables = metaprompt_tables(handle, by_context=by_context)
+    if tables["metaprompt"].empty:
+        raise ValueError(f"{handle.path}: no metaprompt evidence (run `runners collect --dataset winopron "
+                         f"--protocol meta` first)")
     return _finish(handle, tables, output)
 
 

@@ -35,15 +35,12 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..lexicon.metaprompt import QUESTIONS, gold_option, question_of, question_options, stimulus_gold
 from ..schema import Stimulus, request_id
 from .prompting import PromptSpec, _render_user, passage
 
 PROTOCOL = "meta"
 DEFAULT_META_PROMPT = "metaprompt_v1"
-#: the questions, in the order they are asked and reported
-QUESTIONS = ("anaphora", "part_of_speech", "tracking")
-#: part-of-speech options (order "MF"); the gold answer is the first
-POS_OPTIONS = ("pronoun", "noun")
 
 
 @dataclass(frozen=True)
@@ -96,58 +93,6 @@ class MetaPromptSpec:
             raise ValueError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
         return PromptSpec(f"{self.version}:{question}", self.system,
                           self.user.replace("{question}", self.questions[question]), self.prefill, self.closing)
-
-
-def question_of(prompt_version: str) -> tuple[str, str]:
-    """(spec version, question) of a stored meta request's prompt_version "{version}:{question}"."""
-    version, sep, question = prompt_version.rpartition(":")
-    if not sep or question not in QUESTIONS:
-        raise ValueError(f"not a metaprompt version: {prompt_version!r}")
-    return version, question
-
-
-def _check(stimulus: Stimulus) -> None:
-    if stimulus.occupation is None or stimulus.participant is None or stimulus.template is None:
-        raise ValueError(f"stimulus {stimulus.item_id}: the meta protocol needs occupation, participant and template "
-                         f"(WinoPron stimuli)")
-
-
-def question_options(question: str, stimulus: Stimulus) -> tuple[str, str]:
-    """The two options of `question` for `stimulus`: (occupation, participant) for anaphora and tracking,
-    (pronoun, noun) for part_of_speech; reversed when the stimulus's option order is "FM"."""
-    if question == "part_of_speech":
-        pair = POS_OPTIONS
-    elif question in ("anaphora", "tracking"):
-        _check(stimulus)
-        pair = (stimulus.occupation, stimulus.participant)
-    else:
-        raise ValueError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
-    return (pair[1], pair[0]) if stimulus.option_order == "FM" else (pair[0], pair[1])
-
-
-def gold_option(question: str, occupation: str, participant: str, template: str, antecedent: str | None) -> str:
-    """The correct answer of `question` from a WinoPron stimulus's fields.
-
-    anaphora: the antecedent (the occupation when the upstream answer is 0, the participant when 1);
-    part_of_speech: "pronoun"; tracking: whichever of $OCCUPATION / $PARTICIPANT comes first in the raw template (the
-    raw template, not the filled text, so a noun inside another word, "chemist" in "chemistry", cannot mislead).
-    """
-    if question == "part_of_speech":
-        return POS_OPTIONS[0]
-    if question == "anaphora":
-        if antecedent not in (occupation, participant):
-            raise ValueError(f"antecedent {antecedent!r} is neither {occupation!r} nor {participant!r}")
-        return antecedent
-    if question == "tracking":
-        return occupation if template.index("$OCCUPATION") < template.index("$PARTICIPANT") else participant
-    raise ValueError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
-
-
-def stimulus_gold(question: str, stimulus: Stimulus) -> str:
-    """`gold_option` of a `Stimulus`."""
-    _check(stimulus)
-    return gold_option(question, stimulus.occupation, stimulus.participant, stimulus.template,
-                       stimulus.attrs.get("antecedent"))
 
 
 def meta_requests(stimuli: Sequence[Stimulus], tokenizer, spec: MetaPromptSpec,

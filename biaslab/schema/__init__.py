@@ -1,9 +1,7 @@
-"""Pydantic schemas: stimuli, model specs, runs and raw-evidence rows."""
+"""Pydantic schemas and identity: stimuli, model records, the hashes, and the Arrow schema of every table."""
 
-from .records import ModelSpec, RunRecord, SequenceScore, TokenScore, request_id
-from .stimulus import CASES, CONTEXTS, FORMS, STIMULUS_COLUMNS, Stimulus, content_hash
+from .identity import content_hash, request_id
+from .records import ModelSpec
+from .stimulus import CASES, CONTEXTS, FORMS, STIMULUS_COLUMNS, Stimulus
 
-__all__ = [
-    "CASES", "CONTEXTS", "FORMS", "STIMULUS_COLUMNS", "ModelSpec", "RunRecord", "SequenceScore",
-    "Stimulus", "TokenScore", "content_hash", "request_id",
-]
+__all__ = ["CASES", "CONTEXTS", "FORMS", "STIMULUS_COLUMNS", "ModelSpec", "Stimulus", "content_hash", "request_id"]

@@ -1,24 +1,18 @@
-"""Pydantic models for the non-stimulus rows: model specs, runs, and the raw-evidence rows of DESIGN.md section 4.
-
-Runners build result rows column-wise (Arrow) for speed; these models document the row contract, validate
-small inputs (tests, shard merges) and compute the identity keys of DESIGN.md section 3.
-"""
+"""The model record: what identifies a model's outputs (`ModelSpec`, whose hash is the `model_key` of DESIGN.md
+section 3). The rows of the evidence tables are described by `biaslab.schema.evidence`."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .stimulus import content_hash
+from .identity import content_hash
 
 Dtype = Literal["bf16", "fp16", "fp32"]
 #: "none", "nf4" (bitsandbytes, `--quant nf4`) or the quant_method of a checkpoint shipped quantized (e.g. "mxfp4")
 Quant = str
-BosPolicy = Literal["prepend", "none"]
-PllScheme = Literal["causal", "original", "within_word_l2r"]
-RunStatus = Literal["running", "finished", "failed", "interrupted"]
+BosPolicy = Literal["prepend", "eos_as_bos", "none"]  # eos_as_bos: GPT-2 style tokenizers without a BOS
 
 
 class ModelSpec(BaseModel):
@@ -58,55 +52,13 @@ class ModelSpec(BaseModel):
                 exclude.add("model_args")
         return content_hash(self.model_dump(mode="json", exclude=exclude))
 
+    def to_row(self) -> dict:
+        """The `models` table row of this spec: its fields (model and engine arguments as JSON text), the key and
+        the time of registration (UTC, naive)."""
+        import json
+        from datetime import datetime, timezone
 
-def request_id(stimulus_id: str, protocol: str, params: dict[str, Any], prompt_version: str = "") -> str:
-    """hash(stimulus_id, protocol, rendering parameters, prompt template version) (DESIGN.md section 3)."""
-    return content_hash({"s": stimulus_id, "p": protocol, "r": params, "v": prompt_version})
-
-
-class RunRecord(BaseModel):
-    """Provenance of one command invocation; results are found by identity, never by run."""
-
-    run_id: str
-    command: str
-    params: dict[str, Any] = Field(default_factory=dict)
-    generation_config: dict[str, Any] = Field(default_factory=dict)
-    versions: dict[str, str] = Field(default_factory=dict)
-    device: str | None = None
-    model_key: str | None = None
-    started_at: datetime
-    finished_at: datetime | None = None
-    status: RunStatus = "running"
-    rows_added: int | None = None
-
-
-class SequenceScore(BaseModel):
-    """Score of one full text (one option filled into one stimulus) under one model."""
-
-    model_key: str
-    request_id: str
-    stimulus_id: str
-    protocol: str
-    option: str | None = None
-    scheme: PllScheme = "causal"
-    text: str
-    n_tokens: int = Field(ge=0)
-    sum_logprob: float = Field(le=0.0)
-    target_char_start: int | None = None
-    target_char_end: int | None = None
-    target_token_start: int | None = None
-    target_token_end: int | None = None
-    target_logprob: float | None = Field(None, le=0.0)
-    run_id: str | None = None
-
-
-class TokenScore(BaseModel):
-    """Log-probability of one scored token (position counts scored tokens from 0)."""
-
-    model_key: str
-    request_id: str
-    position: int = Field(ge=0)
-    token_id: int = Field(ge=0)
-    logprob: float = Field(le=0.0)
-    char_start: int | None = None
-    char_end: int | None = None
+        row = self.model_dump(mode="json")
+        for name in ("model_args", "engine_args"):
+            row[name] = json.dumps(row[name], sort_keys=True)
+        return {**row, "model_key": self.model_key, "registered_at": datetime.now(timezone.utc).replace(tzinfo=None)}

@@ -17,11 +17,12 @@ Conventions
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .identity import content_hash
 
 #: WinoPron context settings, negation-bias stereotype contexts, misgendering generation cut points.
 Context = Literal[
@@ -44,15 +45,6 @@ ReferentRole = Literal["occupation", "participant", "name", "other"]
 CONTEXTS: tuple[str, ...] = Context.__args__  # type: ignore[attr-defined]
 FORMS: tuple[str, ...] = Form.__args__  # type: ignore[attr-defined]
 CASES: tuple[str, ...] = Case.__args__  # type: ignore[attr-defined]
-
-ID_LENGTH = 16  # hex characters of sha256 kept in identity keys (64 bits)
-
-
-def content_hash(payload: Any, length: int = ID_LENGTH) -> str:
-    """Stable hex digest of a JSON-serializable payload (sorted keys, no whitespace)."""
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:length]
-
 
 class Stimulus(BaseModel):
     """One stimulus of one dataset: the unit every runner turns into model requests."""

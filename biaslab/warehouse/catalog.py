@@ -6,7 +6,7 @@ from __future__ import annotations
 import ibis.expr.types as ir
 import pandas as pd
 
-from ..metrics.relations.common import DEFAULT_BACKEND, model_labels
+from ..views import DEFAULT_BACKEND, model_labels
 
 #: columns of `collections`
 COLLECTION_COLUMNS = ["model_name", "dtype", "backend", "dataset", "protocol", "settings", "stimuli", "requests",
@@ -121,23 +121,8 @@ def collections(handle) -> pd.DataFrame:
     if handle.engine != "duckdb":
         raise ValueError("collections need the DuckDB engine (open the warehouse file or the export with "
                          "engine='duckdb')")
-    return collections_of(handle.backend.con, models(handle).execute())
-
-
-def collections_of(con, model_table: pd.DataFrame) -> pd.DataFrame:
-    """`collections` on a DuckDB connection with the tables (and `model_table` from `models(...)`)."""
-    frame = con.execute(_COLLECTIONS_SQL).df()
-    return with_model_names(frame, model_table)[COLLECTION_COLUMNS]
-
-
-def warehouse_models(wh) -> pd.DataFrame:
-    """`models` of a `Warehouse` (its DuckDB connection), executed."""
-    import ibis
-
-    class _Source:
-        source = staticmethod(ibis.duckdb.from_connection(wh.con).table)
-
-    return models(_Source).execute()
+    frame = handle.query(_COLLECTIONS_SQL)
+    return with_model_names(frame, models(handle).execute())[COLLECTION_COLUMNS]
 
 
 #: model columns put next to `model_key` in metric tables

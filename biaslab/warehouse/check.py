@@ -13,7 +13,7 @@ from typing import Literal
 
 import duckdb
 
-from . import ddl
+from . import migrations
 from .store import TABLE_KEYS, schema_version
 
 Status = Literal["ok", "problem"]
@@ -75,7 +75,7 @@ def _fmt_key(values: Sequence) -> str:
 
 
 def _check_schema(con, present: set[str]) -> Finding:
-    found, supported = schema_version(con), ddl.current_version()
+    found, supported = schema_version(con), migrations.current_version()
     missing = sorted(t for t in TABLE_KEYS if t not in present)
     if found == supported and not missing:
         return Finding("schema_version", "meta", "ok", 0, f"schema version {found} (current)")

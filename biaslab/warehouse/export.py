@@ -3,39 +3,36 @@ import such an export back into a warehouse file.
 
 Layout of an export folder (format version EXPORT_FORMAT):
 
-* ``<table>.parquet`` for every base table (``meta`` included), written by DuckDB's COPY;
+* ``<table>.parquet`` for every base table of biaslab's schema (``meta`` included), written by DuckDB's COPY;
 * ``views.sql``: first ``CREATE OR REPLACE VIEW <table> AS FROM read_parquet('<folder>/<table>.parquet')`` for every
-  base table, then every view and macro of ``biaslab/sql/views`` in dependency order, made non-TEMP. A plain DuckDB
-  (``duckdb -c ".read DIR/views.sql"``, or ``con.execute(open(...).read())``) then has every table and view;
+  base table, then every view and macro of `biaslab.views` (the same statements as a warehouse connection's, not
+  TEMP). A plain DuckDB (``duckdb -c ".read DIR/views.sql"``) then has every table and view;
 * ``manifest.json``: export format, schema version, biaslab and DuckDB versions, time, source file, per table its
   file and row count, and the views and macros views.sql creates.
 
-The Parquet paths inside views.sql are absolute (a folder moved elsewhere needs them rewritten: `views_sql` does
-it, and `biaslab.open(DIR)` always uses the folder it is given).
+An export folder is data someone may have sent: biaslab never runs its views.sql. `read_manifest` checks the
+manifest field by field (known tables only, each file a plain name inside the folder) and `table_files` gives
+the checked Parquet paths; `biaslab.open(DIR)` defines biaslab's own views over them.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 
 from .. import __version__
-from . import ddl
+from ..schema import evidence
+from . import migrations
 from .errors import WarehouseError
+from .quoting import identifier, literal
 
 #: version of the export layout (bump when files or their meaning change)
 EXPORT_FORMAT = 1
 MANIFEST = "manifest.json"
 VIEWS_SQL = "views.sql"
-_TEMP = re.compile(r"\bCREATE\s+OR\s+REPLACE\s+TEMP(?:ORARY)?\s+(VIEW|MACRO)\b", re.I)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def views_sql(folder: Path, tables: list[str]) -> str:
@@ -50,28 +47,19 @@ def views_sql(folder: Path, tables: list[str]) -> str:
     -------
     SQL for DuckDB: one statement per table view, then the biaslab views and macros.
     """
+    from .. import views
+
     folder = Path(folder).resolve()
     lines = [f"-- biaslab export (format {EXPORT_FORMAT}, biaslab {__version__}, schema version "
-             f"{ddl.current_version()}): base tables as views over Parquet, then the biaslab views and macros.",
+             f"{migrations.current_version()}): base tables as views over Parquet, then the biaslab views and macros.",
              "-- Use: duckdb -c \".read DIR/views.sql\" (or execute this text on any DuckDB connection).", ""]
     for table in tables:
-        lines.append(f"CREATE OR REPLACE VIEW {table} AS FROM read_parquet({_quote(str(folder / (table + '.parquet')))});")
+        lines.append(f"CREATE OR REPLACE VIEW {identifier(table)} AS "
+                     f"FROM read_parquet({literal(str(folder / (table + '.parquet')))});")
     lines.append("")
-    for f in ddl.view_files():
-        lines.append(f"-- from biaslab/sql/views/{f.name}")
-        lines.append(_TEMP.sub(lambda m: f"CREATE OR REPLACE {m.group(1).upper()}", f.sql).strip())
-        lines.append("")
+    for name, sql in views.statements(temp=False):
+        lines += [f"-- biaslab view {name}", sql.rstrip().rstrip(";") + ";", ""]
     return "\n".join(lines)
-
-
-def relocated_views_sql(folder: Path, manifest: dict) -> str:
-    """The export's own views.sql with its Parquet paths pointing into `folder` (where the export is now)."""
-    text = (Path(folder) / VIEWS_SQL).read_text(encoding="utf-8")
-    old = manifest.get("folder")
-    new = str(Path(folder).resolve())
-    if old and old != new:
-        text = text.replace(_quote(old + "/")[:-1], _quote(new + "/")[:-1])
-    return text
 
 
 def _refuse_non_empty(folder: Path, force: bool) -> None:
@@ -105,9 +93,12 @@ def export_warehouse(con: duckdb.DuckDBPyConnection, tables: list[str], folder: 
     folder.mkdir(parents=True, exist_ok=True)
     written = {}
     for table in tables:
+        if table not in evidence.SCHEMAS:
+            raise WarehouseError(f"export: {table!r} is not a table of biaslab's schema")
         path = folder / f"{table}.parquet"
-        con.execute(f"COPY (FROM {table}) TO {_quote(str(path))} (FORMAT parquet)")
-        written[table] = {"file": path.name, "rows": con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]}
+        con.execute(f"COPY (FROM {identifier(table)}) TO {literal(str(path))} (FORMAT parquet)")
+        written[table] = {"file": path.name,
+                          "rows": con.execute(f"SELECT count(*) FROM {identifier(table)}").fetchone()[0]}
     version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     (folder / VIEWS_SQL).write_text(views_sql(folder, tables), encoding="utf-8")
     manifest = {
@@ -116,10 +107,16 @@ def export_warehouse(con: duckdb.DuckDBPyConnection, tables: list[str], folder: 
         "duckdb_version": duckdb.__version__,
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "source": source,
         "folder": str(folder.resolve()),
-        "tables": written, "views": [{"name": n, "kind": k} for n, k in ddl.view_objects()],
+        "tables": written, "views": [{"name": n, "kind": k} for n, k in _objects()],
     }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
+
+
+def _objects() -> list[tuple[str, str]]:
+    from .. import views
+
+    return views.objects()
 
 
 def read_manifest(folder: Path) -> dict:
@@ -132,13 +129,45 @@ def read_manifest(folder: Path) -> dict:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise WarehouseError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise WarehouseError(f"{path}: not a JSON object")
     if manifest.get("format") != "biaslab-export" or manifest.get("export_format") != EXPORT_FORMAT:
         raise WarehouseError(f"{path}: unknown export format {manifest.get('format')!r} "
                              f"{manifest.get('export_format')!r} (this biaslab reads format {EXPORT_FORMAT})")
-    if int(manifest.get("schema_version", 0)) > ddl.current_version():
-        raise WarehouseError(f"{folder} was exported from schema version {manifest['schema_version']}, newer than "
-                             f"this biaslab's {ddl.current_version()}: upgrade biaslab")
+    version = manifest.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise WarehouseError(f"{path}: field 'schema_version' must be a positive integer, got {version!r}")
+    if version > migrations.current_version():
+        raise WarehouseError(f"{folder} was exported from schema version {version}, newer than this biaslab's "
+                             f"{migrations.current_version()}: upgrade biaslab")
+    tables = manifest.get("tables")
+    if not isinstance(tables, dict) or not tables:
+        raise WarehouseError(f"{path}: field 'tables' must be an object of table name -> {{file, rows}}")
+    for table, info in tables.items():
+        _check_entry(path, folder, table, info)
     return manifest
+
+
+def _check_entry(path: Path, folder: Path, table: str, info) -> None:
+    """One manifest table entry: a table of biaslab's schema, a plain file name inside the folder, a row count."""
+    where = f"{path}: table {table!r}"
+    if table not in evidence.SCHEMAS:
+        raise WarehouseError(f"{where} is not a table of biaslab's schema ({', '.join(evidence.TABLES)})")
+    if not isinstance(info, dict):
+        raise WarehouseError(f"{where}: entry must be an object with 'file' and 'rows', got {type(info).__name__}")
+    file, rows = info.get("file"), info.get("rows")
+    if not isinstance(file, str) or not file or Path(file).name != file or file in (".", ".."):
+        raise WarehouseError(f"{where}: field 'file' must be a file name inside the export folder, got {file!r}")
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+        raise WarehouseError(f"{where}: field 'rows' must be a non-negative integer, got {rows!r}")
+    target = Path(folder) / file
+    if target.is_symlink() or not target.is_file():
+        raise WarehouseError(f"{where}: file {file} is missing or not a plain file in {folder}")
+
+
+def table_files(folder: Path, manifest: dict) -> dict[str, Path]:
+    """Table -> its Parquet file, from a manifest checked by `read_manifest`."""
+    return {table: Path(folder) / info["file"] for table, info in manifest["tables"].items()}
 
 
 def import_export(folder: Path, db: Path) -> dict[str, int]:
@@ -166,13 +195,13 @@ def import_export(folder: Path, db: Path) -> dict[str, int]:
     con = duckdb.connect(str(db))
     try:
         con.begin()
-        for mig in ddl.migrations():
+        for mig in migrations.migrations():
             if mig.version <= version:
                 con.execute(mig.sql)
-        for table, info in manifest["tables"].items():
-            path = folder / info["file"]
-            con.execute(f"INSERT INTO {table} BY NAME FROM read_parquet({_quote(str(path))})")
-            counts[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for table, path in table_files(folder, manifest).items():
+            info = manifest["tables"][table]
+            con.execute(f"INSERT INTO {identifier(table)} BY NAME FROM read_parquet(?)", [str(path)])
+            counts[table] = con.execute(f"SELECT count(*) FROM {identifier(table)}").fetchone()[0]
             if counts[table] != info["rows"]:
                 raise WarehouseError(f"{path}: {counts[table]} rows read, the manifest says {info['rows']}")
         con.commit()

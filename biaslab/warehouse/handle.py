@@ -4,9 +4,10 @@ The handle lists the tables and views, gives any of them as an Ibis table expres
 expression, and is what the study functions (`biaslab.contextuality(wh)`, ...) take. Engines:
 
 * a warehouse file (``.duckdb``): DuckDB, read-only by default, with biaslab's views;
-* an export folder (`biaslab warehouse export`): ``engine="duckdb"`` (default) runs the export's views.sql on an
-  in-memory DuckDB; ``engine="datafusion"`` reads the Parquet files with DataFusion and defines the views from
-  biaslab's Ibis relations (`biaslab.metrics.relations`; the macro ``choice_probs_at`` is DuckDB-only).
+* an export folder (`biaslab warehouse export`): ``engine="duckdb"`` (default) defines every table as a view over
+  its Parquet file on an in-memory DuckDB, then biaslab's views and macros; ``engine="datafusion"`` reads the
+  Parquet files with DataFusion and defines the views from the same expressions (`biaslab.views`; the macros such
+  as ``choice_probs_at`` are DuckDB-only). The export's own views.sql is never run: an export is data.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from pathlib import Path
 import ibis
 import ibis.expr.types as ir
 
-from . import ddl
+from .. import views as view_defs
+from ..schema import evidence
 from .errors import WarehouseError
-from .export import MANIFEST, read_manifest, relocated_views_sql
+from .export import MANIFEST, read_manifest, table_files
+from .quoting import identifier, literal
 
 ENGINES = ("duckdb", "datafusion")
 
@@ -46,6 +49,12 @@ class WarehouseHandle:
         self.manifest = manifest
         self._ibis_views: set[str] = set()
 
+    @classmethod
+    def on(cls, warehouse) -> "WarehouseHandle":
+        """A handle over an open `Warehouse` (e.g. a writer that also reads what it wrote); closing the handle
+        closes the warehouse."""
+        return cls(Path(warehouse.path), "duckdb", ibis.duckdb.from_connection(warehouse.con), warehouse=warehouse)
+
     # ------------------------------------------------------------------ listing
     def base_tables(self) -> list[str]:
         """Names of the base tables (evidence, stimuli, models, runs, meta), sorted."""
@@ -56,12 +65,12 @@ class WarehouseHandle:
     def views(self) -> list[str]:
         """Names of the views this handle offers, in dependency order (macros are not listed: see `macros`)."""
         if self.engine == "datafusion":
-            return [n for n in self._ibis_view_order() if n in self._ibis_views]
-        return [name for name, kind in ddl.view_objects() if kind == "view"]
+            return [n for n in view_defs.VIEWS if n in self._ibis_views]
+        return [name for name, kind in view_defs.objects() if kind == "view"]
 
     def macros(self) -> list[str]:
         """Table macros callable in `sql` (DuckDB engine only), e.g. ``choice_probs_at(T, k)``."""
-        return [name for name, kind in ddl.view_objects() if kind == "macro"] if self.engine == "duckdb" else []
+        return [name for name, kind in view_defs.objects() if kind == "macro"] if self.engine == "duckdb" else []
 
     def tables(self) -> list[str]:
         """Base tables (sorted), then views (in dependency order): every name `table` accepts."""
@@ -93,8 +102,47 @@ class WarehouseHandle:
         return self.backend.sql(query)
 
     def source(self, name: str) -> ir.Table:
-        """A base table as an Ibis table (the `Source` the Ibis relations of `biaslab.metrics.relations` read)."""
+        """A base table as an Ibis table (the `Source` the view expressions of `biaslab.views` read)."""
         return self.backend.table(name)
+
+    def fetch(self, expr: ir.Table):
+        """Execute an Ibis expression of this handle into a pandas DataFrame (on DuckDB through DuckDB's own
+        conversion, so columns have the types `biaslab sql` shows).
+
+        Parameters
+        ----------
+        expr : an expression over `table` / `source` tables of this handle.
+        """
+        if self.engine == "duckdb":
+            return self.backend.con.execute(ibis.to_sql(expr, dialect="duckdb")).df()
+        return expr.execute()
+
+    def fetch_arrays(self, expr: ir.Table) -> dict:
+        """Execute an Ibis expression into NumPy arrays, one per column (for integer codes of many rows)."""
+        if self.engine == "duckdb":
+            return self.backend.con.execute(ibis.to_sql(expr, dialect="duckdb")).fetchnumpy()
+        table = expr.to_pyarrow()
+        return {name: table.column(name).to_numpy() for name in table.column_names}
+
+    def query(self, sql: str, params=None):
+        """Run one SQL statement on the DuckDB engine (macros included) and return a pandas DataFrame; values go in
+        as bound `params`. For what only DuckDB has, e.g. ``choice_probs_at(T, k)``.
+
+        Raises
+        ------
+        WarehouseError on another engine.
+        """
+        if self.engine != "duckdb":
+            raise WarehouseError(f"this needs the DuckDB engine (the handle on {self.path} uses {self.engine}): "
+                                 f"open it with engine='duckdb'")
+        return self.backend.con.execute(sql, list(params or [])).df()
+
+    def schema_version(self) -> int:
+        """The schema version of the warehouse (or of the export's source)."""
+        if self.manifest is not None:
+            return int(self.manifest["schema_version"])
+        value = self.warehouse.get_meta("schema_version")
+        return int(value) if value else 0
 
     def models(self, output: str = "pandas"):
         """Registered models: name, dtype, quantization, backend, key (see `biaslab.warehouse.catalog.models`)."""
@@ -119,8 +167,8 @@ class WarehouseHandle:
 
         if self.warehouse is None:
             raise WarehouseError("export works on a warehouse file; this handle is an export already")
-        return export_warehouse(self.warehouse.con, self.base_tables(), Path(folder), source=str(self.path),
-                                force=force)
+        known = [t for t in self.base_tables() if t in evidence.SCHEMAS]
+        return export_warehouse(self.warehouse.con, known, Path(folder), source=str(self.path), force=force)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -140,17 +188,10 @@ class WarehouseHandle:
         return f"<biaslab warehouse {self.path} ({self.engine})>"
 
     # ------------------------------------------------------------------ internals
-    @staticmethod
-    def _ibis_view_order() -> list[str]:
-        from ..metrics.relations import VIEWS
-
-        return list(VIEWS)
-
     def _define_ibis_views(self) -> None:
-        from ..metrics.relations import VIEWS
-
-        for name, build in VIEWS.items():
-            self.backend.create_view(name, build(self.source), overwrite=True)
+        for name, build in view_defs.VIEWS.items():
+            expr = build(self.source, with_sample_id=False) if name == "gen_samples" else build(self.source)
+            self.backend.create_view(name, expr, overwrite=True)
             self._ibis_views.add(name)
 
 
@@ -196,22 +237,38 @@ def open_warehouse(path: str | os.PathLike = "warehouse/biaslab.duckdb", read_on
 
 def _open_export(folder: Path, engine: str) -> WarehouseHandle:
     manifest = read_manifest(folder)
+    files = table_files(folder, manifest)
     if engine == "duckdb":
         import duckdb
 
         con = duckdb.connect()
         try:
-            con.execute(relocated_views_sql(folder, manifest))
+            for table, path in files.items():
+                con.execute(f"CREATE VIEW {identifier(table)} AS {_current_columns(table, path)}")
+            for name, sql in view_defs.statements():
+                con.execute(sql)
         except duckdb.Error as exc:
             con.close()
-            raise WarehouseError(f"{folder / 'views.sql'}: {str(exc).splitlines()[0]}") from None
+            raise WarehouseError(f"{folder}: {str(exc).splitlines()[0]}") from None
         return WarehouseHandle(folder, engine, ibis.duckdb.from_connection(con), duckdb_con=con, manifest=manifest)
     backend = ibis.datafusion.connect()
-    for table, info in manifest["tables"].items():
-        backend.read_parquet(str(folder / info["file"]), table_name=table)
+    for table, path in files.items():
+        backend.read_parquet(str(path), table_name=table)
     handle = WarehouseHandle(folder, engine, backend, manifest=manifest)
     handle._define_ibis_views()
     return handle
+
+
+def _current_columns(table: str, path: Path) -> str:
+    """SELECT of a Parquet file of `table` with the columns of the current schema: a column that an older schema
+    version lacked reads as NULL of its stored type (so biaslab's views work on exports of any readable version)."""
+    import pyarrow.parquet as pq
+
+    present = set(pq.read_schema(path).names)
+    columns = [identifier(f.name) if f.name in present
+               else f"CAST(NULL AS {evidence.duckdb_type(f)}) AS {identifier(f.name)}"
+               for f in evidence.SCHEMAS[table]]
+    return f"SELECT {', '.join(columns)} FROM read_parquet({literal(str(path))})"
 
 
 __all__ = ["ENGINES", "MANIFEST", "WarehouseHandle", "open_warehouse"]

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ddl
+from . import migrations
 from .errors import WarehouseError
 from .store import TABLE_KEYS, Warehouse
 
@@ -58,8 +58,8 @@ def merge_shards(folder: Path, db: Path) -> dict[str, int]:
     shards = read_shards(folder)
     added = {t: 0 for t in MERGE_ORDER}
     with Warehouse.open(db) as wh:
-        if ddl.current_version() != int(wh.get_meta("schema_version")):
-            raise WarehouseError(f"{db} is not at schema version {ddl.current_version()}")
+        if migrations.current_version() != int(wh.get_meta("schema_version")):
+            raise WarehouseError(f"{db} is not at schema version {migrations.current_version()}")
         for shard in shards:
             wh.con.execute(f"ATTACH '{shard.path}' AS shard (READ_ONLY)")
             try:

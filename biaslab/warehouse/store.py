@@ -20,25 +20,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from . import ddl
+from ..schema.evidence import KEYS
+from . import migrations
 from .errors import SchemaVersionError, WarehouseError
 from .process import current_process
 
-#: Identity key of every table that takes appends (DESIGN.md section 3).
-TABLE_KEYS: dict[str, tuple[str, ...]] = {
-    "stimuli": ("stimulus_id",),
-    "models": ("model_key",),
-    "runs": ("run_id",),
-    "sequence_scores": ("model_key", "request_id"),
-    "token_scores": ("model_key", "request_id", "position"),
-    "choice_requests": ("model_key", "request_id"),
-    "choice_nodes": ("model_key", "request_id", "node_id"),
-    "choice_edges": ("model_key", "request_id", "node_id", "token_id"),
-    "choice_probs": ("model_key", "request_id", "option", "temperature", "top_k", "top_p"),
-    "samples": ("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p", "max_new_tokens"),
-    "gen_requests": ("model_key", "request_id"),
-    "annotations": ("sample_id", "annotator"),
-}
+#: Identity key of every table that takes appends (DESIGN.md section 3; `biaslab.schema.evidence.KEYS`).
+TABLE_KEYS = KEYS
 
 DEFAULT_DB = Path("warehouse") / "biaslab.duckdb"
 
@@ -212,7 +200,7 @@ class Warehouse:
 
     def _check_and_migrate(self) -> None:
         found = schema_version(self.con)
-        supported = ddl.current_version()
+        supported = migrations.current_version()
         if found > supported:
             raise SchemaVersionError(
                 f"{self.path} has schema version {found}, but this biaslab writes version {supported}: "
@@ -227,7 +215,7 @@ class Warehouse:
             )
         self.con.begin()
         try:
-            for mig in ddl.migrations():
+            for mig in migrations.migrations():
                 if mig.version > found:
                     self.con.execute(mig.sql)
             self.con.execute("DELETE FROM meta WHERE key = 'schema_version'")
@@ -238,11 +226,13 @@ class Warehouse:
             raise
 
     def _create_views(self) -> None:
-        for name, sql in ddl.view_sql():
+        from .. import views
+
+        for name, sql in views.statements():
             try:
                 self.con.execute(sql)
-            except duckdb.Error as exc:  # a broken view file is a packaging bug: say which file
-                raise WarehouseError(f"view file biaslab/sql/views/{name}: {str(exc).splitlines()[0]}") from None
+            except duckdb.Error as exc:  # a broken view is a packaging bug: say which one
+                raise WarehouseError(f"biaslab view {name}: {str(exc).splitlines()[0]}") from None
 
     def close(self) -> None:
         if self._con is not None:
@@ -410,7 +400,7 @@ class Warehouse:
                   generation_config: Mapping[str, Any] | None = None, device: str | None = None,
                   model_key: str | None = None) -> str:
         """Register a run (status 'running') and return its id."""
-        from ..provenance import library_versions
+        from .provenance import library_versions
 
         run_id = uuid.uuid4().hex
         self.append("runs", [{

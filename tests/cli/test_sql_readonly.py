@@ -402,7 +402,7 @@ def test_script_from_file_is_checked_like_an_argument(env, monkeypatch):
 
 def test_function_calls_are_found_without_the_json_parse_tree(env, monkeypatch):
     """Where DuckDB cannot serialize a SELECT to JSON, the names before "(" from DuckDB's tokenizer are checked."""
-    import biaslab.cli.sql_cmd as sql_cmd
+    import biaslab.warehouse.readonly as sql_cmd
 
     names = sql_cmd._function_names_from_tokens(
         'select "Enable_Logging"(1), count(*) from system.main.checkpoint /* c */ (), query_table(\'t\') q')

@@ -7,7 +7,8 @@ import csv
 
 import pytest
 
-from biaslab.loaders.misersky import RULES, match_noun, misersky_matches, rated_templates
+from biaslab.loaders.misersky import RULES, match_noun
+from biaslab.loaders.winopron import misersky_matches, rated_templates
 
 #: nouns the paper's rule adds: the norm keys each occurs in, read off the norms by hand
 PAPER_EXTRA = {

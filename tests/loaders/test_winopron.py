@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from biaslab.loaders import DataError, get
-from biaslab.loaders.misersky import match_noun, misersky_matches, plural_candidates
+from biaslab.loaders.misersky import match_noun, plural_candidates
+from biaslab.loaders.winopron import misersky_matches
 from biaslab.loaders.winopron import NULL_PRIME_1, NULL_PRIME_2, load_winopron
 
 # Independent of the loader's pronoun tables: placeholder -> (feminine, masculine) and the expected case name.

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from scipy.stats import entropy, sem
 from sklearn.metrics import mutual_info_score
 
-from biaslab.cli.main import biaslab
+import biaslab
+from biaslab.cli.main import biaslab as cli
 from biaslab.metrics.contextuality import (SETTING, cbd_fractions, cbd_table, kl_table, load_pf,
                                            mutual_information_per_template, per_template_mi, pf_at_temperature,
                                            pf_table, pool_orders, spearman_table, temperature_overlap,
@@ -26,6 +27,13 @@ from open_warehouse_evidence import exact_choice_rows, winopron_stimuli
 SAMPLE = {"model_key": "m", "mode": "sample", "temperature": 1.0, "top_k": 40, "top_p": 1.0, "prompt_version": "v",
           "max_new_tokens": 6}
 EXACT = {**SAMPLE, "mode": "exact", "temperature": 0.5}
+
+
+def _h(wh):
+    """A reading handle over `wh` (a `biaslab.open` handle, or an open Warehouse)."""
+    from biaslab.warehouse.handle import WarehouseHandle
+
+    return wh if isinstance(wh, WarehouseHandle) else WarehouseHandle.on(wh)
 
 
 def _row(setting, item, context, order, p_f, p_valid, n=None, n_valid=None, rating=0.5):
@@ -184,7 +192,7 @@ def test_validity_counts_valid_samples_per_context_and_order(tmp_path, data_dir)
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         wh.append("stimuli", [s.to_row() for s in stimuli])
         wh.append_many({"choice_requests": requests, "samples": samples})
-    result = CliRunner().invoke(biaslab, ["metrics", "contextuality", "--db", str(tmp_path / "w.duckdb"),
+    result = CliRunner().invoke(cli, ["metrics", "contextuality", "--db", str(tmp_path / "w.duckdb"),
                                           "--format", "json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     validity = json.loads(result.output)["validity"]
@@ -202,12 +210,12 @@ def test_temperatures_without_trie_evidence_give_empty_tables(tmp_path, data_dir
         requests, probs = exact_choice_rows("m" * 16, stimuli, [0.4] * 20, [0.5] * 20, prompt_version="v",
                                             temperature=0.5, top_k=40)
         wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
-    result = CliRunner().invoke(biaslab, ["metrics", "contextuality", "--db", str(tmp_path / "w.duckdb"),
+    result = CliRunner().invoke(cli, ["metrics", "contextuality", "--db", str(tmp_path / "w.duckdb"),
                                           "--format", "json", "--temperatures", "0.3,0.7"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     tables = json.loads(result.output)
     assert tables["temperature_kl"] == [] and tables["temperature_overlap"] == []
-    bad = CliRunner().invoke(biaslab, ["metrics", "contextuality", "--db", str(tmp_path / "w.duckdb"),
+    bad = CliRunner().invoke(cli, ["metrics", "contextuality", "--db", str(tmp_path / "w.duckdb"),
                                        "--temperatures", "0.3,-1"])
     assert bad.exit_code == 2 and "every temperature must be > 0, got -1" in bad.output
 
@@ -250,8 +258,8 @@ KEYS = {"temperature_pf": ["option_order", "context"], "temperature_kl": ["optio
 
 def _fresh_tables(db):
     """The same tables computed from a fresh collection's own winopron_pf."""
-    with Warehouse.open(db, read_only=True) as wh:
-        pf = load_pf(wh)
+    with biaslab.open(db) as wh:
+        pf = load_pf(_h(wh))
     pooled = pool_orders(pf)
     return {"temperature_pf": pf_table(pooled), "temperature_kl": kl_table(pooled)[1],
             "temperature_spearman": spearman_table(pooled),
@@ -260,11 +268,11 @@ def _fresh_tables(db):
 
 
 def test_rederived_metrics_equal_fresh_exact_runs(collections):
-    with Warehouse.open(collections[0.5], read_only=True) as wh:
-        derived = temperature_tables(wh, list(TEMPERATURES))
-        derived_pf = {t: pf_at_temperature(wh, t, 40).set_index("stimulus_id") for t in TEMPERATURES}
-        zmax, depth = wh.con.execute("SELECT max(abs(z)), max(depth) FROM (SELECT unnest(topk_logits) AS z, depth "
-                                     "FROM choice_nodes)").fetchone()
+    with biaslab.open(collections[0.5]) as wh:
+        derived = temperature_tables(_h(wh), list(TEMPERATURES))
+        derived_pf = {t: pf_at_temperature(_h(wh), t, 40).set_index("stimulus_id") for t in TEMPERATURES}
+        zmax, depth = wh.warehouse.con.execute("SELECT max(abs(z)), max(depth) FROM (SELECT unnest(topk_logits) AS z, "
+                                               "depth FROM choice_nodes)").fetchone()
     eps = torch.finfo(torch.float32).eps
     # Tolerance from the dtype (as tests/runners/test_choice_collect.py): the fp32 logits of the trie levels below
     # the first differ between runs by a few ulps of their magnitude (different live nodes share a batch); a logit
@@ -303,9 +311,9 @@ def test_rederived_metrics_equal_fresh_exact_runs(collections):
 
 
 def test_rederivation_at_the_collection_temperature_is_the_stored_table(collections):
-    with Warehouse.open(collections[0.5], read_only=True) as wh:
-        derived = temperature_tables(wh, [0.5])
-        stored = load_pf(wh)
+    with biaslab.open(collections[0.5]) as wh:
+        derived = temperature_tables(_h(wh), [0.5])
+        stored = load_pf(_h(wh))
     pooled = pool_orders(stored)
     expected = kl_table(pooled)[1]
     got = derived["temperature_kl"]

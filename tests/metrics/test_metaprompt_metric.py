@@ -11,10 +11,17 @@ import pytest
 from click.testing import CliRunner
 from scipy import stats
 
-from biaslab.cli.main import biaslab
+from biaslab.cli.main import biaslab as cli
 from biaslab.metrics.metaprompt import metaprompt_tables
 from biaslab.runners.metaprompt import QUESTIONS, question_options
 from biaslab.warehouse import Warehouse
+
+
+def _h(wh):
+    """A reading handle over `wh` (a `biaslab.open` handle, or an open Warehouse)."""
+    from biaslab.warehouse.handle import WarehouseHandle
+
+    return wh if isinstance(wh, WarehouseHandle) else WarehouseHandle.on(wh)
 
 
 def _stimuli(data_dir, dataset_folder):
@@ -77,7 +84,7 @@ def test_accuracy_equals_a_hand_computation(tmp_path, data_dir, dataset_folder, 
     rng = np.random.default_rng(3)
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         expected = _write(wh, stimuli, rng, mode)
-        table = metaprompt_tables(wh)["metaprompt"]
+        table = metaprompt_tables(_h(wh))["metaprompt"]
     assert list(table["question"]) == list(QUESTIONS) and set(table["mode"]) == {mode}
     for q in QUESTIONS:
         row = table[table["question"] == q].iloc[0]
@@ -99,14 +106,14 @@ def test_by_context_and_the_command(tmp_path, data_dir, dataset_folder):
     stimuli = _stimuli(data_dir, dataset_folder)
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
         expected = _write(wh, stimuli, np.random.default_rng(5), "exact")
-        by_context = metaprompt_tables(wh)["metaprompt_by_context"]
+        by_context = metaprompt_tables(_h(wh))["metaprompt_by_context"]
     contexts = [s.context for s in stimuli]
     for q in QUESTIONS:
         for context in set(contexts):
             got = by_context[(by_context["question"] == q) & (by_context["context"] == context)].iloc[0]
             want = [g for (g, _), c in zip(expected[q], contexts) if c == context]
             assert got["prompts"] == len(want) and got["accuracy"] == pytest.approx(np.mean(want), abs=1e-12)
-    result = CliRunner().invoke(biaslab, ["metrics", "metaprompt", "--db", str(tmp_path / "w.duckdb"),
+    result = CliRunner().invoke(cli, ["metrics", "metaprompt", "--db", str(tmp_path / "w.duckdb"),
                                           "--format", "csv", "--no-by-context"])
     assert result.exit_code == 0, result.output
     assert "# metaprompt\n" in result.output and "metaprompt_by_context" not in result.output
@@ -116,5 +123,5 @@ def test_by_context_and_the_command(tmp_path, data_dir, dataset_folder):
 def test_command_without_evidence_says_so(tmp_path):
     with Warehouse.open(tmp_path / "empty.duckdb"):
         pass
-    result = CliRunner().invoke(biaslab, ["metrics", "metaprompt", "--db", str(tmp_path / "empty.duckdb")])
+    result = CliRunner().invoke(cli, ["metrics", "metaprompt", "--db", str(tmp_path / "empty.duckdb")])
     assert result.exit_code != 0 and "no metaprompt evidence" in result.output

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score, matthews_corrcoef
 
+import biaslab
 from biaslab.loaders.errors import DataError
 from biaslab.lexicon.pronoun_detection import vocabulary
 from biaslab.metrics.annotations import import_annotations, nominal_agreement
@@ -24,6 +25,13 @@ FORMS = {"he": "he", "she": "she", "they": "they", "xe": "xe"}
 SENTENCES = {"he": " Then he left.", "she": " Then she left.", "they": " Then they left.", "xe": " Then xe left.",
              None: " Then the door closed."}
 MODEL = "m" * 16
+
+
+def _h(wh):
+    """A reading handle over `wh` (a `biaslab.open` handle, or an open Warehouse)."""
+    from biaslab.warehouse.handle import WarehouseHandle
+
+    return wh if isinstance(wh, WarehouseHandle) else WarehouseHandle.on(wh)
 
 
 def _slot_stimulus(dataset: str, i: int, declared: str) -> Stimulus:
@@ -98,8 +106,8 @@ def evidence(tmp_path):
 
 
 def _tables(path, **kw):
-    with Warehouse.open(path, read_only=True) as wh:
-        return misgendering_report(wh, **kw)
+    with biaslab.open(path) as wh:
+        return misgendering_report(_h(wh), **kw)
 
 
 def test_correctness_per_method_pronoun_and_context(evidence):
@@ -244,7 +252,7 @@ def test_tango_pairs_generations_with_their_templates(tmp_path):
         wh.append("sequence_scores", scores)
         wh.append("gen_requests", [request])
         wh.append("samples", samples)
-        tables = misgendering_report(wh)
+        tables = misgendering_report(_h(wh))
     pairs = tables["_pairs"]
     assert len(pairs) == 7 and pairs["setting"].nunique() == 2  # 3 + 4 pairs, never crossed between settings
     hot = pairs[pairs["setting"].str.contains("T=1 ")]
@@ -309,7 +317,7 @@ def test_annotation_import_validates_and_agrees_with_scikit_learn(evidence, tmp_
         unknown.write_text("sample_id,label,extraneous_gendered,annotator\nnope,correct,false,ann3\n")
         with pytest.raises(DataError, match=r"unknown.csv:2.*sample_id"):
             import_annotations(wh, unknown)
-        tables = misgendering_report(wh)
+        tables = misgendering_report(_h(wh))
     pair = tables["annotator_agreement"].iloc[0]
     assert pair["n"] == 30
     assert pair["cohen_kappa"] == pytest.approx(cohen_kappa_score(labels_a, labels_b), abs=1e-12)

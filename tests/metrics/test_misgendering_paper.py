@@ -15,6 +15,7 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score, matthews_corrcoef
 from statsmodels.stats.inter_rater import cohens_kappa
 
+import biaslab
 from biaslab.loaders.errors import DataError
 from biaslab.lexicon.pronoun_detection import vocabulary
 from biaslab.metrics.annotations import LABELS, export_sheet, import_annotations
@@ -27,6 +28,13 @@ from biaslab.warehouse import Warehouse
 FAMILIES = ("he", "she", "they", "xe")
 SENTENCES = {"he": " Then he left.", "she": " Then she left.", "they": " Then they left.", "xe": " Then xe left.",
              None: " Then the door closed."}
+
+
+def _h(wh):
+    """A reading handle over `wh` (a `biaslab.open` handle, or an open Warehouse)."""
+    from biaslab.warehouse.handle import WarehouseHandle
+
+    return wh if isinstance(wh, WarehouseHandle) else WarehouseHandle.on(wh)
 
 
 # ------------------------------------------------------------------------------------------------ statistics
@@ -169,12 +177,12 @@ def _read(sheet):
 
 def test_export_is_stratified_per_cell_and_seeded(tmp_path):
     db = _warehouse(tmp_path / "w.duckdb")
-    with Warehouse.open(db, read_only=True) as wh:
-        assert export_sheet(wh, tmp_path / "s0.csv", 25, seed=7) == 12 * 25 + 4 * 5  # 16 cells, 4 of only 5
-        export_sheet(wh, tmp_path / "s1.csv", 25, seed=7)
-        export_sheet(wh, tmp_path / "s2.csv", 25, seed=8)
-        cells = wh.con.execute("SELECT model_key, declared, context, list(sample_id) FROM gen_samples "
-                               "GROUP BY ALL").fetchall()
+    with biaslab.open(db) as wh:
+        assert export_sheet(_h(wh), tmp_path / "s0.csv", 25, seed=7) == 12 * 25 + 4 * 5  # 16 cells, 4 of only 5
+        export_sheet(_h(wh), tmp_path / "s1.csv", 25, seed=7)
+        export_sheet(_h(wh), tmp_path / "s2.csv", 25, seed=8)
+        cells = wh.warehouse.con.execute("SELECT model_key, declared, context, list(sample_id) FROM gen_samples "
+                                         "GROUP BY ALL").fetchall()
     rows = _read(tmp_path / "s0.csv")
     assert list(rows[0]) == ["sample_id", "model", "dataset", "declared", "context", "prompt_text", "text", "label",
                              "extraneous_gendered", "note", "annotator"]
@@ -188,15 +196,15 @@ def test_export_is_stratified_per_cell_and_seeded(tmp_path):
         assert set(ids) <= members[cell]  # every drawn continuation belongs to its cell
     assert rows == _read(tmp_path / "s1.csv")
     assert [r["sample_id"] for r in rows] != [r["sample_id"] for r in _read(tmp_path / "s2.csv")]
-    with Warehouse.open(db, read_only=True) as wh:  # a cell's draw does not depend on the other cells
-        export_sheet(wh, tmp_path / "only.csv", 25, seed=7, dataset="ruff")
+    with biaslab.open(db) as wh:  # a cell's draw does not depend on the other cells
+        export_sheet(_h(wh), tmp_path / "only.csv", 25, seed=7, dataset="ruff")
     assert _read(tmp_path / "only.csv") == rows
 
 
 def test_import_reads_every_column_and_tables_per_cell(tmp_path):
     db = _warehouse(tmp_path / "w.duckdb")
     with Warehouse.open(db) as wh:
-        export_sheet(wh, tmp_path / "sheet.csv", 4, seed=0)
+        export_sheet(_h(wh), tmp_path / "sheet.csv", 4, seed=0)
         rows = _read(tmp_path / "sheet.csv")
         for i, r in enumerate(rows):
             r.update(label=LABELS[i % 4], extraneous_gendered=["true", "false", "no"][i % 3],
@@ -209,7 +217,7 @@ def test_import_reads_every_column_and_tables_per_cell(tmp_path):
         assert import_annotations(wh, sheet) == (len(rows), len(rows))
         stored = dict(wh.con.execute("SELECT sample_id, note FROM annotations").fetchall())
         assert stored[rows[5]["sample_id"]] == "row 5, with a comma"
-        tables = misgendering_report(wh)
+        tables = misgendering_report(_h(wh))
     gen = tables["_gen"].set_index("sample_id")
     labels = tables["annotation_labels"]
     agree = tables["annotation_vs_auto_cells"]
@@ -240,7 +248,7 @@ def test_import_reads_every_column_and_tables_per_cell(tmp_path):
 def test_import_names_file_row_and_field(tmp_path, edit, field):
     db = _warehouse(tmp_path / "w.duckdb")
     with Warehouse.open(db) as wh:
-        export_sheet(wh, tmp_path / "sheet.csv", 1, seed=0)
+        export_sheet(_h(wh), tmp_path / "sheet.csv", 1, seed=0)
         rows = _read(tmp_path / "sheet.csv")[:3]
         for r in rows:
             r.update(label="correct", extraneous_gendered="false", annotator="a")

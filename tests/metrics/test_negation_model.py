@@ -19,6 +19,13 @@ from biaslab.schema import Stimulus
 TRUE = {"Intercept": 60.0, "context": -5.0, "form": -4.0, "context:form": 8.0}
 
 
+def _h(wh):
+    """A reading handle over `wh` (a `biaslab.open` handle, or an open Warehouse)."""
+    from biaslab.warehouse.handle import WarehouseHandle
+
+    return wh if isinstance(wh, WarehouseHandle) else WarehouseHandle.on(wh)
+
+
 def simulate(seed: int, items: int = 40, sd_intercept: float = 10.0, sd_slope: float = 5.0,
              sd_residual: float = 3.0) -> pd.DataFrame:
     """`items` root items x 4 conditions; random intercept and random context slope per item; the paper's coding
@@ -196,7 +203,7 @@ def negation_warehouse(tmp_path, warehouse):
 
 def test_sentence_perplexities_from_the_warehouse(negation_warehouse):
     wh, stimuli = negation_warehouse
-    df = sentence_perplexities(wh)
+    df = sentence_perplexities(_h(wh))
     assert len(df) == 2 * 12 and set(df["dataset"]) == {"negation"}  # the unrelated stimulus is not read
     assert set(df["model_key"]) == {"causal-model", "masked-model"}
     assert dict(zip(df["scheme"], df["measure"])) == {"causal": "perplexity", "original": "pseudo_perplexity"}

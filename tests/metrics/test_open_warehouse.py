@@ -1,5 +1,5 @@
-"""The open warehouse: Ibis relations equal the SQL views; every study's tables are equal on the DuckDB warehouse,
-on its Parquet export through DataFusion, and (for the names-free columns) to the `biaslab metrics` path."""
+"""The open warehouse: every study's tables are equal on the DuckDB warehouse and on its Parquet export through
+DataFusion (the same view expressions on two engines), and the Python API equals the `biaslab metrics` path."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from click.testing import CliRunner
 
 import biaslab
 from biaslab.cli.main import biaslab as cli
-from biaslab.metrics.relations import VIEWS
 from biaslab.warehouse import Warehouse
 from open_warehouse_evidence import MODEL_A, MODEL_B, build
 
@@ -46,18 +45,6 @@ def assert_same(a: pd.DataFrame, b: pd.DataFrame, what: str) -> None:
                 assert list(x) == list(y), f"{what}.{column}"
             else:
                 assert x == y, f"{what}.{column}: {x!r} != {y!r}"
-
-
-@pytest.mark.parametrize("name", list(VIEWS))
-def test_ibis_relation_equals_the_sql_view(synthetic, name):
-    db, _ = synthetic
-    with biaslab.open(db) as wh:
-        sql = wh.warehouse.con.execute(f"SELECT * FROM {name}").df()
-        relation = VIEWS[name](wh.source).execute()
-    if name == "gen_samples":  # the Ibis relation has no sha256 sample_id; vocabulary as JSON text
-        sql = sql.drop(columns=["sample_id"]).assign(pronoun_vocabulary=sql["pronoun_vocabulary"].astype(str))
-    assert len(sql) > 0, f"the synthetic warehouse has no {name} rows: the comparison would prove nothing"
-    assert_same(sql, relation, name)
 
 
 STUDIES = {"contextuality": {}, "misgendering": {}, "negation": {}, "calibration": {"bootstrap": 40}}

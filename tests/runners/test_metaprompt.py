@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+import biaslab
 from biaslab.metrics.metaprompt import metaprompt_tables
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.runners.metaprompt import QUESTIONS, MetaPromptSpec, gold_option, meta_requests, question_options
@@ -20,6 +21,13 @@ SYSTEM = ("Below you will find a passage in *bold* which contains precisely one 
 TEXTS = {"anaphora": "In the passage, who does BLANK refer to?",
          "part_of_speech": "What part of speech is the word that should replace BLANK?",
          "tracking": "In the sentence that contains BLANK, who is mentioned first?"}
+
+
+def _h(wh):
+    """A reading handle over `wh` (a `biaslab.open` handle, or an open Warehouse)."""
+    from biaslab.warehouse.handle import WarehouseHandle
+
+    return wh if isinstance(wh, WarehouseHandle) else WarehouseHandle.on(wh)
 
 
 def _config(tmp_path, data_dir, **kw) -> CollectConfig:
@@ -78,10 +86,10 @@ def test_collect_counts_rerun_and_choice_ids_unchanged(tmp_path, tiny_gpt2, data
     assert (again.pending, again.added) == (0, 0)
     choice = collect(_config(tmp_path, data_dir, limit=4), loaded=tiny_gpt2)
     assert choice.added == 4
-    with Warehouse.open(tmp_path / "w.duckdb", read_only=True) as wh:
-        rows = wh.con.execute("SELECT protocol, prompt_version, request_id, stimulus_id, adaptation, max_new_tokens "
-                              "FROM choice_requests").fetchall()
-        runs = wh.con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    with biaslab.open(tmp_path / "w.duckdb") as wh:
+        rows = wh.warehouse.con.execute("SELECT protocol, prompt_version, request_id, stimulus_id, adaptation, "
+                                        "max_new_tokens FROM choice_requests").fetchall()
+        runs = wh.warehouse.con.execute("SELECT count(*) FROM runs").fetchone()[0]
     meta = [r for r in rows if r[0] == "meta"]
     assert len(meta) == 12 and len({r[2] for r in meta}) == 12
     assert sorted({r[1] for r in meta}) == [f"metaprompt-v1:{q}" for q in sorted(QUESTIONS)]
@@ -115,13 +123,13 @@ def test_accuracy_on_smollm2_equals_stored_probabilities(tmp_path, data_dir, dat
     dataset_folder("winopron")
     result = collect(_config(tmp_path, data_dir, protocol="meta", limit=1, dtype="fp32"))
     assert result.added == 3
-    with Warehouse.open(tmp_path / "w.duckdb", read_only=True) as wh:
-        rows = wh.con.execute("""
+    with biaslab.open(tmp_path / "w.duckdb") as wh:
+        rows = wh.warehouse.con.execute("""
             SELECT r.prompt_version, c.option, c.prob, s.occupation, s.participant, s.template,
                    CAST(s.attrs->>'answer' AS INTEGER)
             FROM choice_requests r JOIN choice_probs c USING (model_key, request_id) JOIN stimuli s USING (stimulus_id)
             """).fetchall()
-        table = metaprompt_tables(wh)["metaprompt"].set_index("question")
+        table = metaprompt_tables(_h(wh))["metaprompt"].set_index("question")
     for q in QUESTIONS:
         mine = [(o, p, occ, par, tpl, ans) for v, o, p, occ, par, tpl, ans in rows if v == f"metaprompt-v1:{q}"]
         occ, par, tpl, ans = mine[0][2:]

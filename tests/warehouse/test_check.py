@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from biaslab.warehouse import Warehouse
-from biaslab.warehouse import ddl
+from biaslab.warehouse import migrations
 from biaslab.warehouse.check import Finding, check_warehouse, format_findings, ok
 
 
@@ -289,7 +289,7 @@ def test_schema_version_mismatch_and_missing_table(clean_path):
     found = _problems(findings)
     assert set(found) == {("schema_version", "meta")}
     detail = found["schema_version", "meta"].detail
-    assert f"schema version 1, this biaslab writes {ddl.current_version()}" in detail
+    assert f"schema version 1, this biaslab writes {migrations.current_version()}" in detail
     assert "missing table(s): samples" in detail
     assert not any(f.table == "samples" for f in findings)
 

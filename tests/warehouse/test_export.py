@@ -15,7 +15,8 @@ from click.testing import CliRunner
 import biaslab
 from biaslab.cli.main import biaslab as cli
 from biaslab.warehouse import Warehouse
-from biaslab.warehouse.ddl import current_version, view_objects
+from biaslab.views import objects as view_objects
+from biaslab.warehouse.migrations import current_version
 from open_warehouse_evidence import build
 
 PLAIN_DUCKDB = """

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from biaslab.warehouse import SchemaVersionError, Warehouse, WarehouseError, schema_version
-from biaslab.warehouse import ddl
+from biaslab.warehouse import migrations
 
 
 def _seq(n: int, model: str = "m1") -> pa.Table:
@@ -28,20 +28,20 @@ def _tok(n: int, model: str = "m1") -> pa.Table:
 
 def test_new_warehouse_has_current_schema_version(tmp_path):
     with Warehouse.open(tmp_path / "w.duckdb") as wh:
-        assert schema_version(wh.con) == ddl.current_version()
+        assert schema_version(wh.con) == migrations.current_version()
         assert {"stimuli", "models", "runs", "sequence_scores", "token_scores", "meta"} <= set(wh.tables())
 
 
 def test_older_warehouse_is_migrated(tmp_path):
     path = tmp_path / "old.duckdb"
     con = duckdb.connect(str(path))
-    first = ddl.migrations()[0]
+    first = migrations.migrations()[0]
     con.execute(first.sql)
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     con.execute("INSERT INTO stimuli (stimulus_id, dataset, upstream_version, item_id, text) VALUES ('a','d','v','i','t')")
     con.close()
     with Warehouse.open(path) as wh:
-        assert schema_version(wh.con) == ddl.current_version()
+        assert schema_version(wh.con) == migrations.current_version()
         assert wh.count("stimuli") == 1
 
 

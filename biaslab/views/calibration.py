@@ -1,4 +1,5 @@
-"""The `pronoun_pair_probs` and `identity_pair_probs` views (calibration study) as Ibis expressions."""
+"""The calibration views: `pronoun_pair_probs` (pronoun minimal pairs) and `identity_pair_probs` (WinoQueer identity
+terms), DESIGN.md section 7."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from .common import Source, json_field, option_with_label
 
 
 def pronoun_pair_probs(source: Source) -> ir.Table:
-    """Per model, scheme and stimulus with a male and a female option: the joint log-probabilities of the two
-    sentences, the gold label (1 male, 0 female, NULL without gold) and p_male = 1 / (1 + exp(lp_female - lp_male)).
+    """Per model, scheme and stimulus whose options include a male and a female pronoun: the joint log-probability
+    of the sentence with each (lp_male, lp_female), the gold label gold_male (1 male, 0 female, NULL where the
+    dataset has none) and the normalized probability of the male sentence,
+    p_male = exp(lp_male) / (exp(lp_male) + exp(lp_female)) = 1 / (1 + exp(lp_female - lp_male)).
     """
     st = source("stimuli")
     st = st.filter(st.option_labels.contains("male") & st.option_labels.contains("female"))
@@ -28,9 +31,12 @@ def pronoun_pair_probs(source: Source) -> ir.Table:
 
 
 def identity_pair_probs(source: Source) -> ir.Table:
-    """Per model, scheme and stimulus with a queer and a non-queer option (WinoQueer): the two sentences' joint
-    log-probabilities, the identity group (`gender_id_x`) and its counterpart (`gender_id_y`), the gold label
-    (1 when the queer sentence is gold, NULL without gold) and p_queer = 1 / (1 + exp(lp_nonqueer - lp_queer)).
+    """Identity-term pairs for calibration per identity group (WinoQueer "last-cloze" subset, the paper's Table 4):
+    per model, scheme and stimulus whose options are labelled 'queer' and 'nonqueer' (`biaslab.loaders.winoqueer`),
+    the joint log-probability of the sentence with each term, the identity group (upstream Gender_ID_x) and its
+    counterpart (Gender_ID_y), gold_queer (1 where the gold option is the queer term: every WinoQueer pair, as
+    the upstream ECE_identity.py fixes every label to 1) and p_queer = 1 / (1 + exp(lp_nonqueer - lp_queer)).
+    Kept apart from pronoun_pair_probs, whose p_male / gold_male columns would mislabel these pairs.
     """
     st = source("stimuli")
     st = st.filter(st.option_labels.contains("queer") & st.option_labels.contains("nonqueer"))

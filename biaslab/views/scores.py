@@ -1,4 +1,4 @@
-"""Sequence scores as perplexities, and the negation study's sentence table (`biaslab.metrics.negation`)."""
+"""Sequence scores as perplexities (`sequence_metrics`), and the negation study's sentences."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from .common import Source, json_field
 
 
 def sequence_metrics(source: Source) -> ir.Table:
-    """The `sequence_metrics` view: per scored text, mean log-probability per token and perplexity."""
+    """Per scored text: the joint log-probability, mean_logprob = sum_logprob / n_tokens and
+    perplexity = exp(-sum_logprob / n_tokens) (NULL when no token was scored), and the target word's log-probability.
+    """
     s = source("sequence_scores")
     n = s.n_tokens.nullif(0)
     return s.select("model_key", "request_id", "stimulus_id", "protocol", "option", "scheme", "n_tokens",
@@ -20,8 +22,8 @@ def sequence_metrics(source: Source) -> ir.Table:
 
 
 def negation_sentences(source: Source, datasets: Sequence[str]) -> ir.Table:
-    """The rows of `biaslab.metrics.negation.sentence_perplexities`: one per (model, scheme, protocol, negation
-    stimulus), in its order.
+    """Negation-bias sentences with their (pseudo-)perplexity: one row per (model, scheme, protocol, stimulus of
+    `datasets`) scored as a whole sentence, ordered by model, scheme, dataset, protocol and item.
 
     Parameters
     ----------

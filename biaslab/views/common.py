@@ -1,4 +1,5 @@
-"""Shared pieces of the Ibis relations: the table source, JSON fields read portably, model labels."""
+"""Shared pieces of the view expressions: the table source, JSON fields read portably, options and labels, model
+labels."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def json_field(column: ir.Value, key: str) -> ir.StringValue:
     Portable across Ibis backends (DuckDB JSON, DataFusion / Polars strings): read from the JSON text with a regular
     expression, so `key` must be unique in the document (it may be nested) and its value a string without escaped
     quotes, a number or a boolean. Equal to DuckDB's ``->>`` / ``json_extract_string`` on biaslab's stimulus
-    attributes (tested against the SQL views).
+    attributes.
 
     Parameters
     ----------

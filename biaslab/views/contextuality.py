@@ -1,5 +1,6 @@
-"""The WinoPron views (`winopron_stimuli`, `winopron_pf`, `winopron_validity`) as Ibis expressions, and the valid
-samples the mutual information reads."""
+"""Contextual invariance (WinoPron): `winopron_stimuli`, `winopron_pf` (p(feminine | context) per model, stimulus
+and sampling setting), `winopron_validity` (the paper's Table 3), and the valid samples as integer codes for the
+mutual information (`sample_codes`, `sample_settings`)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import ibis.expr.types as ir
 
 from .common import Source, json_field, option_with_label
 
-#: the 95% normal quantile the SQL view uses for Wilson intervals
+#: the 95% normal quantile of the Wilson intervals
 Z = 1.959964
 
 
 def winopron_stimuli(source: Source) -> ir.Table:
-    """WinoPron stimuli with their features, feminine / masculine option, template pair and answer."""
+    """WinoPron stimuli with their features (context, option order, case, role, Misersky rating), the feminine and
+    masculine option, the template pair (pair_id) and the upstream answer."""
     st = source("stimuli")
     st = st.filter(st.dataset == "winopron")
     out = (st.left_join(option_with_label(st, "female", "female_option"), "stimulus_id")
@@ -36,7 +38,15 @@ _KEY = ["model_key", "request_id", "stimulus_id", "mode", "temperature", "top_k"
 
 
 def winopron_pf(source: Source) -> ir.Table:
-    """p(feminine) per model, request (stimulus) and sampling setting, exact and sample mode (see the SQL view)."""
+    """p(feminine | context) per model, request (stimulus) and sampling setting.
+
+    One row per collection of a stimulus (model, request: prompt version, token limit, sampling settings), so
+    separate collections are never pooled; forced-choice requests only (protocol 'choice', not the comprehension
+    questions of protocol 'meta' about the same stimuli). Exact mode: p_f = p(female) / (p(female) + p(male)), the
+    exact probability renormalized over the valid answers; p_valid = p(female) + p(male); p_unresolved the mass of
+    pruned branches. Sample mode: p_f = n_female / n_valid with a 95% Wilson interval (wilson_low, wilson_high);
+    p_valid = n_valid / n. Stimulus features come along for the metrics.
+    """
     w = winopron_stimuli(source)
     r = source("choice_requests")
     r = r.filter(r.protocol == "choice")  # not the comprehension questions (protocol 'meta')
@@ -72,26 +82,63 @@ def winopron_pf(source: Source) -> ir.Table:
     return unified.join(features, "stimulus_id")
 
 
+def _bigint(total: ir.IntegerValue) -> ir.IntegerValue:
+    """A sum of int64 as BIGINT: DuckDB sums BIGINT into HUGEINT, and Ibis drops a cast to the type it believes the
+    sum has already (int64); a cast to the non-nullable type is kept (the values stay NULL where the sum is)."""
+    return total.cast("!int64")
+
+
 def winopron_validity(source: Source) -> ir.Table:
-    """Valid measurements per model, setting, context and option order (the paper's Table 3; see the SQL view):
-    sample mode valid_samples / samples = valid_share, exact mode valid_mass and unresolved_mass."""
+    """Valid measurements per model, setting, context and option order (the paper's Table 3).
+
+    Sample mode: valid_samples / samples (valid_share), the paper's "valid / total"; exact mode: valid_mass, the mean
+    over prompts of the exact probability of a valid answer (p(female) + p(male)), and unresolved_mass, the mean mass
+    of pruned branches (the rest, 1 - valid_mass - unresolved_mass, is invalid). mean_p_valid is the mean per-prompt
+    share in both modes.
+    """
     pf = winopron_pf(source)
     return pf.group_by(["model_key", "mode", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens",
                         "context", "option_order"]).agg(
         prompts=pf.count(), mean_p_valid=pf.p_valid.mean(), prompts_with_valid_answers=pf.count(where=pf.p_f.notnull()),
-        valid_samples=pf.n_valid.sum().cast("int64"), samples=pf.n.sum().cast("int64"),
+        valid_samples=_bigint(pf.n_valid.sum()), samples=_bigint(pf.n.sum()),
         valid_share=pf.n_valid.sum().cast("float64") / pf.n.sum().nullif(0).cast("float64"),
         valid_mass=pf.p_valid.mean(where=pf["mode"] == "exact"), unresolved_mass=pf.p_unresolved.mean())
 
 
-def winopron_sample_answers(source: Source) -> ir.Table:
-    """Valid samples of WinoPron requests: the setting columns, the request's sample key, stimulus_id and y (1 = the
-    feminine option), for `biaslab.metrics.contextuality.sample_measurements_from_rows`."""
+#: the columns that identify a sample-mode collection setting, in the order its codes are ranked
+SAMPLE_SETTING = ["model_key", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens"]
+
+
+def _valid_choice_samples(source: Source) -> ir.Table:
+    """Valid samples of forced-choice (protocol 'choice') WinoPron requests, with the request's prompt version and
+    the stimulus's feminine option."""
     w = winopron_stimuli(source).select("stimulus_id", "female_option")
     s = source("samples")
-    rs = source("choice_requests")
-    rs = rs.filter(rs.protocol == "choice").select("model_key", "request_id", "prompt_version")
-    j = s.filter(s.valid).join(w, "stimulus_id").join(rs, ["model_key", "request_id"])
+    r = source("choice_requests")
+    r = r.filter(r.protocol == "choice").select("model_key", "request_id", "prompt_version")
+    return s.filter(s.valid).join(w, "stimulus_id").join(r, ["model_key", "request_id"])
+
+
+def sample_settings(source: Source) -> ir.Table:
+    """The distinct sample-mode settings (SAMPLE_SETTING) with valid WinoPron samples, in rank order: row i is the
+    setting whose `sample_codes` code is i."""
+    j = _valid_choice_samples(source)
+    return j.select(*SAMPLE_SETTING).distinct().order_by(SAMPLE_SETTING)
+
+
+def sample_codes(source: Source) -> ir.Table:
+    """Every valid WinoPron sample as integers, in the samples' key order (model, request, sampling settings,
+    sample index, seed): `setting` (row of `sample_settings`), `stimulus` (row of `winopron_stimuli` ordered by
+    stimulus_id) and `y` (1 = the feminine option). Only these codes leave the engine for the mutual information.
+    """
+    codes = winopron_stimuli(source).select("stimulus_id",
+                                            stimulus=ibis.row_number().over(order_by="stimulus_id").cast("int32"))
+    j = _valid_choice_samples(source).join(codes, "stimulus_id")
+    setting = ibis.dense_rank().over(order_by=[j[c] for c in SAMPLE_SETTING]).cast("int32")
     y = ibis.coalesce(j.answer == j.female_option, False).cast("int8")
-    return j.select("model_key", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens", "request_id",
-                    "sample_index", "seed", "stimulus_id", y=y)
+    ordered = j.select(setting=setting, stimulus=j.stimulus, y=y, model_key=j.model_key, request_id=j.request_id,
+                       temperature=j.temperature, top_k=j.top_k, top_p=j.top_p, max_new_tokens=j.max_new_tokens,
+                       sample_index=j.sample_index, seed=j.seed)
+    ordered = ordered.order_by(["model_key", "request_id", "temperature", "top_k", "top_p", "max_new_tokens",
+                                "sample_index", "seed"])
+    return ordered.select("setting", "stimulus", "y")

@@ -1,4 +1,5 @@
-"""The misgendering views (`misgendering_prob_options`, `misgendering_prob`, `gen_samples`) as Ibis expressions."""
+"""Misgendering meta-evaluation (Subramonian et al. 2025; DESIGN.md section 7): the probability-based method
+(`misgendering_prob_options`, `misgendering_prob`) and the generation-based one (`gen_samples`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ _SOURCE = {"source_request_id": ("request_id", "string"), "source_sample_index":
 
 
 def misgendering_prob_options(source: Source) -> ir.Table:
-    """One row per scored option of a MISGENDERED / RUFF / TANGO-template stimulus, with its perplexity."""
+    """One row per scored option of a MISGENDERED / RUFF / TANGO-template stimulus: perplexity =
+    exp(-sum log p / n) over the option's whole sequence (BOS + text, every token scored), and for TANGO templates
+    the generation they were built from (source_*)."""
     q = source("sequence_scores")
     st = source("stimuli")
     st = st.filter(st.dataset.isin(DATASETS) & st.options.notnull())
@@ -38,8 +41,10 @@ _ANY = ["dataset", "item_id", "declared", "grammatical_case", "gold", "template_
 
 
 def misgendering_prob(source: Source) -> ir.Table:
-    """Per stimulus, model and scheme with every option scored: the lowest-perplexity prediction (the paper's rule)
-    and the highest-joint prediction; ties go to the earlier option."""
+    """Per stimulus, model and scheme with every option scored: the paper's prediction (lowest perplexity,
+    pred_perplexity with its label pred_label) and the joint-probability prediction (highest sum log p, pred_joint);
+    ties go to the earlier option; correct / correct_joint = the prediction is gold. Stimuli with an option missing
+    are left out."""
     o = misgendering_prob_options(source)
     ranked = o.mutate(
         by_ppl=ibis.row_number().over(group_by=_KEYS, order_by=[o.perplexity, o.option_index]),
@@ -56,14 +61,25 @@ def misgendering_prob(source: Source) -> ir.Table:
                     **{c: j[c] for c in _SOURCE})
 
 
-def gen_samples(source: Source) -> ir.Table:
-    """Every stored continuation of a gen prompt with its request's fields (the `gen_samples` view without its
-    `sample_id`, a sha256 that not every backend computes; `pronoun_vocabulary` as JSON text)."""
+def sample_id(samples: ir.Table) -> ir.StringValue:
+    """The stable id of a stored sample (annotation sheets name samples by it): the first 16 hex characters of
+    sha256 of "model_key:request_id:sample_index:seed:temperature:top_k:top_p:max_new_tokens" (numbers as DuckDB
+    writes them as text)."""
+    parts = [samples.model_key, samples.request_id, *(samples[c].cast("string") for c in (
+        "sample_index", "seed", "temperature", "top_k", "top_p", "max_new_tokens"))]
+    return ibis.literal(":").join(parts).hexdigest("sha256").substr(0, 16)
+
+
+def gen_samples(source: Source, with_sample_id: bool = True) -> ir.Table:
+    """Every stored continuation of a gen prompt with its request's fields and its `sample_id` (`with_sample_id`
+    False leaves it out, for engines without sha256, e.g. DataFusion through Ibis)."""
     s = source("samples")
     g = source("gen_requests")
     j = s.join(g, ["model_key", "request_id"])
-    return j.select(s.model_key, s.request_id, g.stimulus_id, g.dataset, g.context, g.declared, g.prompt_text,
-                    pronoun_vocabulary=g.pronoun_vocabulary.cast("string"), sample_index=s.sample_index,
+    first = {"sample_id": sample_id(s)} if with_sample_id else {}
+    return j.select(**first, model_key=s.model_key, request_id=s.request_id, stimulus_id=g.stimulus_id,
+                    dataset=g.dataset, context=g.context, declared=g.declared, prompt_text=g.prompt_text,
+                    pronoun_vocabulary=g.pronoun_vocabulary, sample_index=s.sample_index,
                     seed=s.seed, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                     max_new_tokens=s.max_new_tokens, min_new_tokens=g.min_new_tokens, text=s.text,
                     finish_reason=s.finish_reason, n_tokens=s.token_ids.length())

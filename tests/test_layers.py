@@ -1,0 +1,168 @@
+"""The layer order of DESIGN.md section 2, checked on every module's imports (read with `ast`, nothing imported).
+
+Lowest first: schema, lexicon, sql, views, warehouse, loaders, engines, runners, metrics, cli. A module imports only
+modules of its own layer or of layers before it; besides, metrics never imports runners or engines, loaders never
+imports warehouse or engines, and engines never imports warehouse or loaders. No import cycle between modules,
+whether the import sits at the top of a file or inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "biaslab"
+ORDER = ("schema", "lexicon", "sql", "views", "warehouse", "loaders", "engines", "runners", "metrics", "cli")
+FORBIDDEN = {"metrics": {"runners", "engines"}, "loaders": {"warehouse", "engines"},
+             "engines": {"warehouse", "loaders"}}
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every .py file of the package."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module an ImportFrom names (before its imported names)."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The biaslab modules `module` imports anywhere in its file (top level or inside functions)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, path.name == "__init__.py", node)
+            # `from pkg import sub` imports the submodule pkg.sub where one exists, else a name of pkg
+            names = [f"{target}.{a.name}" if f"{target}.{a.name}" in known else target for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in known:  # `import biaslab.x.y` names a module; strip to the nearest one
+                name = name.rpartition(".")[0]
+            if name.startswith("biaslab") and name != module:
+                found.add(name)
+    return found
+
+
+def layer(module: str) -> str | None:
+    """The layer of a module (its first package below biaslab), None for the package root."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def graph() -> dict[str, set[str]]:
+    known = _modules()
+    return {m: imports_of(m, p, known) for m, p in known.items()}
+
+
+def breaches(edges: dict[str, set[str]]) -> list[str]:
+    """Every import against the layer order, as 'importer -> imported (why)'."""
+    out = []
+    for module, targets in sorted(edges.items()):
+        own = layer(module)
+        if own is None:  # the package root (biaslab/__init__.py): the public facade, imports lazily
+            continue
+        for target in sorted(targets):
+            other = layer(target)
+            if other is None or other == own:
+                continue
+            if own not in ORDER or other not in ORDER:
+                out.append(f"{module} -> {target} (a module outside the layers {ORDER})")
+            elif other in FORBIDDEN.get(own, ()):
+                out.append(f"{module} -> {target} ({own} never imports {other})")
+            elif ORDER.index(other) > ORDER.index(own):
+                out.append(f"{module} -> {target} ({own} imports the higher layer {other})")
+    return out
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_every_layer_folder_is_known():
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    assert folders <= set(ORDER), f"folders outside the layer list: {sorted(folders - set(ORDER))}"
+    top = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert not top, f"modules outside every layer: {top}"
+
+
+def test_no_import_against_the_layer_order():
+    found = breaches(graph())
+    assert not found, "imports against DESIGN.md section 2:\n" + "\n".join(found)
+
+
+def test_no_import_cycle():
+    found = cycles(graph())
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("edges, expected", [
+    ({"biaslab.a.x": {"biaslab.a.y"}, "biaslab.a.y": {"biaslab.a.x"}}, [["biaslab.a.x", "biaslab.a.y"]]),
+    ({"biaslab.a.x": {"biaslab.a.y"}, "biaslab.a.y": set()}, []),
+    ({"biaslab.a.x": {"biaslab.a.y"}, "biaslab.a.y": {"biaslab.a.z"}, "biaslab.a.z": {"biaslab.a.x"}},
+     [["biaslab.a.x", "biaslab.a.y", "biaslab.a.z"]]),
+])
+def test_the_cycle_finder_itself(edges, expected):
+    assert cycles(edges) == expected
+
+
+def test_the_breach_finder_itself():
+    edges = {"biaslab.metrics.m": {"biaslab.runners.r", "biaslab.warehouse.w"},
+             "biaslab.schema.s": {"biaslab.views.v"}, "biaslab.engines.e": {"biaslab.loaders.l"},
+             "biaslab.cli.c": {"biaslab.metrics.m", "biaslab.runners.r"}}
+    assert breaches(edges) == [
+        "biaslab.engines.e -> biaslab.loaders.l (engines never imports loaders)",
+        "biaslab.metrics.m -> biaslab.runners.r (metrics never imports runners)",
+        "biaslab.schema.s -> biaslab.views.v (schema imports the higher layer views)",
+    ]

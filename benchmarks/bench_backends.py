@@ -20,7 +20,7 @@ from pathlib import Path
 
 def main() -> None:
     from _common import cpu_facts, peak_rss_mb, write_json
-    from biaslab.runners.backends import BackendOptions, get
+    from biaslab.engines import BackendOptions, get
     from biaslab.runners.collect import CollectConfig, collect
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

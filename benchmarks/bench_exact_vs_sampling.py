@@ -26,11 +26,11 @@ from _common import peak_rss_mb, write_json
 from biaslab import loaders
 from biaslab.runners.answers import AnswerParser, decode
 from biaslab.runners.choice_collect import stop_token_ids
-from biaslab.runners.exact import INVALID, explore, probabilities
-from biaslab.runners.kvcache import encode_prompts
-from biaslab.runners.loading import load_model
+from biaslab.runners.trie import INVALID, explore, probabilities
+from biaslab.engines.hf.kvcache import encode_prompts
+from biaslab.engines.hf.loading import load_model
 from biaslab.runners.prompting import PromptSpec, render
-from biaslab.runners.sampling import SamplingParams, sample_shared_prefixes
+from biaslab.engines.hf.sampling import SamplingParams, sample_shared_prefixes
 
 
 def hf_generate_seconds_per_sample(model, tok, prompts, n: int, stops: set[int]) -> float:

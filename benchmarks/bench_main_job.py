@@ -33,11 +33,11 @@ import torch
 from _common import cpu_facts, peak_rss_mb, write_json
 from biaslab.runners.collect import CollectConfig, collect
 try:
-    from biaslab.runners.kvcache import native_gqa
+    from biaslab.engines.hf.kvcache import native_gqa
 except ImportError:  # an older checkout: no such switch there
     from contextlib import nullcontext as native_gqa  # noqa: N813
-from biaslab.runners.loading import load_model
-from biaslab.runners.prefix_scoring import common_prefix_length
+from biaslab.engines.hf.loading import load_model
+from biaslab.engines.hf.prefix_scoring import common_prefix_length
 from biaslab.warehouse import Warehouse
 
 

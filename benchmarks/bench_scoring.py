@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from _common import median_time, peak_rss_mb, prob_sequences, write_json
-from biaslab.runners.batching import token_budget_batches
-from biaslab.runners.loading import bos_token_id, load_model
-from biaslab.runners.prefix_scoring import score_causal_grouped
-from biaslab.runners.scoring import score_causal
+from biaslab.engines.hf.batching import token_budget_batches
+from biaslab.engines.hf.loading import bos_token_id, load_model
+from biaslab.engines.hf.prefix_scoring import score_causal_grouped
+from biaslab.engines.hf.scoring import score_causal
 
 
 def naive_scores(model, seqs: list[list[int]]) -> list[np.ndarray]:

@@ -41,8 +41,8 @@ import numpy as np
 import torch
 
 from _common import median_time, peak_rss_mb, prob_sequences, write_json
-from biaslab.runners.loading import bos_token_id, prepare_model
-from biaslab.runners.prefix_scoring import score_causal_grouped
+from biaslab.engines.hf.loading import bos_token_id, prepare_model
+from biaslab.engines.hf.prefix_scoring import score_causal_grouped
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -100,7 +100,7 @@ def biaslab_breakdown(run, seqs: list[list[int]], groups: list) -> dict[str, flo
     """Where biaslab's time goes in one run: the wall seconds of its three model calls (prefix encoding, suffix
     extension over the cached prefix, output head + log-sum-exp at every scored position), and the work each does.
     The wrappers are installed on `prefix_scoring`'s module globals for this run only."""
-    from biaslab.runners import prefix_scoring as ps
+    from biaslab.engines.hf import prefix_scoring as ps
 
     spent = {"encode_prompts": 0.0, "extend": 0.0, "_gather_logprobs": 0.0, "score_causal": 0.0}
     originals = {name: getattr(ps, name) for name in spent}

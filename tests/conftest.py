@@ -59,13 +59,13 @@ def tiny_bert_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_gpt2(tiny_gpt2_dir):
-    from biaslab.runners.loading import load_model
+    from biaslab.engines.hf.loading import load_model
 
     return load_model(str(tiny_gpt2_dir), dtype="fp32", device="cpu")
 
 
 @pytest.fixture(scope="session")
 def tiny_bert(tiny_bert_dir):
-    from biaslab.runners.loading import load_model
+    from biaslab.engines.hf.loading import load_model
 
     return load_model(str(tiny_bert_dir), dtype="fp32", device="cpu")

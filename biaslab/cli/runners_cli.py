@@ -8,7 +8,7 @@ import time
 import click
 
 from .. import __version__
-from ..runners.aliases import DEFAULT_MODEL
+from ..engines.aliases import DEFAULT_MODEL
 from .common import Group, data_dir_option, db_option
 
 
@@ -208,7 +208,7 @@ def backends_command() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..runners import backends
+    from .. import engines as backends
 
     table = Table(title="runners backends")
     for column in ("backend", "installed", "version / reason", "capabilities"):

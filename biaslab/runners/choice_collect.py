@@ -15,12 +15,12 @@ import pyarrow as pa
 from ..schema import Stimulus, request_id
 from ..warehouse import Warehouse
 from .answers import AnswerParser, decode
-from .backends.base import SamplingSettings, StatelessExpander
-from .backends.hf import SHARED_PREFIX_MAX_TOKENS, SUFFIX_BUCKET, stop_token_ids  # noqa: F401  (re-exported)
-from .exact import DEFAULT_MIN_MASS, INVALID, probabilities, walk
+from ..engines.base import SamplingSettings, StatelessExpander
+from ..engines.hf.backend import SHARED_PREFIX_MAX_TOKENS, SUFFIX_BUCKET, stop_token_ids  # noqa: F401  (re-exported)
+from .trie import DEFAULT_MIN_MASS, INVALID, probabilities, walk
 from .prompting import PromptSpec, render, shared_prefix_ids
 from .requests import Request
-from .sampling import SamplingParams
+from ..engines.hf.sampling import SamplingParams
 
 #: prompts explored together in exact mode (`--prompt-batch`): their trie levels share forward passes
 DEFAULT_PROMPT_BATCH = 96

@@ -18,8 +18,8 @@ from .. import loaders
 from ..loaders.errors import DataError
 from ..schema import Stimulus
 from ..warehouse import Warehouse
-from .backends.base import BackendOptions, require
-from .loading import model_row
+from ..engines.base import BackendOptions, require
+from ..engines.hf.loading import model_row
 from .protocols import protocols_for
 from .requests import SCORING_VERSION, score_requests
 from .score_collect import collect_scores, pending_chunks, pending_requests
@@ -98,7 +98,7 @@ class CollectConfig:
         loaders.get(self.dataset)  # unknown dataset -> ValueError naming the known ones
         module = self.backend_module()  # unknown or not installed: one line, before anything is read or loaded
         if self.backend == "hf":
-            from .loading import resolve_device
+            from ..engines.hf.loading import resolve_device
 
             resolve_device(self.device)  # --device cuda without a GPU: one line, before anything is read or loaded
             if self.engine_args:
@@ -167,7 +167,7 @@ class CollectConfig:
 
     def backend_module(self):
         """The backend's module (`backends.get`), refused in one line when unknown or its engine is missing."""
-        from . import backends
+        from .. import engines as backends
 
         module = backends.get(self.backend)
         ok, why = module.installed()
@@ -199,7 +199,7 @@ class CollectConfig:
         return Path(self.out_shard) / f"shard-{index:04d}-of-{count:04d}.duckdb"
 
     def sampling_params(self):
-        from .sampling import SamplingParams
+        from ..engines.hf.sampling import SamplingParams
 
         return SamplingParams(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
 
@@ -329,10 +329,10 @@ class _Handle:
 
 def _given(loaded, config: CollectConfig) -> "_Handle":
     """A model passed in: a `loading.LoadedModel` runs through the Hugging Face backend; a `Backend` as is."""
-    from .loading import LoadedModel
+    from ..engines.hf.loading import LoadedModel
 
     if isinstance(loaded, LoadedModel):
-        from .backends.hf import HFPrepared
+        from ..engines.hf.backend import HFPrepared
 
         prepared = HFPrepared(loaded, config.max_tokens)
         return _Handle(prepared, prepared.load())
@@ -374,7 +374,7 @@ def _start_run(wh: Warehouse, config: CollectConfig, prepared, extra: dict[str, 
                generation_config: dict[str, Any] | None = None) -> str:
     if config.shard is not None:
         _stamp_shard(wh, config, prepared.model_key, extra)
-    from .threads import use_threads
+    from ..engines.threads import use_threads
 
     params = {k: v for k, v in vars(config).items() if k not in ("db", "notes")}
     params["threads"] = use_threads(config.threads)  # the count actually used, in the run's provenance
@@ -489,7 +489,7 @@ def _collect_choice(wh: Warehouse, config: CollectConfig, stimuli: list[Stimulus
     if config.mode == "exact":
         todo = pending_choice(wh, prepared.model_key, requests)
     else:
-        from .sampling import sample_seed
+        from ..engines.hf.sampling import sample_seed
 
         seeds = {(r.request_id, i): sample_seed(config.seed, r.request_id, i)
                  for r in requests for i in range(config.samples)}

@@ -30,10 +30,10 @@ from ..lexicon.pronouns import capitalize
 from ..schema import Stimulus, request_id
 from ..warehouse import Warehouse
 from .answers import decode
-from .backends.base import SamplingSettings
+from ..engines.base import SamplingSettings
 from .choice_collect import pending_samples
 from .requests import Request
-from .sampling import SamplingParams, sample_seed
+from ..engines.hf.sampling import SamplingParams, sample_seed
 
 GEN_VERSION = "gen-v1"
 

@@ -138,7 +138,7 @@ def collect_meta(wh, config, stimuli: list[Stimulus], prepared, progress):
         for q, requests in by_question.items():
             todo[q] = pending_choice(wh, prepared.model_key, requests)
     else:
-        from .sampling import sample_seed
+        from ..engines.hf.sampling import sample_seed
 
         for q, requests in by_question.items():
             seeds.update({(r.request_id, i): sample_seed(config.seed, r.request_id, i)

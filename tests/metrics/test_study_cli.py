@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from biaslab.cli.main import biaslab
 from biaslab.runners.collect import CollectConfig, collect
-from biaslab.runners.loading import load_model
+from biaslab.engines.hf.loading import load_model
 from tiny_models import make_tiny_gpt2
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from biaslab.runners.backends import BackendOptions
-from biaslab.runners.backends import openai as oa
-from biaslab.runners.backends.base import SamplingSettings, Unsupported
+from biaslab.engines import BackendOptions
+from biaslab.engines import openai as oa
+from biaslab.engines.base import SamplingSettings, Unsupported
 
 
 class FakeServer:
@@ -160,7 +160,7 @@ def test_prepare_keys_the_served_model_and_probes_k(fake, tiny_gpt2_dir, tiny_gp
 
 
 def test_score_and_top_k_equal_the_hf_backend(fake, tiny_gpt2_dir, tiny_gpt2):
-    from biaslab.runners.backends.hf import HFPrepared
+    from biaslab.engines.hf.backend import HFPrepared
 
     backend = oa.prepare(str(tiny_gpt2_dir), options(fake.url, max_concurrency=3)).load()
     hf = HFPrepared(tiny_gpt2).load()

@@ -21,7 +21,7 @@ def vllm_available():
 
 @pytest.fixture(scope="module")
 def hf_smollm():
-    from biaslab.runners.loading import load_model
+    from biaslab.engines.hf.loading import load_model
 
     return load_model(MODEL, dtype="fp32", device="cpu")
 
@@ -122,7 +122,7 @@ def test_openai_backend_equals_vllm_backend(vllm_backend, vllm_server, data_dir,
 def test_a_killed_server_leaves_no_partial_chunk_and_a_rerun_completes(vllm_server, data_dir, dataset_folder,
                                                                        tmp_path, tmp_path_factory):
     """Runs last (it kills the session's server): the server dies after the first chunk is written."""
-    from biaslab.runners.backends.openai import ServerError
+    from biaslab.engines.openai import ServerError
 
     url, process = vllm_server
     dataset_folder("winogender")

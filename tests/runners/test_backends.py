@@ -18,13 +18,13 @@ import torch
 from click.testing import CliRunner
 
 from biaslab.cli.runners_cli import runners
-from biaslab.runners import backends
+from biaslab import engines as backends
 from biaslab.runners.answers import AnswerParser
-from biaslab.runners.backends.base import SCORE, Backend, SamplingSettings, StatelessExpander, Unsupported, require
-from biaslab.runners.backends.hf import HFPrepared
+from biaslab.engines.base import SCORE, Backend, SamplingSettings, StatelessExpander, Unsupported, require
+from biaslab.engines.hf.backend import HFPrepared
 from biaslab.runners.collect import CollectConfig, collect
-from biaslab.runners.exact import probabilities, walk
-from biaslab.runners.loading import prepare_model
+from biaslab.runners.trie import probabilities, walk
+from biaslab.engines.hf.loading import prepare_model
 from biaslab.schema.records import ModelSpec
 
 
@@ -106,7 +106,7 @@ def test_sample_is_seeded_per_sample_and_logprobs_are_the_models(backend, tiny_g
 
 
 def _fake_backend(monkeypatch, capabilities):
-    module = types.ModuleType("biaslab.runners.backends.fake")
+    module = types.ModuleType("biaslab.engines.fake")
     module.NAME, module.CAPABILITIES = "fake", frozenset(capabilities)
     module.installed = lambda: (True, "fake 1.0")
 
@@ -230,8 +230,8 @@ def test_vllm_cpu_engine_reserves_a_fixed_kv_cache_not_a_share_of_memory(tiny_gp
     """On the CPU build the engine gets 1 GiB of KV cache unless told otherwise: a share of memory
     (`gpu_memory_utilization`) is a share of the NUMA node's memory less what the process holds, which differs
     between machines (0.23 GiB at 0.2 on one 24 GB machine: the engine refused to start). No engine starts here."""
-    from biaslab.runners.backends import BackendOptions
-    from biaslab.runners.backends import vllm
+    from biaslab.engines import BackendOptions
+    from biaslab.engines import vllm
 
     def kwargs(on_gpu: bool, **engine) -> dict:
         monkeypatch.setattr(vllm, "_on_gpu", lambda: on_gpu)

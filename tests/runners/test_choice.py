@@ -11,10 +11,10 @@ from scipy.stats import binom
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
 
 from biaslab.runners.answers import AnswerParser, decode
-from biaslab.runners.exact import INVALID, UNRESOLVED, explore, probabilities
-from biaslab.runners.kvcache import encode_prompts, extend
-from biaslab.runners.sampling import SamplingParams, sample_from_state, warp
-from biaslab.runners.scoring import _base_and_head
+from biaslab.runners.trie import INVALID, UNRESOLVED, explore, probabilities
+from biaslab.engines.hf.kvcache import encode_prompts, extend
+from biaslab.engines.hf.sampling import SamplingParams, sample_from_state, warp
+from biaslab.engines.hf.scoring import _base_and_head
 
 
 def test_parser_reads_up_to_the_closing_quote_ignoring_case_and_space():
@@ -170,7 +170,7 @@ def test_binomial_interval_check_can_fail():
 
 
 def test_shared_prefix_sampler_draws_the_same_samples(tiny_gpt2):
-    from biaslab.runners.sampling import sample_shared_prefixes
+    from biaslab.engines.hf.sampling import sample_shared_prefixes
 
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
     params = SamplingParams(0.7, 8, 1.0, 4)
@@ -188,7 +188,7 @@ def test_shared_prefix_sampler_draws_the_same_samples(tiny_gpt2):
 def test_trie_levels_are_capped_and_the_cut_mass_is_reported(tiny_gpt2):
     from collections import Counter
 
-    from biaslab.runners.exact import MAX_LIVE_PER_LEVEL
+    from biaslab.runners.trie import MAX_LIVE_PER_LEVEL
 
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
     prompts = _prompts(tok, 2)

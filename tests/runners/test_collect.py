@@ -82,7 +82,7 @@ def test_limit_zero_and_unknown_dataset_fail_before_loading_a_model(tmp_path):
 
 
 def test_unknown_model_path_is_a_one_line_error():
-    from biaslab.runners.loading import prepare_model
+    from biaslab.engines.hf.loading import prepare_model
 
     with pytest.raises(ValueError, match="no model folder or file at /no/such/model"):
         prepare_model("/no/such/model")

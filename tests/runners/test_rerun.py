@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from biaslab.cli.runners_cli import runners
 from biaslab.runners.collect import CollectConfig, collect
-from biaslab.runners.loading import PreparedModel
+from biaslab.engines.hf.loading import PreparedModel
 from biaslab.warehouse import Warehouse
 
 #: (dataset folder, collect options): prob, choice exact, choice sample, gen

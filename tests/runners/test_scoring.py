@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from biaslab.runners.loading import bos_token_id
+from biaslab.engines.hf.loading import bos_token_id
 from biaslab.runners.requests import target_positions, tokenize_causal, tokenize_masked
-from biaslab.runners.scoring import pll_rows, score_causal, score_masked
+from biaslab.engines.hf.scoring import pll_rows, score_causal, score_masked
 
 TEXTS = [
     "He",
@@ -105,7 +105,7 @@ def test_pll_schemes_differ_only_on_multi_piece_words():
 
 
 def test_shared_prefix_scoring_equals_naive_loop(tiny_gpt2):
-    from biaslab.runners.prefix_scoring import common_prefix_length, score_causal_grouped
+    from biaslab.engines.hf.prefix_scoring import common_prefix_length, score_causal_grouped
 
     tok, model = tiny_gpt2.tokenizer, tiny_gpt2.model
     bos, _ = bos_token_id(tok)

@@ -20,7 +20,7 @@ SERVER_START_S = 600
 
 
 def require_vllm() -> None:
-    from biaslab.runners.backends import vllm as backend
+    from biaslab.engines import vllm as backend
 
     ok, why = backend.installed()
     if not ok:
@@ -37,8 +37,8 @@ def free_port() -> int:
 def vllm_backend():
     """The in-process engine (`--backend vllm --dtype fp32`, CPU defaults), started once."""
     require_vllm()
-    from biaslab.runners.backends import BackendOptions
-    from biaslab.runners.backends import vllm as backend
+    from biaslab.engines import BackendOptions
+    from biaslab.engines import vllm as backend
 
     started = time.time()
     engine = backend.prepare(MODEL, BackendOptions(dtype="fp32")).load()
@@ -54,7 +54,7 @@ def start_server(log_dir: Path) -> tuple[str, subprocess.Popen]:
     until it answers; returns (base_url, Popen). Its log goes to log_dir/server.log."""
     import httpx
 
-    from biaslab.runners.aliases import ALIASES
+    from biaslab.engines.aliases import ALIASES
 
     folder = str(ALIASES[MODEL]().folder)
     port = free_port()

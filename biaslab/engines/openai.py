@@ -277,7 +277,7 @@ def probe_top_k(client: Client, served: str, prompt: list[int], want: int = PROB
 def prepare(model: str, options: BackendOptions) -> "OpenAIPrepared":
     """Load the tokenizer of `model` (alias or folder of the served model) locally, ask the server what it serves
     and its K, and compute the model key. No weights load here or anywhere."""
-    from ..loading import prepare_model
+    from .hf.loading import prepare_model
 
     validate_options(options)
     s = engine_settings(options)
@@ -287,7 +287,7 @@ def prepare(model: str, options: BackendOptions) -> "OpenAIPrepared":
     client = make_client(s)
     try:
         served, version = server_identity(client, model, hf.folder, s["served_model"])
-        from ..loading import bos_token_id
+        from .hf.loading import bos_token_id
 
         k = probe_top_k(client, served, [bos_token_id(hf.tokenizer)[0]])
     finally:

@@ -161,7 +161,7 @@ def default_dtype() -> str:
         return "bf16"
     import torch
 
-    from ..loading import default_dtype as hf_default
+    from .hf.loading import default_dtype as hf_default
 
     return hf_default(torch.device("cpu"))
 
@@ -169,7 +169,7 @@ def default_dtype() -> str:
 def prepare(model: str, options: BackendOptions) -> "VLLMPrepared":
     """Resolve `model` (built-in alias, local folder or hub id, as the hf backend does), load its tokenizer and
     compute its key; no engine starts. A masked LM or a `.gguf` file is refused in one line."""
-    from ..loading import prepare_model
+    from .hf.loading import prepare_model
 
     validate_options(options)
     settings = engine_settings(options)

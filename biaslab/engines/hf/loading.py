@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from ..schema import ModelSpec
-from .backends.base import Identified
-from .aliases import ALIASES
+from ...schema import ModelSpec
+from ..base import Identified
+from ..aliases import ALIASES
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 MASKED_MODEL_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",

@@ -24,8 +24,8 @@ def served_token_ids(folder: str, tokenizer: Any) -> tuple[frozenset[int], int |
     stop_ids: the tokenizer's EOS plus every EOS id of the folder's generation config (`hf.stop_token_ids`);
     bos_id: the BOS of the scoring policy (`loading.bos_token_id`); pad_id: the tokenizer's pad token, else the BOS.
     """
-    from ..loading import bos_token_id
-    from .hf import stop_token_ids
+    from .hf.loading import bos_token_id
+    from .hf.backend import stop_token_ids
 
     stop_ids = frozenset(stop_token_ids(_GenerationConfigOnly(folder), tokenizer))
     bos_id = bos_token_id(tokenizer)[0]

@@ -11,7 +11,7 @@ protocols:
 - `pll`: `scoring.score_masked` (Salazar et al. 2020 `original`, Kauf and Ivanova 2023 `within_word_l2r`);
 - `top_k` and `expander`: top-K of the output head over a KV cache; the expander continues the template's shared
   prefix (`kvcache.SharedPrefixes`, declared with `share_prefix`) and walks trie levels as tree attention
-  (`exact._TreeLevels`), the computation `exact.explore` always did;
+  (`exact.TreeLevels`), the computation `exact.explore` always did;
 - `sample`: `sampling.sample_shared_prefixes` / `sample_from_state` (one generator per seed).
 
 The numbers are those of the code before the move, bit for bit in fp32 (docs/decisions.md, "Backends (interface
@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import Identified, PLL, SAMPLE, SCORE, TOP_K, BackendOptions, Sample, SamplingSettings, TopK, Unsupported
+from ..base import Identified, PLL, SAMPLE, SCORE, TOP_K, BackendOptions, Sample, SamplingSettings, TopK, Unsupported
+from .tree import HFExpander, head_top_k
 
 NAME = "hf"
 CAPABILITIES = frozenset({SCORE, PLL, TOP_K, SAMPLE})
@@ -64,7 +65,7 @@ def installed() -> tuple[bool, str]:
 
 def prepare(model: str, options: BackendOptions, *, kind: str | None = None) -> "HFPrepared":
     """Resolve `model` and compute its key without loading weights (`loading.prepare_model`)."""
-    from ..loading import prepare_model
+    from .loading import prepare_model
 
     prepared = prepare_model(model, dtype=options.dtype, quant=options.quant, device=options.device,
                              kind=kind, revision=options.revision, model_args=dict(options.model_args))
@@ -80,7 +81,7 @@ class HFPrepared(Identified):
         self.spec, self.tokenizer, self.device = inner.spec, inner.tokenizer, inner.device
 
     def load(self) -> "HFBackend":
-        from ..loading import LoadedModel
+        from .loading import LoadedModel
 
         loaded = self.inner if isinstance(self.inner, LoadedModel) else self.inner.load()
         return HFBackend(loaded, batch_tokens=self.batch_tokens)
@@ -104,7 +105,7 @@ class HFBackend(Identified):
     def __init__(self, loaded: Any, batch_tokens: int = 4096) -> None:
         import transformers
 
-        from ..loading import bos_token_id
+        from .loading import bos_token_id
 
         self.loaded, self.model, self.tokenizer = loaded, loaded.model, loaded.tokenizer
         self.spec, self.device, self.batch_tokens = loaded.spec, loaded.device, batch_tokens
@@ -121,7 +122,7 @@ class HFBackend(Identified):
     # ------------------------------------------------------------------ scoring
     def score(self, sequences: Sequence[Sequence[int]], groups: Sequence[Hashable] | None = None) -> list[np.ndarray]:
         """Per-token log-probabilities (see `Backend.score`); members of a group share their prefix's forward."""
-        from ..prefix_scoring import score_causal_grouped
+        from .prefix_scoring import score_causal_grouped
 
         if self.kind == "masked":
             raise Unsupported("a masked LM has no causal scores: use pll")
@@ -131,7 +132,7 @@ class HFBackend(Identified):
     def pll(self, sequences: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int | None]], scheme: str
             ) -> list[np.ndarray]:
         """Masked-LM pseudo-log-likelihood per scored token (see `scoring.score_masked`)."""
-        from ..scoring import score_masked
+        from .scoring import score_masked
 
         if self.kind != "masked":
             raise Unsupported("pseudo-log-likelihood needs a masked LM")
@@ -144,7 +145,7 @@ class HFBackend(Identified):
         """Top-`k` raw logits after each prefix (each encoded from its first token, left-padded)."""
         import torch
 
-        from ..kvcache import encode_prompts
+        from .kvcache import encode_prompts
 
         with torch.inference_mode(), self._gqa():
             state = encode_prompts(self.model, prefixes, self._choice_pad)
@@ -153,7 +154,7 @@ class HFBackend(Identified):
     def share_prefix(self, reference: Sequence[int]) -> None:
         """Declare the token ids every prompt of this collection begins with (the template's shared prefix):
         `expander` and `sample` then compute it once and continue it (`kvcache.SharedPrefixes`)."""
-        from ..kvcache import SharedPrefixes
+        from .kvcache import SharedPrefixes
 
         self._prefixes = SharedPrefixes(self.model, self._choice_pad, reference, bucket=SUFFIX_BUCKET)
 
@@ -166,10 +167,10 @@ class HFBackend(Identified):
         growing one (`kvcache.plain_layers`; sliding-window layers keep their own cache, which is not merged) and
         trie levels run as tree attention (the copy-based levels of other attention implementations copy a
         prompt's whole cache per live node, so they stay at one batch)."""
-        from ..exact import _tree_attention_supported
-        from ..kvcache import plain_layers
+        from .tree import tree_attention_supported
+        from .kvcache import plain_layers
 
-        return plain_layers(self.model.config) and _tree_attention_supported(self.model)
+        return plain_layers(self.model.config) and tree_attention_supported(self.model)
 
     def explore_rows(self, tokens: int) -> int:
         """How many prompts of up to `tokens` cache slots each one `expander` may hold: as many as fit a key/value
@@ -202,7 +203,7 @@ class HFBackend(Identified):
         encoded in one forward each (each run one `prompt_group` when a prefix is shared); default: all at once."""
         import torch
 
-        from ..kvcache import concat_states, encode_prompts
+        from .kvcache import concat_states, encode_prompts
 
         sizes = list(batches) if batches is not None else [len(prompts)]
         if sum(sizes) != len(prompts) or min(sizes) < 1:
@@ -229,8 +230,8 @@ class HFBackend(Identified):
         """
         import torch
 
-        from ..kvcache import encode_prompts
-        from ..sampling import SamplingParams, sample_from_state, sample_shared_prefixes
+        from .kvcache import encode_prompts
+        from .sampling import SamplingParams, sample_from_state, sample_shared_prefixes
 
         params = SamplingParams(settings.temperature, settings.top_k, settings.top_p, settings.max_new_tokens)
         stops = set(self.stop_ids)
@@ -264,7 +265,7 @@ class HFBackend(Identified):
     def _gqa(self):
         import torch
 
-        from ..kvcache import native_gqa
+        from .kvcache import native_gqa
 
         device = self.device if isinstance(self.device, torch.device) else torch.device(str(self.device))
         return native_gqa(device)
@@ -272,63 +273,3 @@ class HFBackend(Identified):
 
 def _sample(drawn: Any) -> Sample:
     return Sample(drawn.token_ids, drawn.logprobs, drawn.finish_reason)
-
-
-#: rows of hidden states that go through the output head at once in `head_top_k`: a block of logits small enough to
-#: stay in the CPU's cache for the log-sum-exp and top-k that read it (one [642, 49152] fp32 block took 2.5x longer)
-HEAD_ROWS = 128
-
-
-def head_top_k(model: Any, hidden: Any, k: int) -> TopK:
-    """Top-`k` float32 logits of the output head at `hidden` [n, d] (the model's logit scaling and soft-capping
-    applied), with the float64 full-vocabulary logsumexp; `HEAD_ROWS` rows at a time."""
-    import torch
-
-    from ..exact import top_k_with_ties
-    from ..scoring import _base_and_head
-
-    _, head = _base_and_head(model)
-    ids: list = []
-    values: list = []
-    lse = []
-    for start in range(0, hidden.shape[0], HEAD_ROWS):
-        logits = head.to_float(head.raw(hidden[start:start + HEAD_ROWS]))
-        lse.append(torch.logsumexp(logits, dim=-1).double().cpu().numpy())
-        block_values, block_ids = top_k_with_ties(logits, k)  # ties with the k-th kept past k, as the sampler
-        values += block_values
-        ids += block_ids
-    return TopK(ids, values, np.concatenate(lse) if lse else np.zeros(0))
-
-
-class HFExpander:
-    """`Expander` over cached prompts: each level feeds the live nodes' new tokens as tree attention over the
-    prompts' own cache (`exact._TreeLevels`, where the attention takes a 4-D mask) or by cache copies
-    (`exact._CopyLevels`). A node's cache slots are remembered by (row, path).
-
-    `state` (a `kvcache.PromptState`) is consumed (grown in place); `context()` wraps every forward pass (the
-    backend's `native_gqa`)."""
-
-    def __init__(self, model: Any, state: Any, k: int, tree: bool | None = None, context=None) -> None:
-        from contextlib import nullcontext
-
-        from ..exact import _CopyLevels, _TreeLevels, _tree_attention_supported
-
-        self.model, self.state, self.k, self.context = model, state, k, context or nullcontext
-        tree = _tree_attention_supported(model) if tree is None else tree
-        self.levels = _TreeLevels(model, state) if tree else _CopyLevels(model, state)
-        self.refs = {(row, ()): ref for row, ref in enumerate(self.levels.root_refs())}
-
-    def root(self) -> TopK:
-        import torch
-
-        with torch.inference_mode():
-            return head_top_k(self.model, self.state.last_hidden, self.k)
-
-    def step(self, nodes: Sequence[tuple[int, tuple[int, ...]]]) -> TopK:
-        import torch
-
-        with torch.inference_mode(), self.context():
-            children = [(row, tuple(path), self.refs[(row, tuple(path[:-1]))]) for row, path in nodes]
-            hidden, refs = self.levels.step(children)
-            self.refs = {(row, path): ref for (row, path, _), ref in zip(children, refs)}
-            return head_top_k(self.model, hidden, self.k)

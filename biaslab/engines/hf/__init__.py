@@ -1,0 +1,7 @@
+"""The Hugging Face engine (`--backend hf`, the default): in-process transformers behind the `Backend` interface
+(`backend`), with its model loading (`loading`), key/value caches (`kvcache`), scoring (`scoring`,
+`prefix_scoring`), sampling (`sampling`), trie levels as tree attention (`tree`) and batching (`batching`)."""
+
+from .backend import CAPABILITIES, NAME, installed, prepare
+
+__all__ = ["CAPABILITIES", "NAME", "installed", "prepare"]

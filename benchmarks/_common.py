@@ -49,8 +49,8 @@ def prob_sequences(tokenizer, dataset: str, n_stimuli: int, data_dir: str | None
     """The `prob` protocol's sentences of the first `n_stimuli` stimuli (every candidate filled in), as the scoring
     benchmarks all use them: texts, BOS + token ids (biaslab's causal tokenization), and each one's stimulus."""
     from biaslab import loaders
-    from biaslab.engines.hf.loading import bos_token_id
-    from biaslab.runners.requests import score_requests, tokenize_causal
+    from biaslab.engines.models import bos_token_id
+    from biaslab.runners.protocols.prob import score_requests, tokenize_causal
 
     stimuli = loaders.get(dataset).load(loaders.default_data_dir(data_dir))[:n_stimuli]
     requests = score_requests(stimuli, "prob", "causal")

@@ -25,12 +25,13 @@ from scipy.stats import binom
 from _common import peak_rss_mb, write_json
 from biaslab import loaders
 from biaslab.runners.answers import AnswerParser, decode
-from biaslab.runners.choice_collect import stop_token_ids
+from biaslab.engines.models import stop_token_ids
 from biaslab.runners.trie import INVALID, explore, probabilities
 from biaslab.engines.hf.kvcache import encode_prompts
 from biaslab.engines.hf.loading import load_model
 from biaslab.runners.prompting import PromptSpec, render
-from biaslab.engines.hf.sampling import SamplingParams, sample_shared_prefixes
+from biaslab.engines.base import SamplingSettings
+from biaslab.engines.hf.sampling import sample_shared_prefixes
 
 
 def hf_generate_seconds_per_sample(model, tok, prompts, n: int, stops: set[int]) -> float:
@@ -65,12 +66,12 @@ def main() -> None:
     loaded = load_model(args.model)
     model, tok = loaded.model, loaded.tokenizer
     spec = PromptSpec.load()
-    params = SamplingParams(temperature=0.5, top_k=40, top_p=1.0, max_new_tokens=6)
+    params = SamplingSettings(temperature=0.5, top_k=40, top_p=1.0, max_new_tokens=6)
     stimuli = loaders.get("winopron").load(loaders.default_data_dir(args.data_dir))
     chosen = stimuli[:: max(1, len(stimuli) // args.prompts)][: args.prompts]  # spread over templates / contexts
     prompts = [tok(render(spec, tok, s).text, add_special_tokens=False)["input_ids"] for s in chosen]
     parsers = [AnswerParser(tuple(s.options), spec.closing) for s in chosen]
-    stops = stop_token_ids(model, tok)
+    stops = stop_token_ids(model.generation_config, tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
 
     t0 = time.perf_counter()

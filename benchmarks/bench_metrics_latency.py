@@ -39,7 +39,7 @@ def build_misgendering(wh, data_dir: Path, n_samples: int, rng) -> None:
     import pyarrow as pa
 
     from biaslab import loaders
-    from biaslab.runners.generation import gen_requests
+    from biaslab.runners.protocols.gen import gen_requests
 
     stimuli = [s for name in ("misgendered", "ruff", "tango") for s in loaders.get(name).load(data_dir)]
     wh.append("stimuli", [s.to_row() for s in stimuli])

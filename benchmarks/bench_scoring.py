@@ -23,7 +23,8 @@ import torch
 
 from _common import median_time, peak_rss_mb, prob_sequences, write_json
 from biaslab.engines.hf.batching import token_budget_batches
-from biaslab.engines.hf.loading import bos_token_id, load_model
+from biaslab.engines.hf.loading import load_model
+from biaslab.engines.models import bos_token_id
 from biaslab.engines.hf.prefix_scoring import score_causal_grouped
 from biaslab.engines.hf.scoring import score_causal
 

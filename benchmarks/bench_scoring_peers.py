@@ -41,7 +41,8 @@ import numpy as np
 import torch
 
 from _common import median_time, peak_rss_mb, prob_sequences, write_json
-from biaslab.engines.hf.loading import bos_token_id, prepare_model
+from biaslab.engines.hf.loading import prepare_model
+from biaslab.engines.models import bos_token_id
 from biaslab.engines.hf.prefix_scoring import score_causal_grouped
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}

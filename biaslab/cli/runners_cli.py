@@ -66,19 +66,20 @@ def runners() -> None:
 @click.option("--api-key-env", default=None, metavar="VAR",
               help="openai: name of the environment variable holding the API key (the key itself is never stored).")
 @click.option("--max-concurrency", type=int, default=None, help="openai: requests in flight at once.")
-@click.option("--pll", type=click.Choice(["original", "within_word_l2r"]), default="original", show_default=True,
-              help="Masked LMs: pseudo-log-likelihood scheme (Salazar et al. 2020 / Kauf and Ivanova 2023).")
+@click.option("--pll", type=click.Choice(["original", "within_word_l2r"]), default=None,
+              help="prob, masked LMs: pseudo-log-likelihood scheme (Salazar et al. 2020 / Kauf and Ivanova 2023; "
+                   "default original).")
 @click.option("--limit", type=int, default=None, help="Only the first N stimuli.")
 @click.option("--batch-tokens", "max_tokens", type=int, default=4096, show_default=True,
               help="Token budget of one padded batch (length-sorted; halved automatically on out-of-memory).")
 @click.option("--chunk-size", type=int, default=256, show_default=True,
               help="Requests written per transaction (the most an interruption can lose). Exact mode writes whole "
                    "explorations: at least --prompt-batch prompts per transaction where that many are pending.")
-@click.option("--mode", type=click.Choice(["exact", "sample"]), default="exact", show_default=True,
-              help="choice protocol: exact probabilities from one pass per trie level, or seeded samples.")
+@click.option("--mode", type=click.Choice(["exact", "sample"]), default=None,
+              help="choice / meta: exact probabilities from one pass per trie level (default), or seeded samples.")
 @click.option("--samples", type=int, default=None,
               help="Samples per prompt (choice sample mode: 200; gen: 5).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Run seed (one derived seed per sample).")
+@click.option("--seed", type=int, default=None, help="Sampling: run seed (one derived seed per sample; default 0).")
 @click.option("--temperature", type=float, default=None, help="Sampling temperature (choice: 0.5; gen: 1.0).")
 @click.option("--top-k", type=int, default=None, help="Sampling top-k (choice: 40; gen: 50).")
 @click.option("--top-p", type=float, default=None, help="Sampling top-p (choice: 1.0, sample mode only; gen: 0.95).")
@@ -86,10 +87,12 @@ def runners() -> None:
               help="Tokens generated (choice: 6 after the prefill; gen: 50).")
 @click.option("--min-new-tokens", type=int, default=None,
               help="gen: end-of-text is impossible before this many tokens (default: --max-new-tokens, as upstream).")
-@click.option("--k-store", type=int, default=64, show_default=True,
-              help="Exact mode: logits kept per trie node (later re-derivation works for any top-k <= this).")
-@click.option("--prompt-batch", type=int, default=96, show_default=True,
-              help="Exact mode: prompts explored together: their answer-trie levels share forward passes, and "
+@click.option("--k-store", type=int, default=None,
+              help="Exact mode: logits kept per trie node (default 64; later re-derivation works for any top-k <= "
+                   "this).")
+@click.option("--prompt-batch", type=int, default=None,
+              help="Exact mode: prompts explored together (default 96): their answer-trie levels share forward "
+                   "passes, and "
                    "their own tokens are encoded up to 16 per pass after the template's shared prefix (computed "
                    "once); fewer are taken where their key/value cache would pass 2 GiB, and 16 at most for models "
                    "whose cache has sliding-window layers or whose attention takes no tree mask. fp32 numbers move by "
@@ -98,9 +101,9 @@ def runners() -> None:
 @click.option("--threads", type=int, default=None,
               help="CPU threads for torch (default: every core this process may run on, from its CPU affinity; "
                    "recorded in the run).")
-@click.option("--prompt", default="forced_choice_v1", show_default=True,
-              help="Prompt file: a packaged name or a .json file with version/system/user/prefill/closing "
-                   "(with --protocol meta the default stands for metaprompt_v1).")
+@click.option("--prompt", default=None,
+              help="choice / meta: prompt file, a packaged name or a .json file with version/system/user/prefill/"
+                   "closing (default forced_choice_v1; with --protocol meta metaprompt_v1).")
 @click.option("--subset", default=None, help="Dataset subset (loader option), e.g. type2 for winobias.")
 @click.option("--pronouns", default=None, help="Pronoun families (loader option), e.g. all for tango.")
 @click.option("--option", "-o", "extra", multiple=True, metavar="KEY=VALUE", help="Other loader option (repeatable).")
@@ -112,17 +115,18 @@ def runners() -> None:
 @click.option("--accept-modified", is_flag=True,
               help="Load dataset files whose sha256 differs from the pinned upstream file (a modified copy); their "
                    "stimuli record the file's own sha256 as upstream_version. Without it such files are refused.")
+@click.option("--engine-arg", "engine_arg", multiple=True, metavar="KEY=VALUE",
+              help="Engine setting of --backend (repeatable), checked by the engine's own options; the flags above "
+                   "are shortcuts for the common ones. `runners backends` lists each engine's settings.")
 @db_option
 @data_dir_option
-def collect_command(dataset, protocol, model, backend, revision, model_args, dtype, quant, device,
-                    tensor_parallel_size, data_parallel_size, gpu_memory_utilization, kv_cache_memory, max_model_len,
-                    base_url, api_key_env, max_concurrency, pll, limit, max_tokens, chunk_size, mode,
-                    samples, seed, temperature, top_k, top_p, max_new_tokens, min_new_tokens, k_store, prompt_batch, threads,
-                    prompt, subset, pronouns, extra, shard, out_shard, accept_modified, db, data_dir) -> None:
+def collect_command(**options) -> None:
     """Collect raw evidence for DATASET with MODEL into the warehouse.
 
     Loads the dataset's stimuli (from --data-dir / $BIASLAB_DATA, or those already stored), skips requests this
-    model has already answered, and appends the rest chunk by chunk. Examples:
+    model has already answered, and appends the rest chunk by chunk. A protocol's own options (choice: --mode,
+    --samples, --seed, --temperature, --top-k, --top-p, --max-new-tokens, --k-store, --prompt, --prompt-batch;
+    gen: the sampling options and --min-new-tokens; prob: --pll) are refused with any other protocol. Examples:
 
         runners collect --dataset winopron                      (exact choice probabilities, default model)
 
@@ -134,51 +138,73 @@ def collect_command(dataset, protocol, model, backend, revision, model_args, dty
 
         runners collect --dataset tango --limit 20; runners collect --dataset tango --protocol prob --limit 20
     """
-    from ..runners.collect import CollectConfig, collect
+    from ..runners.collect import collect
     from .progress import progress_bar
 
-    from .data_cmd import parse_options
-
-    options = {k: v for k, v in {"subset": subset, "pronouns": pronouns}.items() if v is not None}
-    options.update(parse_options(extra))
-    engine = {k: v for k, v in {"tensor_parallel_size": tensor_parallel_size, "data_parallel_size": data_parallel_size,
-                                "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
-                                "kv_cache_memory_bytes": parse_size(kv_cache_memory, "--kv-cache-memory"),
-                                "base_url": base_url, "api_key_env": api_key_env,
-                                "max_concurrency": max_concurrency}.items() if v is not None}
-    config = CollectConfig(dataset=dataset, protocol=protocol, model=model, backend=backend, revision=revision,
-                           model_args=parse_model_args(model_args), engine_args=engine, dtype=dtype, quant=quant,
-                           device=device,
-                           db=db, data_dir=data_dir, limit=limit, pll=pll, max_tokens=max_tokens,
-                           chunk_size=chunk_size, loader_options=options, mode=mode, samples=samples, seed=seed,
-                           temperature=temperature, top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens,
-                           min_new_tokens=min_new_tokens, k_store=k_store, prompt=prompt, prompt_batch=prompt_batch, threads=threads,
-                           shard=shard, out_shard=out_shard, accept_modified=accept_modified)
+    config = collect_config(options)
     config.validate()
     started = time.perf_counter()
-    bar, factory = progress_bar(f"{dataset} / {model}")
+    bar, factory = progress_bar(f"{config.dataset} / {config.model}")
     with bar:
         result = collect(config, progress=factory)
-    click.echo(f"{dataset}: {result.stimuli} stimuli, {result.requests} requests, {result.pending} pending, "
+    click.echo(f"{config.dataset}: {result.stimuli} stimuli, {result.requests} requests, {result.pending} pending, "
                f"{result.added} added for model {result.model_key} in {time.perf_counter() - started:.1f} s "
                f"(run {result.run_id[:8]})")
-    for line in config.notes:
+    for line in result.notes:
         click.echo(line)
     if result.note:
-        click.echo(f"{dataset}: {result.note}")
+        click.echo(f"{config.dataset}: {result.note}")
 
 
-def parse_model_args(pairs) -> dict[str, str]:
-    """KEY=VALUE strings of --model-arg as a dict (values kept as strings; `loading.parse_model_args` types them)."""
+#: the engine flags of `runners collect` (shortcuts of --engine-arg KEY=VALUE)
+ENGINE_FLAGS = ("tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization", "kv_cache_memory",
+                "max_model_len", "base_url", "api_key_env", "max_concurrency")
+#: the common fields of `CollectConfig` the command passes as they are
+COMMON = ("dataset", "protocol", "model", "backend", "revision", "dtype", "quant", "device", "limit", "max_tokens",
+          "chunk_size", "threads", "shard", "out_shard", "accept_modified", "db", "data_dir")
+
+
+def collect_config(options: dict):
+    """The `CollectConfig` of the command's options: the common ones as they are, the engine flags and
+    --engine-arg pairs as engine arguments, --subset / --pronouns / --option as loader options, every other option
+    given as a setting of the protocol."""
+    from ..runners.collect import CollectConfig
+    from .data_cmd import parse_options
+
+    options = dict(options)
+    engine = {k: options.pop(k) for k in ENGINE_FLAGS}
+    engine["kv_cache_memory_bytes"] = parse_size(engine.pop("kv_cache_memory"), "--kv-cache-memory")
+    engine = {k: v for k, v in engine.items() if v is not None}
+    for key, value in parse_pairs(options.pop("engine_arg"), "--engine-arg").items():
+        if key in engine:
+            raise click.BadParameter(f"{key} is given twice (as its own flag and as --engine-arg)",
+                                     param_hint="--engine-arg")
+        engine[key] = value
+    loader = {k: v for k, v in {"subset": options.pop("subset"), "pronouns": options.pop("pronouns")}.items()
+              if v is not None}
+    loader.update(parse_options(options.pop("extra")))
+    model_args = parse_model_args(options.pop("model_args"))
+    common = {k: options.pop(k) for k in COMMON}
+    protocol = {k: v for k, v in options.items() if v is not None}
+    return CollectConfig(**common, model_args=model_args, engine_args=engine, loader_options=loader, **protocol)
+
+
+def parse_pairs(pairs, option: str) -> dict[str, str]:
+    """KEY=VALUE strings of a repeatable option as a dict (values kept as strings; the receiver types them)."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--model-arg")
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
         if key.strip() in out:
-            raise click.BadParameter(f"{key.strip()} given twice", param_hint="--model-arg")
+            raise click.BadParameter(f"{key.strip()} given twice", param_hint=option)
         out[key.strip()] = value.strip()
     return out
+
+
+def parse_model_args(pairs) -> dict[str, str]:
+    """KEY=VALUE strings of --model-arg as a dict (values kept as strings; `models.parse_model_args` types them)."""
+    return parse_pairs(pairs, "--model-arg")
 
 
 #: unit suffixes of `parse_size` (binary and decimal, as written by people and by vLLM's own flags)
@@ -203,22 +229,26 @@ def parse_size(text: str | None, option: str) -> int | None:
 
 @runners.command("backends")
 def backends_command() -> None:
-    """List the backends: whether each is installed here (with its engine version, or why not) and what it can
-    run (score: prob on causal LMs; pll: masked LMs; top_k: choice exact mode; sample: choice sample mode, gen)."""
+    """List the backends: whether each is installed here (with its engine version, or why not), what it can
+    run (score: prob on causal LMs; pll: masked LMs; top_k: choice exact mode; sample: choice sample mode, gen), and
+    the settings it takes as `--engine-arg KEY=VALUE`."""
     from rich.console import Console
     from rich.table import Table
 
-    from .. import engines as backends
+    from .. import engines
 
     table = Table(title="runners backends")
     for column in ("backend", "installed", "version / reason", "capabilities"):
         table.add_column(column)
-    for name in backends.names():
+    settings = []
+    for name in engines.names():
         try:
-            module = backends.get(name)
+            module = engines.get(name)
             ok, detail = module.installed()
             capabilities = ", ".join(sorted(module.CAPABILITIES))
+            settings.append(f"{name}: {', '.join(module.Options.model_fields) or 'none'}")
         except ValueError as exc:
             ok, detail, capabilities = False, str(exc), ""
         table.add_row(name, "yes" if ok else "no", detail, capabilities)
     Console().print(table)
+    click.echo("engine settings (--engine-arg KEY=VALUE): " + "; ".join(settings))

@@ -10,7 +10,13 @@ A backend offers evidence, not studies. Every method takes token ids (the protoc
   log-probabilities) and the full-vocabulary logsumexp, so any temperature T and any top-k <= K re-derive exactly;
 - `expander`: the same, level by level down an answer trie (choice exact mode); engines with a cache may reuse it,
   the default re-submits each prefix through `top_k`;
-- `sample`: seeded samples, one seed per sample, with every sampling parameter set explicitly.
+- `sample`: seeded samples, one seed per sample, with every sampling parameter set explicitly;
+- `PrefixSharing` (every backend has it; `EngineBase` gives the neutral defaults): how an engine wants the prompts
+  of a forced-choice collection grouped and batched (a shared prefix computed once, prompt groups, rows per
+  exploration). Runners call these methods on every backend; nothing is probed.
+
+Each engine module exposes `NAME`, `CAPABILITIES`, `Options` (a pydantic model of its `--engine-arg KEY=VALUE`
+settings, unknown keys refused), `installed()` and `prepare(model, options)`; `biaslab.engines.get(name)` finds it.
 
 Contract shared by all methods (as lm-eval's `LM` states its own):
 
@@ -26,7 +32,7 @@ Contract shared by all methods (as lm-eval's `LM` states its own):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -90,7 +96,12 @@ class Sample:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """Every sampling parameter, set explicitly (DESIGN.md section 5): no repetition penalty, no other processor."""
+    """Every sampling parameter, set explicitly (DESIGN.md section 5): no repetition penalty, no other processor.
+
+    Each step: logits z -> z / temperature -> keep z >= the top_k-th largest (ties kept) -> keep the smallest
+    descending-probability prefix whose mass reaches top_p -> softmax -> draw; stop tokens are impossible for the
+    first `min_new_tokens` steps; at most `max_new_tokens` tokens.
+    """
 
     temperature: float
     top_k: int
@@ -98,16 +109,29 @@ class SamplingSettings:
     max_new_tokens: int
     min_new_tokens: int = 0
 
+    def validate(self) -> None:
+        """Raise ValueError (one line) for settings no sampler can use."""
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 in sample mode, got {self.temperature}")
+        if self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            raise ValueError(f"min_new_tokens must be between 0 and max_new_tokens ({self.max_new_tokens})")
+
 
 @dataclass(frozen=True)
 class BackendOptions:
     """What the user chose about the engine (CLI flags); every field that can change numbers goes into the model key.
 
     `model_args`: `--model-arg key=value` pairs passed to the model constructor (e.g. trust_remote_code,
-    attn_implementation). `engine_args`: backend-specific settings (vLLM: tensor_parallel_size,
-    data_parallel_size, gpu_memory_utilization, max_model_len; openai: base_url, api_key_env, max_concurrency,
-    timeout_s, retries). `batch_tokens`: token budget of one padded scoring batch (`--batch-tokens`) for engines
-    that batch in-process; how work is batched, never part of the model key.
+    attn_implementation). `engine_args`: backend-specific settings, checked by the engine's `Options` (vLLM:
+    tensor_parallel_size, data_parallel_size, gpu_memory_utilization, max_model_len, ...; openai: base_url,
+    api_key_env, max_concurrency, timeout_s, retries). `batch_tokens`: token budget of one padded scoring batch
+    (`--batch-tokens`) for engines that batch in-process; how work is batched, never part of the model key.
     """
 
     dtype: str | None = None
@@ -119,12 +143,49 @@ class BackendOptions:
     batch_tokens: int = 4096
 
 
+def engine_options(model: type, backend: str, given: Any):
+    """`given` (engine argument -> value, values as typed or as strings from the command line) checked by the
+    engine's pydantic `Options` model; the first problem as one-line ValueError naming the argument.
+
+    Parameters
+    ----------
+    model : the engine's `Options` class (a pydantic model with ``extra="forbid"``).
+    backend : the backend's name, for the message.
+    given : a mapping or (key, value) pairs.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(dict(given))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error.get("loc", ())) or "engine arguments"
+        if error.get("type") == "extra_forbidden":
+            known = ", ".join(f"{name} ({f.description})" for name, f in model.model_fields.items())
+            raise ValueError(f"--backend {backend}: unknown engine argument {where!r} (known: {known})") from None
+        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+        raise ValueError(f"--backend {backend}: engine argument {where}: {message} (got "
+                         f"{error.get('input')!r})") from None
+
+
 class Prepared(Protocol):
     """A backend's model resolved without loading weights: its identity (`spec`, whose `model_key` keys every
-    stored row) and tokenizer, enough to find pending work; `load()` starts the engine."""
+    stored row) and tokenizer, enough to find pending work; `load()` starts the engine.
+
+    Attributes
+    ----------
+    spec, tokenizer : the model's identity (a `ModelSpec`) and its Hugging Face tokenizer.
+    device : where the engine runs, for the run's provenance (a torch device, "cpu" / "cuda", a server URL).
+    max_top_k : the largest K the engine's `top_k` returns (None: the vocabulary); exact mode's --k-store is
+        refused above it before any run row is written.
+    label : how this engine computes forced-choice evidence, recorded in each run's parameters.
+    """
 
     spec: Any
     tokenizer: Any
+    device: Any
+    max_top_k: int | None
+    label: str
 
     def load(self) -> "Backend": ...
 
@@ -157,8 +218,36 @@ class Expander(Protocol):
     def step(self, nodes: Sequence[tuple[int, tuple[int, ...]]]) -> TopK: ...
 
 
+class PrefixSharing(Protocol):
+    """How an engine wants the forced-choice prompts of a collection grouped and batched. Every backend has these
+    methods (`EngineBase` gives the neutral defaults: no shared prefix, one group, no cap, batches combined); an
+    engine with a cache overrides them. None of them may change a number beyond the dtype's rounding.
+    """
+
+    def share_prefix(self, reference: Sequence[int]) -> None:
+        """Declare the token ids every prompt of this collection begins with (a template's shared prefix); the
+        engine may compute it once and continue it in `expander` and `sample`."""
+        ...
+
+    def prompt_group(self, prompt: Sequence[int]) -> Hashable:
+        """Prompts of one group may share one encoding batch of `expander` (equal groups)."""
+        ...
+
+    def encode_rows(self) -> int:
+        """The most prompts of one group the engine encodes in one forward pass of `expander`."""
+        ...
+
+    def explore_rows(self, tokens: int) -> int:
+        """How many prompts of up to `tokens` cache slots each one `expander` may hold (>= 1)."""
+        ...
+
+    def combines_batches(self) -> bool:
+        """Whether one `expander` may hold several encoding batches (`batches`)."""
+        ...
+
+
 @runtime_checkable
-class Backend(Protocol):
+class Backend(PrefixSharing, Protocol):
     """An engine that turns token ids into evidence.
 
     Attributes
@@ -222,6 +311,35 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release the engine (processes, GPU memory, connections)."""
         ...
+
+
+class EngineBase(Identified):
+    """The neutral `PrefixSharing` and `expander` of an engine without a prompt cache of its own (each level
+    re-submits prompt + path through `top_k`; engines with prefix caching, such as vLLM, make the repeat free)."""
+
+    #: prompts explored together by one `expander` when nothing caps them
+    UNCAPPED = 1 << 30
+    #: how forced-choice evidence is computed (recorded in each run's parameters)
+    label = "stateless-expander(top_k per trie level)"
+
+    def share_prefix(self, reference: Sequence[int]) -> None:
+        return None
+
+    def prompt_group(self, prompt: Sequence[int]) -> Hashable:
+        return 0
+
+    def encode_rows(self) -> int:
+        return self.UNCAPPED
+
+    def explore_rows(self, tokens: int) -> int:
+        return self.UNCAPPED
+
+    def combines_batches(self) -> bool:
+        return True
+
+    def expander(self, prompts: Sequence[Sequence[int]], k: int, *, batches: Sequence[int] | None = None
+                 ) -> "Expander":
+        return StatelessExpander(self, prompts, k)
 
 
 class StatelessExpander:

@@ -41,8 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from .served import served_token_ids
-from .base import Identified, SAMPLE, SCORE, TOP_K, BackendOptions, Sample, SamplingSettings, StatelessExpander, TopK, Unsupported
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Identified, Sample, SamplingSettings, TopK,
+                   Unsupported, engine_options)
+from .models import served_token_ids
 
 NAME = "openai"
 CAPABILITIES = frozenset({SCORE, TOP_K, SAMPLE})
@@ -51,15 +54,29 @@ PROBE_K = 256
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 BACKOFF_S = 0.5
 BACKOFF_CAP_S = 30.0
-#: engine argument -> (type, default, help)
-ENGINE_ARGS: dict[str, tuple[type, Any, str]] = {
-    "base_url": (str, None, "the server's base URL, e.g. http://127.0.0.1:8000/v1"),
-    "api_key_env": (str, None, "environment variable holding the API key"),
-    "max_concurrency": (int, 8, "requests in flight at once"),
-    "timeout_s": (float, 120.0, "seconds one request may take"),
-    "retries": (int, 5, "retries of a request after a 429, a 5xx or a connection error"),
-    "served_model": (str, None, "the served model's name, when the server serves several"),
-}
+
+
+class Options(BaseModel):
+    """The engine arguments of `--backend openai` (`--engine-arg KEY=VALUE`, or the dedicated flags); anything else
+    is refused in one line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(None, description="the server's base URL, e.g. http://127.0.0.1:8000/v1")
+    api_key_env: str | None = Field(None, description="environment variable holding the API key")
+    max_concurrency: int = Field(8, ge=1, description="requests in flight at once")
+    timeout_s: float = Field(120.0, gt=0, description="seconds one request may take")
+    retries: int = Field(5, ge=0, description="retries of a request after a 429, a 5xx or a connection error")
+    served_model: str | None = Field(None, description="the served model's name, when the server serves several")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://", value):
+            raise ValueError("must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 _MAX_ALLOWED = re.compile(r"max(?:imum)?(?: allowed)?[^0-9]{0,20}(\d+)", re.IGNORECASE)
 
@@ -78,28 +95,10 @@ def installed() -> tuple[bool, str]:
 
 
 def engine_settings(options: BackendOptions) -> dict[str, Any]:
-    """The engine arguments typed and checked (one-line `ValueError`s), defaults filled in."""
-    given = dict(options.engine_args)
-    out: dict[str, Any] = {}
-    for key, (kind, default, _) in ENGINE_ARGS.items():
-        value = given.pop(key, None)
-        if value is None:
-            out[key] = default
-            continue
-        try:
-            out[key] = kind(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"--backend openai: {key} takes a {kind.__name__}, got {value!r}") from None
-    if given:
-        known = ", ".join(f"{k} ({h})" for k, (_, _, h) in ENGINE_ARGS.items())
-        raise ValueError(f"--backend openai: unknown engine argument(s) {', '.join(sorted(given))} (known: {known})")
+    """The engine arguments checked by `Options` (one-line `ValueError`s), defaults filled in."""
+    out = engine_options(Options, NAME, options.engine_args).model_dump()
     if not out["base_url"]:
         raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
-    if not re.match(r"^https?://", out["base_url"]):
-        raise ValueError(f"--base-url must start with http:// or https://, got {out['base_url']!r}")
-    out["base_url"] = out["base_url"].rstrip("/")
-    if out["max_concurrency"] < 1 or out["retries"] < 0 or not out["timeout_s"] > 0:
-        raise ValueError("--backend openai: max_concurrency must be at least 1, retries at least 0, timeout_s > 0")
     var = out["api_key_env"]
     if var is not None and not os.environ.get(var):
         raise ValueError(f"--api-key-env {var}: the environment variable {var} is not set (or empty)")
@@ -277,18 +276,16 @@ def probe_top_k(client: Client, served: str, prompt: list[int], want: int = PROB
 def prepare(model: str, options: BackendOptions) -> "OpenAIPrepared":
     """Load the tokenizer of `model` (alias or folder of the served model) locally, ask the server what it serves
     and its K, and compute the model key. No weights load here or anywhere."""
-    from .hf.loading import prepare_model
+    from .models import bos_token_id, read_model
 
     validate_options(options)
     s = engine_settings(options)
-    hf = prepare_model(model, dtype=options.dtype or "bf16", quant="none", device="cpu")
+    hf = read_model(model, dtype=options.dtype or "bf16", backend=NAME)
     if hf.spec.kind == "masked":
         raise Unsupported(f"--backend openai cannot score masked LMs ({model} is one: use --backend hf)")
     client = make_client(s)
     try:
         served, version = server_identity(client, model, hf.folder, s["served_model"])
-        from .hf.loading import bos_token_id
-
         k = probe_top_k(client, served, [bos_token_id(hf.tokenizer)[0]])
     finally:
         client.close()
@@ -305,6 +302,8 @@ def make_client(settings: dict[str, Any]) -> Client:
 
 
 class OpenAIPrepared(Identified):
+    label = EngineBase.label
+
     """The tokenizer and identity of a served model; `load()` opens the connection pool (no weights)."""
 
     def __init__(self, *, spec: Any, tokenizer: Any, folder: str, settings: dict[str, Any], served: str,
@@ -317,7 +316,7 @@ class OpenAIPrepared(Identified):
         return OpenAIBackend(self)
 
 
-class OpenAIBackend(Identified):
+class OpenAIBackend(EngineBase):
     """`Backend` over an OpenAI-compatible completions server (see the module docstring)."""
 
     name = NAME
@@ -370,9 +369,6 @@ class OpenAIBackend(Identified):
             values[row] = [v for _, v in ranked[:k]]
         return TopK(ids, values, np.zeros(len(prefixes), dtype=np.float64))
 
-    def expander(self, prompts: Sequence[Sequence[int]], k: int, *, batches: Sequence[int] | None = None
-                 ) -> StatelessExpander:
-        return StatelessExpander(self, prompts, k)
 
     def sample_body(self, prompt: Sequence[int], seed: int, settings: SamplingSettings) -> dict:
         """The complete request of one sample (every sampling parameter explicit)."""

@@ -42,8 +42,11 @@ from typing import Any
 
 import numpy as np
 
-from .served import served_token_ids
-from .base import Identified, SAMPLE, SCORE, TOP_K, BackendOptions, Sample, SamplingSettings, StatelessExpander, TopK, Unsupported
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Identified, Sample, SamplingSettings, TopK,
+                   Unsupported, engine_options)
+from .models import served_token_ids
 
 NAME = "vllm"
 CAPABILITIES = frozenset({SCORE, TOP_K, SAMPLE})
@@ -55,17 +58,52 @@ DEFAULT_MAX_LOGPROBS = 256
 #: then refuses to start), and a different size on every machine.
 CPU_KV_CACHE_BYTES = 1 << 30
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-#: engine argument -> (type, help); anything else is refused in one line
-ENGINE_ARGS: dict[str, tuple[type, str]] = {
-    "tensor_parallel_size": (int, "GPUs per model replica"),
-    "data_parallel_size": (int, "model replicas (only 1 in-process)"),
-    "gpu_memory_utilization": (float, "share of device memory reserved (CPU build: of the NUMA node's memory)"),
-    "kv_cache_memory_bytes": (int, "KV cache size in bytes (CPU build default: 1 GiB)"),
-    "max_model_len": (int, "longest prompt + generation"),
-    "max_logprobs": (int, "largest K of top-K log-probabilities (>= 64)"),
-    "enforce_eager": (bool, "no torch.compile / CUDA graphs (faster start, slower steps)"),
-    "seed": (int, "engine seed (every sample has its own seed anyway)"),
-}
+
+
+class Options(BaseModel):
+    """The engine arguments of `--backend vllm` (`--engine-arg KEY=VALUE`, or the dedicated flags); anything else is
+    refused in one line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tensor_parallel_size: int = Field(1, description="GPUs per model replica")
+    data_parallel_size: int = Field(1, description="model replicas (only 1 in-process)")
+    gpu_memory_utilization: float | None = Field(
+        None, description="share of device memory reserved (CPU build: of the NUMA node's memory)")
+    kv_cache_memory_bytes: int | None = Field(None, description="KV cache size in bytes (CPU build default: 1 GiB)")
+    max_model_len: int | None = Field(None, description="longest prompt + generation")
+    max_logprobs: int = Field(DEFAULT_MAX_LOGPROBS, ge=64, description="largest K of top-K log-probabilities (>= 64, "
+                                                                        "DESIGN.md section 4)")
+    enforce_eager: bool | None = Field(None, description="no torch.compile / CUDA graphs (faster start, slower "
+                                                          "steps)")
+    seed: int | None = Field(None, description="engine seed (every sample has its own seed anyway)")
+
+    @field_validator("tensor_parallel_size", "kv_cache_memory_bytes", "max_model_len")
+    @classmethod
+    def _positive(cls, value: int | None, info) -> int | None:
+        if value is not None and value < 1:
+            flag = {"kv_cache_memory_bytes": "--kv-cache-memory"}.get(info.field_name,
+                                                                      "--" + info.field_name.replace("_", "-"))
+            raise ValueError(f"{flag} must be at least 1{' byte' if 'bytes' in info.field_name else ''}")
+        return value
+
+    @field_validator("gpu_memory_utilization")
+    @classmethod
+    def _share(cls, value: float | None) -> float | None:
+        if value is not None and not 0 < value <= 1:
+            raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {value}")
+        return value
+
+    @field_validator("data_parallel_size")
+    @classmethod
+    def _one_replica(cls, value: int) -> int:
+        if value != 1:
+            raise ValueError("vLLM's in-process engine has no data parallelism; run one collection per replica with "
+                             "--shard i/N --out-shard DIR (one GPU set each) and merge, or serve the model with "
+                             "`vllm serve --data-parallel-size N` and use --backend openai")
+        return value
+
+
 #: engine arguments that can change the numbers, hence part of the model key
 KEYED_ENGINE_ARGS = ("tensor_parallel_size",)
 
@@ -100,42 +138,11 @@ def _on_gpu() -> bool:
 
 
 def engine_settings(options: BackendOptions) -> dict[str, Any]:
-    """The engine arguments, typed and checked (one-line `ValueError`s), with this backend's defaults filled in."""
-    given = dict(options.engine_args)
-    out: dict[str, Any] = {}
-    for key, value in given.items():
-        if key not in ENGINE_ARGS:
-            known = ", ".join(f"{k} ({h})" for k, (_, h) in ENGINE_ARGS.items())
-            raise ValueError(f"--backend vllm: unknown engine argument {key!r} (known: {known})")
-        kind = ENGINE_ARGS[key][0]
-        try:
-            if kind is bool and isinstance(value, str):
-                if value.lower() not in ("true", "false"):
-                    raise ValueError
-                value = value.lower() == "true"
-            out[key] = kind(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"--backend vllm: engine argument {key} takes a {kind.__name__}, got {value!r}") from None
-    if out.get("data_parallel_size", 1) != 1:
-        raise ValueError("--data-parallel-size: vLLM's in-process engine has no data parallelism; run one "
-                         "collection per replica with --shard i/N --out-shard DIR (one GPU set each) and merge, or "
-                         "serve the model with `vllm serve --data-parallel-size N` and use --backend openai")
-    out.pop("data_parallel_size", None)
-    if out.get("tensor_parallel_size", 1) < 1:
-        raise ValueError("--tensor-parallel-size must be at least 1")
-    gmu = out.get("gpu_memory_utilization")
-    if gmu is not None and not 0 < gmu <= 1:
-        raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {gmu}")
-    if out.get("max_model_len", 1) < 1:
-        raise ValueError("--max-model-len must be at least 1")
-    if out.get("kv_cache_memory_bytes", 1) < 1:
-        raise ValueError("--kv-cache-memory must be at least 1 byte")
-    out.setdefault("max_logprobs", DEFAULT_MAX_LOGPROBS)
-    if out["max_logprobs"] < 64:
-        raise ValueError(f"--backend vllm: max_logprobs must be at least 64 (DESIGN.md section 4), got "
-                         f"{out['max_logprobs']}")
-    out.setdefault("tensor_parallel_size", 1)
-    return out
+    """The engine arguments checked by `Options` (one-line `ValueError`s): the given ones, plus
+    tensor_parallel_size and max_logprobs with their defaults."""
+    given = engine_options(Options, NAME, options.engine_args).model_dump(exclude_unset=True)
+    given.pop("data_parallel_size", None)
+    return {"tensor_parallel_size": 1, "max_logprobs": DEFAULT_MAX_LOGPROBS, **given}
 
 
 def validate_options(options: BackendOptions) -> None:
@@ -159,17 +166,15 @@ def default_dtype() -> str:
     """bf16 on GPUs; on CPUs the hf backend's default (bf16 with AVX512-BF16 / AMX, else fp32)."""
     if _on_gpu():
         return "bf16"
-    import torch
+    from .models import cpu_supports_bf16
 
-    from .hf.loading import default_dtype as hf_default
-
-    return hf_default(torch.device("cpu"))
+    return "bf16" if cpu_supports_bf16() else "fp32"
 
 
 def prepare(model: str, options: BackendOptions) -> "VLLMPrepared":
     """Resolve `model` (built-in alias, local folder or hub id, as the hf backend does), load its tokenizer and
     compute its key; no engine starts. A masked LM or a `.gguf` file is refused in one line."""
-    from .hf.loading import prepare_model
+    from .models import read_model
 
     validate_options(options)
     settings = engine_settings(options)
@@ -178,17 +183,20 @@ def prepare(model: str, options: BackendOptions) -> "VLLMPrepared":
                          f"smollm2-135m converts its GGUF to one)")
     dtype = options.dtype or default_dtype()
     args = {k: v for k, v in options.model_args if k == "trust_remote_code"}
-    hf = prepare_model(model, dtype=dtype, quant="none", device="cpu", revision=options.revision, model_args=args)
+    hf = read_model(model, dtype=dtype, revision=options.revision, model_args=args, backend=NAME,
+                    backend_version=engine_version())
     if hf.spec.kind == "masked":
         raise Unsupported(f"--backend vllm cannot score masked LMs ({model} is one: pseudo-log-likelihood needs "
                           f"--backend hf)")
     keyed = {k: str(settings[k]) for k in KEYED_ENGINE_ARGS}
-    spec = hf.spec.model_copy(update={"backend": NAME, "backend_version": engine_version(), "engine_args": keyed})
+    spec = hf.spec.model_copy(update={"engine_args": keyed})
     return VLLMPrepared(folder=hf.folder, spec=spec, tokenizer=hf.tokenizer, settings=settings,
-                        revision=options.revision, trust_remote_code=bool(hf.load_kwargs.get("trust_remote_code")))
+                        revision=options.revision, trust_remote_code=bool(hf.read_kwargs.get("trust_remote_code")))
 
 
 class VLLMPrepared(Identified):
+    label = EngineBase.label
+
     """A resolved model for vLLM: identity (`spec`) and tokenizer, no engine yet; `load()` starts the engine."""
 
     def __init__(self, *, folder: str, spec: Any, tokenizer: Any, settings: dict[str, Any], revision: str | None,
@@ -231,7 +239,7 @@ def kv_cache_text(kwargs: dict[str, Any]) -> str:
     return f"a {kwargs.get('gpu_memory_utilization', 'default')} share of memory"
 
 
-class VLLMBackend(Identified):
+class VLLMBackend(EngineBase):
     """`Backend` over an in-process `vllm.LLM` (see the module docstring); the engine starts here, once, and
     `close()` shuts it down."""
 
@@ -309,10 +317,6 @@ class VLLMBackend(Identified):
             values[row] = [v for _, v in ranked]
         return TopK(ids, values, np.zeros(len(prefixes), dtype=np.float64))
 
-    def expander(self, prompts: Sequence[Sequence[int]], k: int, *, batches: Sequence[int] | None = None
-                 ) -> StatelessExpander:
-        """Each trie level re-submits prompt + path; the prefix cache makes the shared prompt free."""
-        return StatelessExpander(self, prompts, k)
 
     # ------------------------------------------------------------------ sampling
     def sampling_params(self, seed: int, settings: SamplingSettings) -> Any:

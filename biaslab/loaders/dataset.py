@@ -73,6 +73,9 @@ class DatasetInfo:
     #: prob (score each option in the slot, or the sentence), choice (forced-choice prompt), meta (comprehension
     #: questions about a forced-choice passage), gen (continuations). Names only: the protocols are the runners'.
     protocols: tuple[str, ...] = ("prob",)
+    #: where the prob protocol's stimuli come from: None (the loaded stimuli) or "gen" (templates built from the
+    #: model's own stored generations of this dataset, TANGO's probability version, `biaslab.runners.tango`)
+    prob_from: str | None = None
 
     def pinned_sha256(self, rel: str) -> str | None:
         """The pinned sha256 of a fetchable file: from `files`, else from its `Upstream`."""

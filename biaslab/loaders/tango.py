@@ -148,5 +148,6 @@ INFO = DatasetInfo(
     sources={PROMPTS_FILE: Upstream(github_raw("amazon-science/tango", "bbaf0bb22a3fc391e2e7247a2d25c6850625013b",
                                                PROMPTS_FILE))},
     protocols=("gen", "prob"),
+    prob_from="gen",
 )
 DATASETS = (INFO,)

@@ -435,13 +435,27 @@ class Warehouse:
         ).fetchall()
         return [r[0] for r in rows]
 
-    def count(self, table: str, where: str | None = None) -> int:
-        sql = f"SELECT count(*) FROM {table}" + (f" WHERE {where}" if where else "")
-        return self.con.execute(sql).fetchone()[0]
+    def count(self, table: str, where: str | None = None, params: Sequence[Any] = ()) -> int:
+        """Rows of `table` (a known table name), optionally those matching `where` (SQL text written by biaslab,
+        values as bound `params`)."""
+        from .quoting import identifier
+
+        sql = f"SELECT count(*) FROM {identifier(table)}" + (f" WHERE {where}" if where else "")
+        return self.con.execute(sql, list(params)).fetchone()[0]
 
     def query(self, sql: str, params: Sequence[Any] | None = None):
-        """Run SQL and return a DuckDB relation / cursor result as a pandas DataFrame."""
+        """Run one SQL statement (values as bound `params`) and return its result as a pandas DataFrame."""
         return self.con.execute(sql, params or []).df()
+
+    def rows(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        """Run one SQL statement (values as bound `params`) and return its rows as tuples of Python values."""
+        return self.con.execute(sql, params or []).fetchall()
+
+    def columns(self, table: str) -> list[str]:
+        """The column names of a table of this warehouse (in stored order)."""
+        from .quoting import identifier
+
+        return [d[0] for d in self.con.execute(f"SELECT * FROM {identifier(table)} LIMIT 0").description]
 
     def ibis(self):
         """An Ibis backend on this connection (temp views included) for metrics."""

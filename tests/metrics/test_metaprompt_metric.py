@@ -13,7 +13,7 @@ from scipy import stats
 
 from biaslab.cli.main import biaslab as cli
 from biaslab.metrics.metaprompt import metaprompt_tables
-from biaslab.runners.metaprompt import QUESTIONS, question_options
+from biaslab.lexicon.metaprompt import QUESTIONS, question_options
 from biaslab.warehouse import Warehouse
 
 

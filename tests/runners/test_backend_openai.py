@@ -303,7 +303,7 @@ def test_engine_arguments_are_checked_before_any_request(monkeypatch):
     monkeypatch.delenv("BIASLAB_TEST_KEY", raising=False)
     with pytest.raises(ValueError, match="BIASLAB_TEST_KEY is not set"):
         oa.validate_options(options("http://x/v1", api_key_env="BIASLAB_TEST_KEY"))
-    with pytest.raises(ValueError, match=r"unknown engine argument\(s\) tensor_parallel_size"):
+    with pytest.raises(ValueError, match="unknown engine argument .tensor_parallel_size."):
         oa.validate_options(options("http://x/v1", tensor_parallel_size=2))
     with pytest.raises(ValueError, match="--quant nf4 is chosen by the server"):
         oa.validate_options(BackendOptions(quant="nf4", engine_args=(("base_url", "http://x/v1"),)))
@@ -314,18 +314,17 @@ def test_engine_arguments_are_checked_before_any_request(monkeypatch):
 def test_a_k_store_above_the_engines_k_is_refused_before_any_run_row():
     from types import SimpleNamespace
 
-    from biaslab.runners.collect import CollectConfig, _check_k_store
+    from biaslab.runners.collect import CollectConfig
 
     config = CollectConfig(dataset="winopron", protocol="choice", backend="openai", dtype="fp32", k_store=128,
-                           engine_args={"base_url": "http://x/v1"})
+                           engine_args={"base_url": "http://x/v1"}).plugin()
     with pytest.raises(ValueError, match="--k-store 128 exceeds the 100 top log-probabilities"):
-        _check_k_store(config, SimpleNamespace(max_top_k=100))
-    _check_k_store(config, SimpleNamespace(max_top_k=128))   # equal: fine
-    _check_k_store(config, SimpleNamespace())                 # no limit (hf): fine
+        config.check_engine(SimpleNamespace(max_top_k=100))
+    config.check_engine(SimpleNamespace(max_top_k=128))   # equal: fine
+    config.check_engine(SimpleNamespace(max_top_k=None))  # no limit (hf): fine
     sample = CollectConfig(dataset="winopron", protocol="choice", backend="openai", dtype="fp32", mode="sample",
-                           k_store=128,
-                           engine_args={"base_url": "http://x/v1"})
-    _check_k_store(sample, SimpleNamespace(max_top_k=20))    # sample mode stores no top-K
+                           k_store=128, engine_args={"base_url": "http://x/v1"}).plugin()
+    sample.check_engine(SimpleNamespace(max_top_k=20))    # sample mode stores no top-K
 
 
 def test_the_api_key_is_sent_as_a_bearer_token(scripted):

@@ -109,6 +109,7 @@ def _fake_backend(monkeypatch, capabilities):
     module = types.ModuleType("biaslab.engines.fake")
     module.NAME, module.CAPABILITIES = "fake", frozenset(capabilities)
     module.installed = lambda: (True, "fake 1.0")
+    module.validate_options = lambda options: None
 
     def prepare(model, options):
         raise AssertionError("prepared although the capability is missing")

@@ -13,7 +13,8 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopK
 from biaslab.runners.answers import AnswerParser, decode
 from biaslab.runners.trie import INVALID, UNRESOLVED, explore, probabilities
 from biaslab.engines.hf.kvcache import encode_prompts, extend
-from biaslab.engines.hf.sampling import SamplingParams, sample_from_state, warp
+from biaslab.engines.base import SamplingSettings
+from biaslab.engines.hf.sampling import sample_from_state, warp
 from biaslab.engines.hf.scoring import _base_and_head
 
 
@@ -119,14 +120,14 @@ def test_warp_matches_hugging_face_warpers():
     ref = logits.clone()
     for w in (TemperatureLogitsWarper(0.7), TopKLogitsWarper(10)):
         ref = w(None, ref)
-    ours = warp(logits, SamplingParams(0.7, 10, 1.0, 1))
+    ours = warp(logits, SamplingSettings(0.7, 10, 1.0, 1))
     torch.testing.assert_close(ours, ref.softmax(-1))
 
 
 def test_sampled_fractions_agree_with_exact_probabilities(tiny_gpt2):
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
     stops = {tok.eos_token_id}
-    n_samples, params = 2000, SamplingParams(temperature=0.8, top_k=5, top_p=1.0, max_new_tokens=2)
+    n_samples, params = 2000, SamplingSettings(temperature=0.8, top_k=5, top_p=1.0, max_new_tokens=2)
     prompts = _prompts(tok, 20)
     parsers = [AnswerParser(_model_options(model, tok, p)) for p in prompts]
     tries = explore(model, tok, prompts, parsers, max_new_tokens=2, k_store=64, stop_ids=stops, pad_id=0,
@@ -152,7 +153,7 @@ def test_sampled_fractions_agree_with_exact_probabilities(tiny_gpt2):
 
 def test_same_seed_same_samples(tiny_gpt2):
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
-    params = SamplingParams(1.0, 50, 0.95, 8)
+    params = SamplingSettings(1.0, 50, 0.95, 8)
     state = encode_prompts(model, _prompts(tok, 2), 0)
     a = sample_from_state(model, state.select([0, 1, 0]), [7, 8, 9], params, {tok.eos_token_id}, 0)
     b = sample_from_state(model, state.select([0, 1, 0, 1]), [7, 8, 9, 10], params, {tok.eos_token_id}, 0)
@@ -173,7 +174,7 @@ def test_shared_prefix_sampler_draws_the_same_samples(tiny_gpt2):
     from biaslab.engines.hf.sampling import sample_shared_prefixes
 
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
-    params = SamplingParams(0.7, 8, 1.0, 4)
+    params = SamplingSettings(0.7, 8, 1.0, 4)
     state = encode_prompts(model, _prompts(tok, 2), 0)
     seeds = list(range(300, 360))
     plain = sample_from_state(model, state.select([1] * len(seeds)), seeds, params, {tok.eos_token_id}, 0)

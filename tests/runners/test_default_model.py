@@ -8,6 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from biaslab.engines import models
 from biaslab.engines.hf import loading
 from biaslab.engines.hf.loading import default_dtype
 
@@ -58,7 +59,7 @@ def test_default_dtype_follows_the_cpu_flags(cpuinfo, expected, monkeypatch):
         return real_read_text(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "read_text", fake_read_text)
-    assert loading.cpu_supports_bf16() == (expected == "bf16")
+    assert models.cpu_supports_bf16() == (expected == "bf16")
     assert default_dtype(torch.device("cpu")) == expected
     prepared = loading.prepare_model("smollm2-135m", device="cpu")
     assert prepared.spec.dtype == expected

@@ -14,7 +14,8 @@ from biaslab.runners.answers import AnswerParser, decode
 from biaslab.runners.trie import explore, probabilities
 from biaslab.engines.hf.tree import top_k_with_ties
 from biaslab.engines.hf.kvcache import encode_prompts
-from biaslab.engines.hf.sampling import SamplingParams, sample_from_state
+from biaslab.engines.base import SamplingSettings
+from biaslab.engines.hf.sampling import sample_from_state
 from biaslab.warehouse import Warehouse
 
 
@@ -68,7 +69,7 @@ def test_exact_probabilities_keep_ties_past_the_stored_k_and_agree_with_the_samp
         assert exact[option] == pytest.approx(hits * math.exp(2 * h / temperature) / norm, rel=1e-5)
     # the sampler (ties kept, as Hugging Face's top-k warper) agrees within a binomial interval
     n = 4000
-    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=1.0, max_new_tokens=1)
+    params = SamplingSettings(temperature=temperature, top_k=top_k, top_p=1.0, max_new_tokens=1)
     state = encode_prompts(model, [prompt], 0)
     drawn = sample_from_state(model, state.select([0] * n), list(range(n)), params, {tok.eos_token_id}, 0)
     counts = {o: 0 for o in options}

@@ -11,7 +11,7 @@ import torch
 from biaslab import loaders
 from biaslab.lexicon.pronoun_detection import vocabulary
 from biaslab.runners.collect import CollectConfig, collect
-from biaslab.runners.generation import gen_requests, generation_prompts
+from biaslab.runners.protocols.gen import gen_requests, generation_prompts
 from biaslab.warehouse import Warehouse
 
 
@@ -87,23 +87,26 @@ def test_stored_logprobs_equal_a_naive_forward_pass(tmp_path, tiny_gpt2, data_di
 
 def test_gen_protocol_refuses_absurd_settings(tmp_path, data_dir):
     for kw, message in ((dict(samples=0), "--samples"), (dict(min_new_tokens=60), "--min-new-tokens"),
-                        (dict(top_p=0.0), "top_p"), (dict(temperature=0.0), "temperature")):
+                        (dict(top_p=0.0), "--top-p"), (dict(temperature=0.0), "--temperature must be > 0")):
         with pytest.raises(ValueError, match=message):
             _config(tmp_path, data_dir, "ruff", **kw).validate()
     with pytest.raises(ValueError, match="not available"):
         CollectConfig(dataset="winogender", protocol="gen").validate()
-    with pytest.raises(ValueError, match="--protocol gen only"):
+    with pytest.raises(ValueError, match="--min-new-tokens does not apply to --protocol choice"):
         CollectConfig(dataset="winopron", min_new_tokens=3).validate()
+    with pytest.raises(ValueError, match="--mode does not apply to --protocol prob"):
+        CollectConfig(dataset="winogender", mode="sample").validate()
 
 
 def test_protocol_defaults_follow_the_protocol():
-    gen = CollectConfig(dataset="ruff", protocol="gen")
+    gen = CollectConfig(dataset="ruff", protocol="gen").settings()
     assert (gen.samples, gen.temperature, gen.top_k, gen.top_p, gen.max_new_tokens, gen.min_new_tokens) == \
         (5, 1.0, 50, 0.95, 50, 50)
-    choice = CollectConfig(dataset="winopron")
+    choice = CollectConfig(dataset="winopron").settings()
     assert (choice.samples, choice.temperature, choice.top_k, choice.top_p, choice.max_new_tokens) == \
         (200, 0.5, 40, 1.0, 6)
-    assert CollectConfig(dataset="tango").protocol is None and CollectConfig(dataset="tango").max_new_tokens == 50
+    tango = CollectConfig(dataset="tango")
+    assert tango.protocol is None and tango.resolved_protocol() == "gen" and tango.settings().max_new_tokens == 50
 
 
 def test_generation_lengths_are_part_of_the_collection_identity(tmp_path, tiny_gpt2, data_dir, dataset_folder):
@@ -135,7 +138,7 @@ class _SentencePieceLike:
 
 
 def test_continuation_text_keeps_the_space_a_lone_decode_drops():
-    from biaslab.runners.generation import continuation_text
+    from biaslab.runners.protocols.gen import continuation_text
 
     tok = _SentencePieceLike()
     assert tok.decode([3, 4]) == "he is"  # decoding the continuation alone glues it to the prompt

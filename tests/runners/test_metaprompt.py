@@ -10,7 +10,8 @@ import pytest
 import biaslab
 from biaslab.metrics.metaprompt import metaprompt_tables
 from biaslab.runners.collect import CollectConfig, collect
-from biaslab.runners.metaprompt import QUESTIONS, MetaPromptSpec, gold_option, meta_requests, question_options
+from biaslab.lexicon.metaprompt import QUESTIONS, gold_option, question_options
+from biaslab.runners.protocols.meta import MetaPromptSpec, meta_requests
 from biaslab.schema import request_id
 from biaslab.warehouse import Warehouse
 

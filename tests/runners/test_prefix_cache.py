@@ -17,7 +17,9 @@ import pytest
 import torch
 
 from biaslab.runners.answers import AnswerParser, decode, decode_many
-from biaslab.runners.choice_collect import SUFFIX_BUCKET, choice_requests, stop_token_ids
+from biaslab.engines.hf.backend import SUFFIX_BUCKET
+from biaslab.runners.protocols.choice import choice_requests
+from biaslab.engines.models import stop_token_ids
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.engines.hf.tree import _split_point
 from biaslab.runners.trie import explore, probabilities
@@ -42,7 +44,7 @@ def _explore(loaded, requests, *, cached: bool, batch: int, tree: bool | None):
     """Option probabilities per request: plain (cached=False: each prompt from its first token) or through the
     shared prefix, `batch` prompts of one group per call."""
     model, tok = loaded.model, loaded.tokenizer
-    stops = stop_token_ids(model, tok)
+    stops = stop_token_ids(model.generation_config, tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
     spec = PromptSpec.load()
     prefixes = SharedPrefixes(model, pad, shared_prefix_ids(spec, tok), bucket=SUFFIX_BUCKET)
@@ -68,7 +70,7 @@ def _explore_together(loaded, requests, *, encode_rows: int, reserve: int = 32, 
     encoded `encode_rows` per forward within a group (`SharedPrefixes.encode_batches`, one preallocated cache),
     tree levels shared by all (`tree=False`: levels by cache copies instead)."""
     model, tok = loaded.model, loaded.tokenizer
-    stops = stop_token_ids(model, tok)
+    stops = stop_token_ids(model.generation_config, tok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
     spec = PromptSpec.load()
     prefixes = SharedPrefixes(model, pad, shared_prefix_ids(spec, tok), bucket=SUFFIX_BUCKET)
@@ -196,7 +198,7 @@ def test_walk_reports_every_prompt_finished_once(tiny_gpt2, data_dir, dataset_fo
     dataset_folder("winopron")
     requests = _requests(tiny_gpt2, data_dir, 12, seed=6)
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
-    stops = stop_token_ids(model, tok)
+    stops = stop_token_ids(model.generation_config, tok)
     spec = PromptSpec.load()
     prompts = [r.prompt_ids for r in requests]
     parsers = [AnswerParser(r.options, spec.closing) for r in requests]
@@ -231,7 +233,7 @@ def test_explore_rows_fit_the_cache_budget(tiny_gpt2):
 
 
 def test_explorations_by_hand():
-    from biaslab.runners.choice_collect import explorations
+    from biaslab.runners.protocols.choice import explorations
 
     requests, groups = list("abcdefghij"), [2, 1, 2, 1, 1, 2, 3, 1, 1, 2]
     # by group (stable): 1: b d e h i, 2: a c f j, 3: g; batches of 2 within a group; up to 5 requests together
@@ -266,11 +268,13 @@ def test_prompt_batch_defaults_agree():
     from click.testing import CliRunner
 
     from biaslab.cli.runners_cli import collect_command
-    from biaslab.runners.choice_collect import DEFAULT_PROMPT_BATCH
+    from biaslab.runners.protocols.choice import DEFAULT_PROMPT_BATCH
 
     option = next(p for p in collect_command.params if p.name == "prompt_batch")
-    assert option.default == CollectConfig.prompt_batch == DEFAULT_PROMPT_BATCH
-    assert "--prompt-batch" in CliRunner().invoke(collect_command, ["--help"]).output
+    assert option.default is None  # not given: the protocol's default
+    assert CollectConfig(dataset="winopron").settings().prompt_batch == DEFAULT_PROMPT_BATCH == 96
+    help_text = " ".join(CliRunner().invoke(collect_command, ["--help"]).output.split())
+    assert "--prompt-batch" in help_text and "default 96" in help_text
 
 
 def test_split_parts_equal_the_plain_computation(tiny_gpt2, data_dir, dataset_folder, monkeypatch):
@@ -460,7 +464,7 @@ def test_memoized_parser_outcomes_equal_a_fresh_parse_of_every_edge(tiny_gpt2, d
     dataset_folder("winopron")
     requests = _requests(tiny_gpt2, data_dir, 24, seed=8)
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
-    stops = stop_token_ids(model, tok)
+    stops = stop_token_ids(model.generation_config, tok)
     spec = PromptSpec.load()
     parsers = [AnswerParser(r.options, spec.closing) for r in requests]
     assert len(set(parsers)) < len(parsers), "some prompts share a parser (the memo's case)"

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from biaslab.runners import score_collect
+from biaslab.runners.protocols import prob as score_collect
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.warehouse import Warehouse
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from biaslab.engines.hf.loading import bos_token_id
-from biaslab.runners.requests import target_positions, tokenize_causal, tokenize_masked
+from biaslab.engines.models import bos_token_id
+from biaslab.runners.protocols.prob import target_positions, tokenize_causal, tokenize_masked
 from biaslab.engines.hf.scoring import pll_rows, score_causal, score_masked
 
 TEXTS = [

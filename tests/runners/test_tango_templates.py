@@ -8,7 +8,7 @@ import pytest
 
 from biaslab import loaders
 from biaslab.runners.collect import CollectConfig, collect
-from biaslab.runners.generation import gen_requests
+from biaslab.runners.protocols.gen import gen_requests
 from biaslab.warehouse import Warehouse
 
 pytest.importorskip("spacy", reason="TANGO conversion needs the optional extra `nlp` (spaCy)")

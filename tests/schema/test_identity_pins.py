@@ -38,8 +38,8 @@ def test_model_keys():
 
 
 def test_request_ids_of_every_protocol():
-    from biaslab.runners.generation import GEN_VERSION
-    from biaslab.runners.requests import SCORING_VERSION, score_requests
+    from biaslab.runners.protocols.gen import GEN_VERSION
+    from biaslab.runners.protocols.prob import SCORING_VERSION, score_requests
 
     assert (SCORING_VERSION, GEN_VERSION) == ("score-v1", "gen-v1")
     s = _slot_stimulus()

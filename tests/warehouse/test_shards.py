@@ -6,7 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 from biaslab.cli.main import biaslab
-from biaslab.runners.collect import CollectConfig, collect, shard_of
+from biaslab.runners.collect import CollectConfig, collect
+from biaslab.runners.stimuli import shard_of
 from biaslab.warehouse import Warehouse, WarehouseError
 from biaslab.warehouse.merge import merge_shards
 

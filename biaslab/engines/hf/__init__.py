@@ -2,6 +2,6 @@
 (`backend`), with its model loading (`loading`), key/value caches (`kvcache`), scoring (`scoring`,
 `prefix_scoring`), sampling (`sampling`), trie levels as tree attention (`tree`) and batching (`batching`)."""
 
-from .backend import CAPABILITIES, NAME, installed, prepare
+from .backend import CAPABILITIES, NAME, Options, installed, prepare, validate_options
 
-__all__ = ["CAPABILITIES", "NAME", "installed", "prepare"]
+__all__ = ["CAPABILITIES", "NAME", "Options", "installed", "prepare", "validate_options"]

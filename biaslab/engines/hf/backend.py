@@ -24,8 +24,11 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
-from ..base import Identified, PLL, SAMPLE, SCORE, TOP_K, BackendOptions, Sample, SamplingSettings, TopK, Unsupported
+from ..base import (PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Identified, Sample, SamplingSettings, TopK,
+                    Unsupported)
+from ..models import bos_token_id, stop_token_ids
 from .tree import HFExpander, head_top_k
 
 NAME = "hf"
@@ -39,19 +42,12 @@ SUFFIX_BUCKET = 8
 SAMPLE_ROWS = 256
 #: the key/value cache one exact-mode exploration may hold (`explore_rows`): 2 GiB
 EXPLORE_CACHE_BYTES = 2 << 30
-
-
-def stop_token_ids(model: Any, tokenizer: Any) -> set[int]:
-    """EOS of the tokenizer plus every EOS id of the model's generation config."""
-    ids = set()
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if isinstance(config_eos, int):
-        ids.add(config_eos)
-    elif config_eos:
-        ids.update(int(i) for i in config_eos)
-    return ids
+#: at most this many prompts (of one `prompt_group`) have their suffixes encoded in one forward pass
+ENCODE_ROWS = 16
+#: how prompts are computed, recorded in each run's parameters: the template's shared prefix computed once and
+#: continued (`kvcache.SharedPrefixes`, suffixes `ENCODE_ROWS` per pass into one preallocated cache), exact-mode trie
+#: levels as tree attention (`tree.TreeLevels`) shared by the prompts explored together
+LABEL = f"shared-prefix-v1(bucket={SUFFIX_BUCKET},encode={ENCODE_ROWS})+tree-levels-v3"
 
 
 def installed() -> tuple[bool, str]:
@@ -61,6 +57,25 @@ def installed() -> tuple[bool, str]:
     except ImportError as exc:  # pragma: no cover - a core dependency
         return False, f"transformers does not import ({exc})"
     return True, f"transformers {transformers.__version__}"
+
+
+class Options(BaseModel):
+    """The hf backend takes no engine arguments: its settings are --dtype, --quant, --device, --revision,
+    --model-arg and --batch-tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def validate_options(options: BackendOptions) -> None:
+    """Refuse what this backend cannot do, in one line, before anything is read or loaded: a --device that is not
+    a device here; engine arguments (the hf backend takes none; its settings are --dtype, --quant, --device,
+    --revision, --model-arg, --batch-tokens)."""
+    from .loading import resolve_device
+
+    resolve_device(options.device)
+    if options.engine_args:
+        raise ValueError(f"--backend hf takes no engine arguments (got {', '.join(k for k, _ in options.engine_args)})"
+                         f"; they belong to --backend vllm / openai")
 
 
 def prepare(model: str, options: BackendOptions, *, kind: str | None = None) -> "HFPrepared":
@@ -76,6 +91,9 @@ class HFPrepared(Identified):
     """A resolved model (tokenizer and identity; no weights yet). Wraps `loading.PreparedModel` or, for tests and
     benchmarks that reuse one model, an already `loading.LoadedModel`."""
 
+    max_top_k = None  # the whole vocabulary
+    label = LABEL
+
     def __init__(self, inner: Any, batch_tokens: int = 4096) -> None:
         self.inner, self.batch_tokens = inner, batch_tokens
         self.spec, self.tokenizer, self.device = inner.spec, inner.tokenizer, inner.device
@@ -87,7 +105,7 @@ class HFPrepared(Identified):
         return HFBackend(loaded, batch_tokens=self.batch_tokens)
 
 
-class HFBackend(Identified):
+class HFBackend(EngineBase):
     """`Backend` over a loaded transformers model (see the module docstring).
 
     Parameters
@@ -101,17 +119,16 @@ class HFBackend(Identified):
     name = NAME
     capabilities = CAPABILITIES
     max_top_k = None
+    label = LABEL
 
     def __init__(self, loaded: Any, batch_tokens: int = 4096) -> None:
         import transformers
-
-        from .loading import bos_token_id
 
         self.loaded, self.model, self.tokenizer = loaded, loaded.model, loaded.tokenizer
         self.spec, self.device, self.batch_tokens = loaded.spec, loaded.device, batch_tokens
         self.version = transformers.__version__
         tok = self.tokenizer
-        self.stop_ids = frozenset(stop_token_ids(self.model, tok))
+        self.stop_ids = frozenset(stop_token_ids(getattr(self.model, "generation_config", None), tok))
         self.bos_id = None if self.spec.kind == "masked" else bos_token_id(tok)[0]
         fallback = self.bos_id if self.bos_id is not None else min(self.stop_ids, default=0)
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else fallback
@@ -157,6 +174,10 @@ class HFBackend(Identified):
         from .kvcache import SharedPrefixes
 
         self._prefixes = SharedPrefixes(self.model, self._choice_pad, reference, bucket=SUFFIX_BUCKET)
+
+    def encode_rows(self) -> int:
+        """At most `ENCODE_ROWS` prompts of one group are encoded per forward pass."""
+        return ENCODE_ROWS
 
     def prompt_group(self, prompt: Sequence[int]) -> Hashable:
         """Prompts with equal groups can share one `expander` (same shared-prefix cut and padded suffix length)."""
@@ -231,9 +252,9 @@ class HFBackend(Identified):
         import torch
 
         from .kvcache import encode_prompts
-        from .sampling import SamplingParams, sample_from_state, sample_shared_prefixes
+        from .sampling import sample_from_state, sample_shared_prefixes
 
-        params = SamplingParams(settings.temperature, settings.top_k, settings.top_p, settings.max_new_tokens)
+        params = settings
         stops = set(self.stop_ids)
         out: list[list[Sample]] = []
         with torch.inference_mode():  # no native_gqa here: sampling never ran under it (identical numbers)
@@ -247,17 +268,15 @@ class HFBackend(Identified):
                             drawn += sample_shared_prefixes(self.model, state, 0, batch, params, stops)
                         else:
                             drawn += sample_from_state(self.model, state.select([0] * len(batch)), batch, params,
-                                                       stops, self._choice_pad,
-                                                       min_new_tokens=settings.min_new_tokens)
-                    out.append([_sample(s) for s in drawn])
+                                                       stops, self._choice_pad)
+                    out.append(drawn)
                 return out
             state = encode_prompts(self.model, prompts, self.pad_id)
             rows = [i for i, own in enumerate(seeds) for _ in own]
             flat = [int(s) for own in seeds for s in own]
-            drawn = sample_from_state(self.model, state.select(rows), flat, params, stops, self.pad_id,
-                                      min_new_tokens=settings.min_new_tokens)
+            drawn = sample_from_state(self.model, state.select(rows), flat, params, stops, self.pad_id)
         it = iter(drawn)
-        return [[_sample(next(it)) for _ in own] for own in seeds]
+        return [[next(it) for _ in own] for own in seeds]
 
     def close(self) -> None:
         self._prefixes = None
@@ -271,5 +290,3 @@ class HFBackend(Identified):
         return native_gqa(device)
 
 
-def _sample(drawn: Any) -> Sample:
-    return Sample(drawn.token_ids, drawn.logprobs, drawn.finish_reason)

@@ -8,48 +8,16 @@ seed and its prompt, not on the other rows of the batch. No repetition penalty o
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
+from ..base import Sample, SamplingSettings
 from .kvcache import PromptState, extend
 from .scoring import _base_and_head
 
 
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float
-    top_k: int
-    top_p: float
-    max_new_tokens: int
-
-    def validate(self) -> None:
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0 in sample mode, got {self.temperature}")
-        if self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-
-
-@dataclass
-class Sample:
-    token_ids: list[int]
-    logprobs: list[float]   # log p(token) under the model (temperature 1, no truncation)
-    finish_reason: str      # "stop" (a stop token was drawn; not included in token_ids) or "length"
-
-
-def sample_seed(base_seed: int, request_id: str, sample_index: int) -> int:
-    """Per-sample seed derived from the run seed, the request and the sample index (63 bits)."""
-    digest = hashlib.sha256(f"{base_seed}:{request_id}:{sample_index}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & ((1 << 63) - 1)
-
-
-def warp(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+def warp(logits: torch.Tensor, params: SamplingSettings) -> torch.Tensor:
     """Sampling probabilities [rows, vocab] after temperature, top-k and top-p."""
     z = logits / params.temperature
     k = min(params.top_k, z.shape[-1])
@@ -66,11 +34,11 @@ def warp(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def sample_from_state(model, state: PromptState, seeds: Sequence[int], params: SamplingParams,
-                      stop_ids: set[int], pad_id: int, min_new_tokens: int = 0) -> list[Sample]:
+def sample_from_state(model, state: PromptState, seeds: Sequence[int], params: SamplingSettings,
+                      stop_ids: set[int], pad_id: int) -> list[Sample]:
     """Draw one sample per row of `state` (rows are prompts already repeated as needed).
 
-    `min_new_tokens`: for the first that many steps the stop tokens get probability 0 (Hugging Face's
+    `params.min_new_tokens`: for the first that many steps the stop tokens get probability 0 (Hugging Face's
     MinNewTokensLengthLogitsProcessor); the stored log-probabilities stay the model's own.
     """
     params.validate()
@@ -83,7 +51,7 @@ def sample_from_state(model, state: PromptState, seeds: Sequence[int], params: S
     stop = torch.tensor(sorted(stop_ids), dtype=torch.long)
     for step in range(params.max_new_tokens):
         logits = head.to_float(head.raw(hidden)).cpu()
-        if step < min_new_tokens and len(stop):
+        if step < params.min_new_tokens and len(stop):
             probs = warp(logits.index_fill(1, stop, float("-inf")), params)
         else:
             probs = warp(logits, params)
@@ -115,7 +83,7 @@ def sample_from_state(model, state: PromptState, seeds: Sequence[int], params: S
 
 
 @torch.inference_mode()
-def sample_shared_prefixes(model, state: PromptState, row: int, seeds: Sequence[int], params: SamplingParams,
+def sample_shared_prefixes(model, state: PromptState, row: int, seeds: Sequence[int], params: SamplingSettings,
                            stop_ids: set[int]) -> list[Sample]:
     """Many samples of ONE prompt (row `row` of `state`), running the model once per distinct generated prefix.
 

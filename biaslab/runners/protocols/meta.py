@@ -2,7 +2,7 @@
 paper's Table 4, Kumar et al.): does the model understand the task it is given?
 
 Each WinoPron stimulus (same passage, same prime, same context) is asked three forced-choice questions, one prompt
-per (stimulus, question), with the forced-choice machinery of the `choice` protocol (`choice_collect`): the same
+per (stimulus, question), with the forced-choice machinery of the `choice` protocol (`protocols.choice`): the same
 chat rendering and adaptations, the same answer parser, exact mode (trie of top-K logits; default) or sample mode.
 The questions (packaged prompt `metaprompt_v1`; wording decided here, docs/decisions.md "Metaprompting (Table 4)"):
 
@@ -18,7 +18,8 @@ tracking        In the sentence that contains BLANK, who is mentioned first?   o
 
 The options of a question follow the stimulus's option order: order "MF" lists them as above, "FM" reversed, so the
 two option orders of a template also balance the position of the gold answer. Gold answers are not stored: they are
-derived from stimulus fields (`gold_option`), which the metric (`biaslab.metrics.metaprompt`) reads back.
+derived from stimulus fields (`lexicon.metaprompt.gold_option`), which the metric (`biaslab.metrics.metaprompt`)
+reads back.
 
 Evidence goes into the choice tables (`choice_requests` with protocol 'meta', `choice_nodes` / `choice_edges` /
 `choice_probs`, or `samples`). A request's `prompt_version` is "{spec version}:{question}" (e.g.
@@ -35,11 +36,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from ..lexicon.metaprompt import QUESTIONS, gold_option, question_of, question_options, stimulus_gold
-from ..schema import Stimulus, request_id
-from .prompting import PromptSpec, _render_user, passage
+from pydantic import Field
 
-PROTOCOL = "meta"
+from ...lexicon.metaprompt import QUESTIONS, question_options
+from ...schema import Stimulus, request_id
+from ..prompting import PromptSpec, _render_user, passage
+from .base import Progress, Work
+from .choice import Choice, ChoiceRequest, ChoiceSettings
+
 DEFAULT_META_PROMPT = "metaprompt_v1"
 
 
@@ -99,8 +103,6 @@ def meta_requests(stimuli: Sequence[Stimulus], tokenizer, spec: MetaPromptSpec,
                   params: dict) -> dict[str, list]:
     """question -> its `ChoiceRequest`s, one per stimulus (protocol "meta"; the request id hashes the stimulus,
     "meta", `params` with the question and the chat adaptation, and the question's prompt version)."""
-    from .choice_collect import ChoiceRequest
-
     out: dict[str, list] = {}
     for question in QUESTIONS:
         qspec = spec.question_spec(question)
@@ -110,64 +112,49 @@ def meta_requests(stimuli: Sequence[Stimulus], tokenizer, spec: MetaPromptSpec,
             user = qspec.user.format(passage=passage(s), option_1=options[0], option_2=options[1])
             rendered = _render_user(qspec, tokenizer, user)
             ids = tokenizer(rendered.text, add_special_tokens=False)["input_ids"]
-            rid = request_id(s.stimulus_id, PROTOCOL,
+            rid = request_id(s.stimulus_id, "meta",
                              {**params, "question": question, "adaptation": rendered.adaptation}, qspec.version)
-            rows.append(ChoiceRequest(rid, s.stimulus_id, PROTOCOL, options, rendered.text, list(ids),
+            rows.append(ChoiceRequest(rid, s.stimulus_id, "meta", options, rendered.text, list(ids),
                                       rendered.adaptation, rendered.lead, rendered.lead_tokens, rendered.final_marker))
         out[question] = rows
     return out
 
 
-def collect_meta(wh, config, stimuli: list[Stimulus], prepared, progress):
-    """`runners collect --protocol meta`: the `choice` protocol's collection (`collect._collect_choice`) run once per
-    question with that question's prompt spec; one run row covers the three questions."""
-    from .choice_collect import ENGINE, collect_exact, collect_samples, pending_choice, pending_samples
-    from .collect import (CollectResult, _finishing, _load_if_pending, _start_run, choice_render_params,
-                          register_model)
+class MetaSettings(ChoiceSettings):
+    """The forced-choice settings with the metaprompt's own defaults (room for multi-token nouns as answers)."""
 
-    spec = MetaPromptSpec.load(config.prompt)
-    params = config.sampling_params()
-    render_params = choice_render_params(config, params)
-    by_question = meta_requests(stimuli, prepared.tokenizer, spec, render_params)
-    register_model(wh, prepared.spec)
-    total = sum(len(v) for v in by_question.values())
-    todo: dict[str, list] = {}
-    pending: dict[str, list] = {}
-    seeds: dict = {}
-    if config.mode == "exact":
-        for q, requests in by_question.items():
-            todo[q] = pending_choice(wh, prepared.model_key, requests)
-    else:
-        from ..engines.hf.sampling import sample_seed
-
-        for q, requests in by_question.items():
-            seeds.update({(r.request_id, i): sample_seed(config.seed, r.request_id, i)
-                          for r in requests for i in range(config.samples)})
-            pending[q] = pending_samples(wh, prepared.model_key, requests, config.samples, seeds, params)
-            todo[q] = [r for r, _ in pending[q]]
-    n_todo = sum(len(v) for v in todo.values())
-    generation = {"do_sample": True, "temperature": params.temperature, "top_k": params.top_k,
-                  "top_p": params.top_p, "max_new_tokens": params.max_new_tokens, "repetition_penalty": 1.0,
-                  "mode": config.mode, "prompt_version": spec.version, "questions": list(QUESTIONS)}
-    version = f"{spec.version}:{json.dumps(render_params, sort_keys=True)}"
-    if config.mode == "sample":
-        version += f":seed={config.seed}:T={params.temperature}:k={params.top_k}:p={params.top_p}"
-    run_id = _start_run(wh, config, prepared, {"protocol_version": version, "engine": ENGINE},
-                        generation_config=generation)
-    with _finishing(wh, run_id, "choice_requests" if config.mode == "exact" else "samples") as stats:
-        backend = _load_if_pending(wh, prepared, n_todo)
-        advance = progress(total, total - n_todo) if progress else None
-        for q in QUESTIONS:
-            qspec = spec.question_spec(q)
-            if config.mode == "exact":
-                stats["added"] += collect_exact(wh, backend, todo[q], qspec, params=params, k_store=config.k_store,
-                                                chunk_size=max(1, min(config.chunk_size, 32)), run_id=run_id,
-                                                prompt_batch=config.prompt_batch, on_progress=advance)
-            else:
-                stats["added"] += collect_samples(wh, backend, pending[q], seeds, qspec, params=params,
-                                                  rows_per_batch=256, run_id=run_id, on_progress=advance)
-    return CollectResult(run_id, prepared.model_key, len(stimuli), total, n_todo, stats["added"])
+    max_new_tokens: int = Field(8, ge=1)
+    prompt: str = DEFAULT_META_PROMPT
 
 
-__all__ = ["DEFAULT_META_PROMPT", "PROTOCOL", "QUESTIONS", "MetaPromptSpec", "collect_meta", "gold_option",
-           "meta_requests", "question_of", "question_options", "stimulus_gold"]
+class Meta(Choice):
+    """The meta protocol: `choice` run once per question with that question's prompt; one run covers the three."""
+
+    name = "meta"
+    settings_model = MetaSettings
+
+    def check(self) -> None:
+        self.meta_spec = MetaPromptSpec.load(self.settings.prompt)
+        self.spec = self.meta_spec
+
+    def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[ChoiceRequest]:
+        self.engine = prepared.label
+        self.by_question = meta_requests(stimuli, prepared.tokenizer, self.meta_spec, self.settings.render_params())
+        return [r for q in QUESTIONS for r in self.by_question[q]]
+
+    def pending(self, wh, model_key: str, requests) -> Work:
+        per = {q: super(Meta, self).pending(wh, model_key, self.by_question[q]) for q in QUESTIONS}
+        return Work(sum(w.count for w in per.values()), per, list(requests))
+
+    def provenance(self) -> tuple[dict, dict | None]:
+        extra, generation = super().provenance()
+        return extra, {**generation, "questions": list(QUESTIONS)}
+
+    def run(self, wh, backend, work: Work, *, run_id: str, chunk_size: int, on_progress: Progress) -> int:
+        return sum(self.run_spec(wh, backend, work.items[q].items, self.meta_spec.question_spec(q), run_id=run_id,
+                                 chunk_size=chunk_size, on_progress=on_progress) for q in QUESTIONS)
+
+
+PROTOCOL = Meta
+
+__all__ = ["DEFAULT_META_PROMPT", "PROTOCOL", "Meta", "MetaPromptSpec", "MetaSettings", "meta_requests"]

@@ -18,10 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
 from ..schema import Stimulus
-from ..warehouse import Warehouse
 
 
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "max_new_tokens", "min_new_tokens")
@@ -37,26 +34,21 @@ class TemplateCounts:
     examples: list[str] = field(default_factory=list)
 
 
-def generations_of(wh: Warehouse, model_key: str, prompt_ids: Sequence[str]) -> list[tuple]:
+def generations_of(wh, model_key: str, prompt_ids: Sequence[str]) -> list[tuple]:
     """(stimulus_id, prompt_text, request_id, sample_index, seed, text, sampling) of every stored TANGO continuation,
     `sampling` = its settings (temperature, top_k, top_p, max_new_tokens, min_new_tokens)."""
     if not prompt_ids:
         return []
-    wh.con.register("_tango_prompts", pa.table({"stimulus_id": list(prompt_ids)}))
-    try:
-        return wh.con.execute(
-            "SELECT g.stimulus_id, g.prompt_text, g.request_id, s.sample_index, s.seed, s.text, "
-            "s.temperature, s.top_k, s.top_p, s.max_new_tokens, g.min_new_tokens "
-            "FROM gen_requests g JOIN samples s USING (model_key, request_id) "
-            "SEMI JOIN _tango_prompts p ON p.stimulus_id = g.stimulus_id "
-            "WHERE g.model_key = ? AND g.context = 'prompt' "
-            "ORDER BY g.stimulus_id, s.sample_index, s.seed, s.temperature, s.top_k, s.top_p, s.max_new_tokens",
-            [model_key]).fetchall()
-    finally:
-        wh.con.unregister("_tango_prompts")
+    return wh.rows(
+        "SELECT g.stimulus_id, g.prompt_text, g.request_id, s.sample_index, s.seed, s.text, "
+        "s.temperature, s.top_k, s.top_p, s.max_new_tokens, g.min_new_tokens "
+        "FROM gen_requests g JOIN samples s USING (model_key, request_id) "
+        "WHERE g.model_key = ? AND g.context = 'prompt' AND list_contains(?, g.stimulus_id) "
+        "ORDER BY g.stimulus_id, s.sample_index, s.seed, s.temperature, s.top_k, s.top_p, s.max_new_tokens",
+        [model_key, list(prompt_ids)])
 
 
-def templates_from_generations(wh: Warehouse, model_key: str, prompts: Sequence[Stimulus],
+def templates_from_generations(wh, model_key: str, prompts: Sequence[Stimulus],
                                nlp) -> tuple[list[Stimulus], TemplateCounts]:
     """The probability-protocol stimuli built from `model_key`'s stored continuations of `prompts`."""
     from ..lexicon.tango_convert import CANDIDATES, convert
@@ -100,3 +92,22 @@ def templates_from_generations(wh: Warehouse, model_key: str, prompts: Sequence[
         ))
         counts.templates += 1
     return out, counts
+
+
+def derived_templates(wh, model_key: str, prompts: list[Stimulus]) -> tuple[list[Stimulus], str]:
+    """TANGO `prob`: the templates built from this model's stored generations of `prompts` (stored in `stimuli`
+    too), sorted as stimuli are, and a note counting them. A model without stored generations is one clear line."""
+    from ..lexicon.tango_convert import load_nlp
+
+    templates, counts = templates_from_generations(wh, model_key, prompts, load_nlp())
+    if counts.generations == 0:
+        raise ValueError(f"tango --protocol prob scores templates built from this model's own generations, and "
+                         f"{wh.path} has none for model {model_key}: run `runners collect --dataset tango "
+                         f"--protocol gen` with the same model (and --limit) first")
+    note = (f"{counts.generations} stored generations -> {counts.templates} templates ({counts.no_pronoun} without "
+            f"a pronoun, {counts.not_candidate} of non-candidate families, {counts.unconvertible} containing the "
+            f"slot marker)")
+    if not templates:
+        raise ValueError(f"tango: no template to score: {note}")
+    wh.append("stimuli", [s.to_row() for s in templates])
+    return sorted(templates, key=lambda s: (s.item_id, s.stimulus_id)), note

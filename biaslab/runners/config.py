@@ -1,0 +1,187 @@
+"""What one `runners collect` is asked to do: the common spec (dataset, model, engine, warehouse, batching, shard)
+and the protocol's own settings (`protocols.<name>.Settings`), both checked before anything is read or loaded.
+
+`CollectConfig` takes the command line's options flat, as keyword arguments: the common ones are its fields, every
+other one is a setting of the protocol and is validated by that protocol's pydantic model, so an option that does
+not apply to the protocol (``--mode`` with prob, ``--min-new-tokens`` with choice) is refused in one line instead of
+being ignored.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .. import loaders
+from ..engines.base import BackendOptions
+from . import protocols
+
+#: the command-line flag of a field whose name differs from its flag
+FLAGS = {"max_tokens": "--batch-tokens", "kv_cache_memory_bytes": "--kv-cache-memory",
+         "loader_options": "--option", "model_args": "--model-arg", "engine_args": "--engine-arg"}
+
+
+def flag(field: str) -> str:
+    """The `runners collect` flag of a setting: `max_new_tokens` -> `--max-new-tokens`."""
+    return FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def one_line(exc: ValidationError, accepted: list[str] | None = None, protocol: str | None = None) -> ValueError:
+    """The first problem of a pydantic validation as one line naming the flag."""
+    error = exc.errors()[0]
+    field = str(error["loc"][0]) if error.get("loc") else ""
+    if error.get("type") == "extra_forbidden":
+        takes = ", ".join(flag(f) for f in accepted or []) or "no options of its own"
+        return ValueError(f"{flag(field)} does not apply to --protocol {protocol} (it takes {takes})")
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    bound = (error.get("ctx") or {})
+    phrases = {"greater_than": "must be > {gt}", "greater_than_equal": "must be at least {ge}",
+               "less_than": "must be < {lt}", "less_than_equal": "must be at most {le}"}
+    if error.get("type") in phrases and field:
+        shown = error.get("input")
+        bound = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in bound.items()}
+        return ValueError(f"{flag(field)} {phrases[error['type']].format(**bound)}, got {shown}")
+    if message.startswith("--") or not field:
+        return ValueError(message)
+    shown = f" (got {error['input']!r})" if "input" in error and not isinstance(error["input"], dict) else ""
+    return ValueError(f"{flag(field)}: {message}{shown}")
+
+
+class CollectConfig(BaseModel):
+    """One collection: the common fields below, and any further keyword argument as a protocol setting."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
+
+    dataset: str
+    protocol: str | None = None
+    model: str = "smollm2-135m"
+    backend: str = "hf"
+    dtype: str | None = None
+    quant: str = "none"
+    device: str | None = None
+    revision: str | None = None                                       # hub revision (branch, tag or commit)
+    model_args: dict[str, str] = Field(default_factory=dict)          # --model-arg key=value
+    engine_args: dict[str, Any] = Field(default_factory=dict)         # --engine-arg and the engine flags
+    db: str = "warehouse/biaslab.duckdb"
+    data_dir: str | None = None
+    limit: int | None = Field(None, ge=1)
+    max_tokens: int = Field(4096, ge=8)                               # --batch-tokens
+    chunk_size: int = Field(256, ge=1)
+    threads: int | None = Field(None, ge=1)                           # torch CPU threads (None: the CPU affinity)
+    shard: str | None = None                                          # "i/n": this job collects shard i of n
+    out_shard: str | None = None                                      # folder of the shard warehouses
+    accept_modified: bool = False                                     # load modified copies of pinned files
+    loader_options: dict[str, Any] = Field(default_factory=dict)      # --option key=value of the loader
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise one_line(exc) from None
+
+    @model_validator(mode="after")
+    def _loader_flag(self) -> "CollectConfig":
+        from ..loaders.options import pop_flag
+
+        flag_value, rest = pop_flag(self.loader_options, "accept_modified", self.accept_modified)
+        if rest != self.loader_options:  # also accepted as -o accept_modified=true
+            object.__setattr__(self, "loader_options", rest)
+            object.__setattr__(self, "accept_modified", flag_value)
+        return self
+
+    # ------------------------------------------------------------------ the protocol
+    def options(self) -> dict[str, Any]:
+        """The protocol settings given (every keyword argument that is not a common field)."""
+        return dict(self.model_extra or {})
+
+    def resolved_protocol(self) -> str:
+        """--protocol, else the dataset's default; refused in one line when the dataset does not offer it."""
+        supported = loaders.get(self.dataset).protocols
+        name = self.protocol or supported[0]
+        if name not in supported:
+            available = "not available" if name in protocols.NAMES else "unknown"
+            raise ValueError(f"--protocol {name} is {available} for {self.dataset}; use one of {supported}")
+        return name
+
+    def plugin(self) -> protocols.Protocol:
+        """The protocol with its settings validated (one line naming the flag otherwise)."""
+        cls = protocols.get(self.resolved_protocol())
+        try:
+            settings = cls.settings_model.model_validate(self.options())
+        except ValidationError as exc:
+            raise one_line(exc, list(cls.settings_model.model_fields), cls.name) from None
+        plugin = cls(settings)
+        plugin.check()
+        return plugin
+
+    def settings(self):
+        """The protocol's validated settings, defaults filled in."""
+        return self.plugin().settings
+
+    # ------------------------------------------------------------------ the engine and the files
+    def backend_module(self):
+        """The backend's module (`engines.get`), refused in one line when unknown or its engine is missing."""
+        from .. import engines
+
+        module = engines.get(self.backend)
+        ok, why = module.installed()
+        if not ok:
+            raise ValueError(f"--backend {self.backend} is not available: {why}")
+        return module
+
+    def backend_options(self) -> BackendOptions:
+        """The engine choices as `BackendOptions` (model and engine arguments in sorted order)."""
+        return BackendOptions(dtype=self.dtype, quant=self.quant, device=self.device, revision=self.revision,
+                              model_args=tuple(sorted(self.model_args.items())),
+                              engine_args=tuple(sorted(self.engine_args.items())), batch_tokens=self.max_tokens)
+
+    def shard_position(self) -> tuple[int, int]:
+        """(index, count) from "i/n", 0 <= i < n."""
+        try:
+            index, count = (int(x) for x in str(self.shard).split("/"))
+        except ValueError:
+            raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {self.shard!r}") from None
+        if not (count >= 1 and 0 <= index < count):
+            raise ValueError(f"--shard {self.shard}: need 0 <= i < n")
+        return index, count
+
+    def database(self) -> Path:
+        """The warehouse this collection writes: --db, or the shard's own file in --out-shard."""
+        if self.out_shard is None:
+            return Path(self.db)
+        index, count = self.shard_position()
+        return Path(self.out_shard) / f"shard-{index:04d}-of-{count:04d}.duckdb"
+
+    def command_line(self) -> str:
+        """The `runners collect` command this config stands for: every option given, as flags."""
+        parts = ["runners", "collect", "--dataset", self.dataset]
+        given = {**self.model_dump(exclude_unset=True, exclude={"dataset"}), **self.options()}
+        for name, value in given.items():
+            if value is None or value == {} or value is False:
+                continue
+            if isinstance(value, dict):
+                parts += [a for k, v in value.items() for a in (flag(name), f"{k}={v}")]
+            elif value is True:
+                parts.append(flag(name))
+            else:
+                parts += [flag(name), str(value)]
+        return shlex.join(parts)
+
+    def validate(self):
+        """Refuse absurd parameters before any model is loaded; returns (the protocol plug-in, the backend module).
+        """
+        loaders.get(self.dataset)  # unknown dataset -> ValueError naming the known ones
+        module = self.backend_module()  # unknown or not installed: one line, before anything is read or loaded
+        module.validate_options(self.backend_options())
+        plugin = self.plugin()
+        if (self.shard is None) != (self.out_shard is None):
+            raise ValueError("--shard i/n and --out-shard DIR go together")
+        if self.shard is not None:
+            self.shard_position()
+        from ..engines.base import require
+
+        require(module.NAME, module.CAPABILITIES, plugin.capability("causal"))
+        return plugin, module

@@ -1,0 +1,89 @@
+"""The contract of a runner protocol (prob, choice, meta, gen): a plug-in of the one collect loop
+(`biaslab.runners.collect`).
+
+A protocol declares its settings (a pydantic model, unknown options refused), the engine capability it needs, the
+evidence table a run's rows are counted in, and four steps the loop calls in order:
+
+1. `stimuli(wh, dataset, model_key, stimuli)`: the stimuli it asks (by default those given; TANGO's prob scores
+   templates built from the model's own stored generations);
+2. `requests(stimuli, prepared)`: every request, each with its identity (`request_id`, DESIGN.md section 3), built
+   with the prepared model's tokenizer (`prepared.tokenizer`; its kind in `prepared.spec.kind`);
+3. `pending(wh, model_key, requests)`: what is not stored yet (the resume point);
+4. `run(wh, backend, work, run_id=..., chunk_size=..., on_progress=...)`: compute and append the pending work,
+   chunk by chunk, each chunk in one transaction; returns the rows added to `table`.
+
+Everything a protocol needs from an engine is the `biaslab.engines.base.Backend` interface; nothing is probed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from ...schema import Stimulus
+
+Progress = Callable[[int], None] | None
+
+
+class Settings(BaseModel):
+    """A protocol's own settings; every field is a `runners collect` option (`--field-name`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class Work:
+    """What `pending` found: `count` requests have something to compute; `items` is the protocol's own description
+    of it (requests, or requests with their missing sample indices); `requests` every request (chunk boundaries are
+    fixed over all of them)."""
+
+    count: int
+    items: Any
+    requests: list
+
+
+class Protocol(ABC):
+    """A runner protocol (see the module docstring). Instances hold validated settings."""
+
+    name: ClassVar[str]
+    settings_model: ClassVar[type[Settings]]
+    #: the evidence table whose rows a run adds (counted when a run stops early)
+    table: ClassVar[str]
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def capability(self, kind: str) -> str:
+        """The engine capability this protocol needs for a model of `kind` ("causal" / "masked"): "prob", "pll",
+        "choice-exact", "choice-sample" or "gen" (`biaslab.engines.base.PROTOCOL_NEEDS`)."""
+        return self.name
+
+    def check(self) -> None:
+        """Refuse what cannot run (a bad prompt file, ...) before any model loads; the settings are valid already."""
+
+    def check_engine(self, prepared: Any) -> None:
+        """Refuse what the resolved engine cannot do (e.g. a K above its limit), before any run row is written."""
+
+    def stimuli(self, wh, dataset: Any, model_key: str, stimuli: list[Stimulus]) -> tuple[list[Stimulus], str]:
+        """The stimuli asked, and a note for the command output ("" for none)."""
+        return stimuli, ""
+
+    @abstractmethod
+    def requests(self, stimuli: Sequence[Stimulus], prepared: Any) -> list:
+        """Every request of the stimuli, in stimulus order."""
+
+    @abstractmethod
+    def pending(self, wh, model_key: str, requests: Sequence) -> Work:
+        """What is not stored yet for this model."""
+
+    @abstractmethod
+    def provenance(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """(run parameters beyond the settings, e.g. protocol_version; the effective generation config or None)."""
+
+    @abstractmethod
+    def run(self, wh, backend: Any, work: Work, *, run_id: str, chunk_size: int, on_progress: Progress) -> int:
+        """Compute and append `work`; returns rows added to `table`."""

@@ -1,0 +1,363 @@
+"""The `choice` protocol: a forced-choice chat prompt (the contextual-invariance paper's, or the user's own prompt
+JSON) answered in exact mode (the answer trie's top-K logits: exact probabilities of what sampling plus the answer
+parser would give, DESIGN.md section 6) or sample mode (seeded samples, every setting explicit).
+
+Requests are grouped in chunks of prompts; each chunk is computed and written in one transaction, so an
+interruption loses at most the chunk in flight and a rerun does only what is missing. The defaults are the paper's
+(T = 0.5, top_k = 40, 6 new tokens; 200 samples per prompt in sample mode).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from ...engines.base import SamplingSettings
+from ...schema import Stimulus, evidence, request_id
+from ..answers import AnswerParser, decode
+from ..prompting import PromptSpec, render, shared_prefix_ids
+from ..requests import Request, sample_seed
+from ..trie import DEFAULT_MIN_MASS, INVALID, probabilities, walk
+from .base import Progress, Protocol, Settings, Work
+
+#: prompts explored together in exact mode (`--prompt-batch`): their trie levels share forward passes
+DEFAULT_PROMPT_BATCH = 96
+#: the most samples one prompt may ask for (`--samples`): 1,000 x the paper's 200 per prompt
+MAX_SAMPLES = 200_000
+#: cache slots allowed per prompt for its trie levels, beyond prompt and max_new_tokens, when sizing a batch
+EXPLORE_SLOTS = 64
+
+
+@dataclass(frozen=True)
+class ChoiceRequest(Request):
+    """One forced-choice prompt (choice protocol): the rendered chat prompt, its token ids and the chat-format
+    adaptation used (`prompting.render`)."""
+
+    options: tuple[str, ...]
+    prompt_text: str
+    prompt_ids: list[int]
+    adaptation: str
+    lead: str = ""                   # text the model must write before the answer (prefill rejected by the template)
+    lead_tokens: int = 0             # generation tokens granted for it, beyond max_new_tokens
+    final_marker: str | None = None  # channel formats: the final channel's header
+
+    def parser(self, spec: PromptSpec) -> AnswerParser:
+        """The answer parser of this prompt (the same in exact and sample mode)."""
+        return AnswerParser(self.options, spec.closing, self.lead, self.final_marker)
+
+
+def choice_requests(stimuli: Sequence[Stimulus], tokenizer, spec: PromptSpec, params: dict) -> list[ChoiceRequest]:
+    """One request per stimulus: the prompt rendered with the model's chat template (`prompting.render`), its
+    token ids, and its id = hash(stimulus, "choice", `params` with the chat adaptation, the prompt's version)."""
+    out = []
+    for s in stimuli:
+        rendered = render(spec, tokenizer, s)
+        ids = tokenizer(rendered.text, add_special_tokens=False)["input_ids"]
+        rid = request_id(s.stimulus_id, "choice", {**params, "adaptation": rendered.adaptation}, spec.version)
+        out.append(ChoiceRequest(rid, s.stimulus_id, "choice", tuple(s.options), rendered.text, list(ids),
+                                 rendered.adaptation, rendered.lead, rendered.lead_tokens, rendered.final_marker))
+    return out
+
+
+def _request_rows(model_key: str, chunk: Sequence[ChoiceRequest], mode: str, spec: PromptSpec,
+                  max_new_tokens: int, k_store: int | None, run_id: str | None):
+    return evidence.arrow("choice_requests", {
+        "request_id": [r.request_id for r in chunk], "stimulus_id": [r.stimulus_id for r in chunk],
+        "protocol": [r.protocol for r in chunk], "adaptation": [r.adaptation for r in chunk],
+        "prompt_text": [r.prompt_text for r in chunk], "options": [list(r.options) for r in chunk]},
+        model_key=model_key, mode=mode, prompt_version=spec.version, max_new_tokens=max_new_tokens, k_store=k_store,
+        run_id=run_id)
+
+
+def pending_choice(wh, model_key: str, requests: Sequence[ChoiceRequest]) -> list[ChoiceRequest]:
+    """Exact-mode requests of this model not yet stored in `choice_requests`."""
+    done = wh.stored("choice_requests", model_key, [r.request_id for r in requests])
+    return [r for r in requests if (r.request_id,) not in done]
+
+
+def explorations(requests: Sequence[ChoiceRequest], groups: Sequence, rows: int, together: int,
+                 combine: bool = True, first: int | None = None) -> list[list[list[ChoiceRequest]]]:
+    """How `collect_exact` runs `requests`: a list of explorations (one `walk` each), each a list of encoding
+    batches. Requests are ordered by group (stable); a batch holds up to `rows` requests of one group; an
+    exploration holds consecutive batches of up to `together` requests in all (one batch each where `combine` is
+    False), the first one up to `first` (default `together`): a small first exploration finishes its prompts within
+    seconds, so progress has a rate and an ETA long before a full exploration would end."""
+    order = sorted(range(len(requests)), key=lambda i: groups[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and groups[batches[-1][0]] == groups[i] and len(batches[-1]) < rows:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    walks: list[list[list[ChoiceRequest]]] = []
+    for batch in batches:
+        members = [requests[i] for i in batch]
+        cap = min(first, together) if first is not None and len(walks) == 1 else together
+        if walks and combine and sum(map(len, walks[-1])) + len(members) <= cap:
+            walks[-1].append(members)
+        else:
+            walks.append([members])
+    return walks
+
+
+def collect_exact(wh, backend, requests: Sequence[ChoiceRequest], spec: PromptSpec, *,
+                  params: SamplingSettings, k_store: int, chunk_size: int, run_id: str | None,
+                  min_mass: float = DEFAULT_MIN_MASS, prompt_batch: int = DEFAULT_PROMPT_BATCH,
+                  on_progress: Progress = None) -> int:
+    """Explore the answer trie of every pending request through `backend` and store nodes, edges and the exact
+    probabilities (`trie.walk` over `backend.expander`).
+
+    The template's common beginning (`shared_prefix_ids`) is declared to the backend (`share_prefix`), which may
+    compute it once (the Hugging Face backend continues one cache of it, `kvcache.SharedPrefixes`, with trie levels
+    as tree attention). Up to `prompt_batch` prompts are explored together: their trie levels share forward
+    passes (fewer, fuller passes), and their suffixes are encoded up to `backend.encode_rows()` prompts of one
+    `backend.prompt_group` per forward. The backend may lower the count to fit its cache (`explore_rows`), or
+    explore each encoding batch alone (`combines_batches`: False for caches with sliding-window layers and for
+    attention without tree masks). A prompt's numbers depend on its batch only through the rounding of
+    differently shaped products: in fp32 by ~1e-5 in a probability, in bf16 by up to bf16's own rounding (measured
+    in docs/decisions.md, "Shared-prefix cache"); `prompt_batch=1` makes them independent of the batch. Each
+    written chunk holds the prompts of whole explorations, at least `chunk_size` of them where more are pending;
+    the first exploration is one encoding batch, so `on_progress`, advanced as prompts' tries complete, reports
+    within seconds. An engine without a prompt cache keeps `EngineBase`'s neutral answers (one group, no cap, the
+    `StatelessExpander`).
+    """
+    if not requests:
+        return 0  # nothing pending: the model is not even loaded
+    tok = backend.tokenizer
+    key = backend.spec.model_key
+    backend.share_prefix(shared_prefix_ids(spec, tok))
+    longest = max(len(r.prompt_ids) for r in requests) + params.max_new_tokens + EXPLORE_SLOTS
+    together = max(1, min(prompt_batch, backend.explore_rows(longest)))
+    rows = min(backend.encode_rows(), together)
+    walks = explorations(requests, [backend.prompt_group(r.prompt_ids) for r in requests], rows, together,
+                         backend.combines_batches(), first=rows)
+    added = 0
+    computed: list[tuple[ChoiceRequest, object]] = []  # explored, not yet written
+    for index, parts in enumerate(walks):
+        batch = [r for b in parts for r in b]
+        prompts = [r.prompt_ids for r in batch]
+        expander = backend.expander(prompts, k_store, batches=[len(b) for b in parts])
+        tries = walk(expander, tok, [r.parser(spec) for r in batch],
+                     max_new_tokens=params.max_new_tokens + max(r.lead_tokens for r in batch),
+                     stop_ids=backend.stop_ids,
+                     temperature=params.temperature, top_k=params.top_k, min_mass=min_mass, on_finished=on_progress)
+        computed += zip(batch, tries)
+        if len(computed) >= chunk_size or index == len(walks) - 1:
+            added += _write_tries(wh, key, computed, spec, params, k_store, run_id)
+            computed = []
+    return added
+
+
+def _trie_rows(computed: Sequence[tuple[ChoiceRequest, object]], params: SamplingSettings) -> tuple[dict, ...]:
+    """(nodes, edges, probabilities) columns of explored tries: every node's top-K ids, float32 logits and
+    logsumexp, every stored edge, and the exact probability of each option at the collection's settings."""
+    nodes: dict[str, list] = {k: [] for k in ("request_id", "node_id", "parent_id", "token_id", "depth",
+                                              "topk_ids", "topk_logits", "logsumexp")}
+    edges: dict[str, list] = {k: [] for k in ("request_id", "node_id", "token_id", "outcome", "child_id")}
+    probs: dict[str, list] = {k: [] for k in ("request_id", "option", "prob")}
+    for req, trie in computed:
+        for n in range(len(trie.node_parent)):
+            for k, v in (("request_id", req.request_id), ("node_id", n), ("parent_id", trie.node_parent[n]),
+                         ("token_id", trie.node_token[n]), ("depth", trie.node_depth[n]),
+                         ("topk_ids", trie.topk_ids[n].astype(np.int32)),
+                         ("topk_logits", trie.topk_logits[n]), ("logsumexp", trie.logsumexp[n])):
+                nodes[k].append(v)
+        for node, token, outcome, child in trie.edges:
+            for k, v in (("request_id", req.request_id), ("node_id", node), ("token_id", token),
+                         ("outcome", outcome), ("child_id", child)):
+                edges[k].append(v)
+        for option, p in probabilities(trie, req.options, params.temperature, params.top_k).items():
+            probs["request_id"].append(req.request_id)
+            probs["option"].append(option)
+            probs["prob"].append(p)
+    return nodes, edges, probs
+
+
+def _write_tries(wh, key: str, computed: Sequence[tuple[ChoiceRequest, object]], spec: PromptSpec,
+                 params: SamplingSettings, k_store: int, run_id: str | None) -> int:
+    """One transaction: the requests of `computed` with their trie nodes, edges and exact probabilities."""
+    nodes, edges, probs = _trie_rows(computed, params)
+    children = {
+        "choice_nodes": evidence.arrow("choice_nodes", nodes, model_key=key),
+        "choice_edges": evidence.arrow("choice_edges", edges, model_key=key),
+        "choice_probs": evidence.arrow("choice_probs", probs, model_key=key, temperature=params.temperature,
+                                       top_k=params.top_k, top_p=1.0),
+    }
+    parent = _request_rows(key, [req for req, _ in computed], "exact", spec, params.max_new_tokens, k_store, run_id)
+    return wh.append_with_children("choice_requests", parent, children)
+
+
+def pending_samples(wh, model_key: str, requests: Sequence[Request], n: int,
+                    seeds: dict[tuple[str, int], int], params: SamplingSettings) -> list[tuple[Request, list[int]]]:
+    """Per request, the sample indices not yet stored under these exact sampling settings."""
+    done = wh.stored("samples", model_key, [r.request_id for r in requests], ("request_id", "sample_index", "seed"),
+                     temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
+                     max_new_tokens=params.max_new_tokens)
+    out = []
+    for r in requests:
+        todo = [i for i in range(n) if (r.request_id, i, seeds[(r.request_id, i)]) not in done]
+        if todo:
+            out.append((r, todo))
+    return out
+
+
+def _sample_rows(tok, req: ChoiceRequest, parser: AnswerParser, indices: list[int], seeds: list[int], drawn,
+                 params: SamplingSettings, key: str, run_id: str | None):
+    """`samples` rows of one prompt's drawn samples, each parsed (answer, validity)."""
+    rows: dict[str, list] = {k: [] for k in ("sample_index", "seed", "text", "token_ids", "token_logprobs",
+                                             "finish_reason", "answer", "valid")}
+    for i, s_seed, sample in zip(indices, seeds, drawn):
+        text = decode(tok, sample.token_ids, keep_special=req.final_marker is not None)
+        answer, option = parser.parse(text)
+        for k, v in (("sample_index", i), ("seed", s_seed), ("text", text), ("token_ids", sample.token_ids),
+                     ("token_logprobs", sample.logprobs), ("finish_reason", sample.finish_reason),
+                     ("answer", option if option is not None else answer), ("valid", option is not None)):
+            rows[k].append(v)
+    return evidence.arrow("samples", rows, model_key=key, request_id=req.request_id, temperature=params.temperature,
+                          top_k=params.top_k, top_p=params.top_p, max_new_tokens=params.max_new_tokens,
+                          stimulus_id=req.stimulus_id, run_id=run_id)
+
+
+def collect_samples(wh, backend, pending: Sequence[tuple[ChoiceRequest, list[int]]],
+                    seeds: dict[tuple[str, int], int], spec: PromptSpec, *, params: SamplingSettings,
+                    rows_per_batch: int, run_id: str | None, on_progress: Progress = None) -> int:
+    """Draw the missing samples (`pending` from `pending_samples`, with their `seeds`) through `backend.sample`,
+    `rows_per_batch` samples of one prompt per call, each prompt continuing the template's shared prefix (declared
+    with `share_prefix`)."""
+    if not pending:
+        return 0  # nothing pending: the model is not even loaded
+    tok = backend.tokenizer
+    key = backend.spec.model_key
+    backend.share_prefix(shared_prefix_ids(spec, tok))
+    added = 0
+    wh.append("choice_requests", _request_rows(key, [r for r, _ in pending], "sample", spec, params.max_new_tokens,
+                                               None, run_id))
+    for req, todo in pending:
+        parser = req.parser(spec)
+        own = params if not req.lead_tokens else SamplingSettings(
+            params.temperature, params.top_k, params.top_p, params.max_new_tokens + req.lead_tokens)
+        for start in range(0, len(todo), rows_per_batch):
+            indices = todo[start:start + rows_per_batch]
+            batch_seeds = [seeds[(req.request_id, i)] for i in indices]
+            drawn = backend.sample([req.prompt_ids], [batch_seeds], own)[0]
+            added += wh.append("samples", _sample_rows(tok, req, parser, indices, batch_seeds, drawn, params, key,
+                                                       run_id))
+        if on_progress:
+            on_progress(1)
+    return added
+
+
+class ChoiceSettings(Settings):
+    """The forced-choice settings (the contextual-invariance paper's are the defaults)."""
+
+    mode: Literal["exact", "sample"] = "exact"
+    samples: int = Field(200, ge=1, le=MAX_SAMPLES)
+    seed: int = 0
+    temperature: float = Field(0.5, gt=0)
+    top_k: int = Field(40, ge=1)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(6, ge=1)
+    k_store: int = 64
+    prompt: str = "forced_choice_v1"
+    prompt_batch: int = Field(DEFAULT_PROMPT_BATCH, ge=1)
+
+    @model_validator(mode="after")
+    def _exact(self) -> "ChoiceSettings":
+        if self.mode != "exact":
+            return self
+        if self.top_p != 1.0:
+            raise ValueError("--mode exact computes top-k / temperature sampling: use --top-p 1.0 (or --mode sample)")
+        if self.k_store < 64:
+            raise ValueError("--k-store must be at least 64 (DESIGN.md section 4)")
+        if not 1 <= self.top_k <= self.k_store:
+            raise ValueError(f"--top-k must be between 1 and --k-store ({self.k_store}) in exact mode")
+        return self
+
+    def sampling(self) -> SamplingSettings:
+        return SamplingSettings(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
+
+    def render_params(self) -> dict:
+        """The rendering parameters of a request (part of its id). In exact mode the explored trie depends on the
+        settings through pruning, so each (temperature, top_k, k_store) is its own request."""
+        if self.mode == "exact":
+            return {"mode": "exact", "max_new_tokens": self.max_new_tokens, "k_store": self.k_store,
+                    "temperature": self.temperature, "top_k": self.top_k}
+        return {"mode": "sample", "max_new_tokens": self.max_new_tokens}
+
+
+class Choice(Protocol):
+    """The choice protocol (see the module docstring)."""
+
+    name = "choice"
+    settings_model = ChoiceSettings
+
+    @property
+    def table(self) -> str:  # noqa: D401  (the evidence table depends on the mode)
+        return "choice_requests" if self.settings.mode == "exact" else "samples"
+
+    def capability(self, kind: str) -> str:
+        return f"choice-{self.settings.mode}"
+
+    def check(self) -> None:
+        self.spec = PromptSpec.load(self.settings.prompt)
+
+    def check_engine(self, prepared) -> None:
+        k = prepared.max_top_k
+        if self.settings.mode == "exact" and k is not None and self.settings.k_store > k:
+            raise ValueError(f"--k-store {self.settings.k_store} exceeds the {k} top log-probabilities the engine "
+                             f"returns here; lower --k-store (>= 64) or raise the engine's limit")
+
+    def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[ChoiceRequest]:
+        self.engine = prepared.label
+        return choice_requests(stimuli, prepared.tokenizer, self.spec, self.settings.render_params())
+
+    def pending(self, wh, model_key: str, requests: Sequence[ChoiceRequest]) -> Work:
+        s = self.settings
+        if s.mode == "exact":
+            todo = pending_choice(wh, model_key, requests)
+            return Work(len(todo), todo, list(requests))
+        seeds = {(r.request_id, i): sample_seed(s.seed, r.request_id, i) for r in requests for i in range(s.samples)}
+        pending = pending_samples(wh, model_key, requests, s.samples, seeds, s.sampling())
+        return Work(len(pending), (pending, seeds), list(requests))
+
+    def version(self) -> str:
+        """The protocol version recorded with the run (and in a shard's stamp)."""
+        s = self.settings
+        version = f"{self.spec.version}:{json.dumps(s.render_params(), sort_keys=True)}"
+        if s.mode == "sample":
+            version += f":seed={s.seed}:T={s.temperature}:k={s.top_k}:p={s.top_p}"
+        return version
+
+    def provenance(self) -> tuple[dict, dict | None]:
+        s = self.settings
+        generation = {"do_sample": True, "temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
+                      "max_new_tokens": s.max_new_tokens, "repetition_penalty": 1.0, "mode": s.mode,
+                      "prompt_version": self.spec.version}
+        return {"protocol_version": self.version(), "engine": self.engine}, generation
+
+    def run(self, wh, backend, work: Work, *, run_id: str, chunk_size: int, on_progress: Progress) -> int:
+        return self.run_spec(wh, backend, work.items, self.spec, run_id=run_id, chunk_size=chunk_size,
+                             on_progress=on_progress)
+
+    def run_spec(self, wh, backend, items, spec: PromptSpec, *, run_id: str, chunk_size: int,
+                 on_progress: Progress) -> int:
+        """Compute the pending `items` (exact: requests; sample: (pending, seeds)) asked with prompt `spec`."""
+        s = self.settings
+        if s.mode == "exact":
+            return collect_exact(wh, backend, items, spec, params=s.sampling(), k_store=s.k_store,
+                                 chunk_size=max(1, min(chunk_size, 32)), run_id=run_id, prompt_batch=s.prompt_batch,
+                                 on_progress=on_progress)
+        pending, seeds = items
+        return collect_samples(wh, backend, pending, seeds, spec, params=s.sampling(), rows_per_batch=256,
+                               run_id=run_id, on_progress=on_progress)
+
+
+PROTOCOL = Choice
+
+__all__ = ["INVALID", "PROTOCOL", "Choice", "ChoiceRequest", "ChoiceSettings", "choice_requests", "collect_exact",
+           "collect_samples", "pending_choice", "pending_samples"]

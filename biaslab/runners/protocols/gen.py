@@ -1,0 +1,221 @@
+"""The `gen` protocol: open generation from misgendering prompts (Subramonian et al. 2025, "Agree to Disagree? A
+Meta-Evaluation of LLM Misgendering"), stored as raw samples.
+
+Prompts (one `gen_requests` row each, DESIGN.md section 7):
+
+* MISGENDERED and RUFF stimuli (a sentence with a pronoun slot) give two prompts: `pre`, the text before the slot
+  (trailing whitespace removed, so the model chooses the next word's leading space itself; the upstream code keeps
+  the space), and `post`, the text with the gold pronoun filled in (with its verb agreement).
+* TANGO prompts (no slot) give one prompt, `prompt`: the text with its first letter upper-cased (the upstream
+  evaluation capitalizes the lower-case TANGO templates).
+
+The model sees BOS + the prompt's tokens (the scoring BOS policy), no chat template. Each prompt gets `samples`
+continuations of exactly `max_new_tokens` tokens by default: stop tokens get probability 0 for the first
+`min_new_tokens` steps (the upstream `min_new_tokens=50`), with temperature 1, top_k 50, top_p 0.95 unless set
+otherwise. A sample's seed is derived from the run seed, the request and the sample index, so the same seed gives
+the same continuations whatever the chunking or resume point. Nothing is parsed here: the first-pronoun outcome
+is a metric (`biaslab.metrics.misgendering`), computed from the stored text with the vocabulary stored per request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import Field, model_validator
+
+from ...engines.base import SamplingSettings
+from ...lexicon.pronoun_detection import vocabulary
+from ...lexicon.pronouns import capitalize
+from ...schema import Stimulus, evidence, request_id
+from ..answers import decode
+from ..requests import Request, sample_seed
+from .base import Progress, Protocol, Settings, Work
+from .choice import MAX_SAMPLES, pending_samples
+
+GEN_VERSION = "gen-v1"
+
+
+@dataclass(frozen=True)
+class GenRequest(Request):
+    """One open-generation prompt (gen protocol) and the pronoun family its stimulus declares."""
+
+    dataset: str
+    context: str          # pre | post | prompt
+    prompt_text: str
+    declared: str
+
+
+def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
+    """(context, prompt text) pairs of one stimulus (see the module docstring)."""
+    if stimulus.options is None:
+        return [("prompt", capitalize(stimulus.text))]
+    if stimulus.gold is None or stimulus.slot is None:
+        raise ValueError(f"stimulus {stimulus.item_id}: the gen protocol needs a gold pronoun and a slot")
+    pre = stimulus.text[: stimulus.text.index(stimulus.slot)].rstrip()
+    if not pre:
+        raise ValueError(f"stimulus {stimulus.item_id}: nothing precedes the slot, so there is no pre context")
+    return [("pre", pre), ("post", stimulus.fill(stimulus.gold))]
+
+
+def gen_requests(stimuli: Sequence[Stimulus], max_new_tokens: int = 50,
+                 min_new_tokens: int = 50) -> list[GenRequest]:
+    """Requests of the stimuli; the generation length settings are part of the request identity (so a run with
+    another --max-new-tokens or --min-new-tokens is a new collection with its own `gen_requests` rows)."""
+    out = []
+    for s in stimuli:
+        if s.pronoun_set is None:
+            raise ValueError(f"stimulus {s.item_id}: the gen protocol needs the declared pronoun set")
+        families = vocabulary(s.dataset)
+        if s.pronoun_set not in families:
+            raise ValueError(f"stimulus {s.item_id}: declared pronoun family {s.pronoun_set!r} is not among the "
+                             f"families the misgendering detector knows for {s.dataset} ({sorted(families)}); "
+                             f"the gen protocol covers those (for tango use --pronouns core)")
+        for context, text in generation_prompts(s):
+            rid = request_id(s.stimulus_id, "gen", {"context": context, "max_new_tokens": max_new_tokens,
+                                                   "min_new_tokens": min_new_tokens}, GEN_VERSION)
+            out.append(GenRequest(rid, s.stimulus_id, "gen", s.dataset, context, text, s.pronoun_set))
+    return out
+
+
+def continuation_text(tokenizer, prompt_ids: Sequence[int], token_ids: Sequence[int]) -> str:
+    """The continuation's text as it reads after the prompt: decode(prompt + continuation) minus decode(prompt).
+
+    Decoding the continuation alone loses the leading space of its first token with SentencePiece-style decoders
+    (Llama 2, Mistral), which would glue it to the prompt's last word; GPT-2-style byte-level BPE gives the same
+    text either way.
+    """
+    prefix = decode(tokenizer, prompt_ids)
+    full = decode(tokenizer, [*prompt_ids, *token_ids])
+    return full[len(prefix):] if full.startswith(prefix) else decode(tokenizer, token_ids)
+
+
+def pending_generations(wh, model_key: str, requests: Sequence[GenRequest], n: int, seed: int,
+                        params: SamplingSettings) -> dict[str, list[int]]:
+    """request_id -> sample indices not yet stored under these sampling settings and seed (`pending_samples`)."""
+    seeds = {(r.request_id, i): sample_seed(seed, r.request_id, i) for r in requests for i in range(n)}
+    return {r.request_id: todo for r, todo in pending_samples(wh, model_key, requests, n, seeds, params)}
+
+
+def _request_table(model_key: str, chunk: Sequence[GenRequest], params: SamplingSettings, run_id: str | None):
+    vocabularies = {d: json.dumps(vocabulary(d), sort_keys=True) for d in {r.dataset for r in chunk}}
+    return evidence.arrow("gen_requests", {
+        "request_id": [r.request_id for r in chunk], "stimulus_id": [r.stimulus_id for r in chunk],
+        "dataset": [r.dataset for r in chunk], "context": [r.context for r in chunk],
+        "prompt_text": [r.prompt_text for r in chunk], "declared": [r.declared for r in chunk],
+        "pronoun_vocabulary": [vocabularies[r.dataset] for r in chunk]},
+        model_key=model_key, prompt_version=GEN_VERSION, max_new_tokens=params.max_new_tokens,
+        min_new_tokens=params.min_new_tokens, run_id=run_id)
+
+
+def _sample_table(tok, chunk, texts, seeds, drawn, pending, params: SamplingSettings, key: str, run_id):
+    """`samples` rows of the pending samples among those drawn for a chunk of requests."""
+    rows: dict[str, list] = {k: [] for k in ("request_id", "stimulus_id", "sample_index", "seed", "text",
+                                             "token_ids", "token_logprobs", "finish_reason")}
+    for r, req in enumerate(chunk):
+        for i, (s_seed, sample) in enumerate(zip(seeds[r], drawn[r])):
+            if i not in pending.get(req.request_id, ()):
+                continue
+            for k, v in (("request_id", req.request_id), ("stimulus_id", req.stimulus_id), ("sample_index", i),
+                         ("seed", s_seed), ("text", continuation_text(tok, texts[r], sample.token_ids)),
+                         ("token_ids", sample.token_ids),
+                         ("token_logprobs", sample.logprobs), ("finish_reason", sample.finish_reason)):
+                rows[k].append(v)
+    return evidence.arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
+                          top_p=params.top_p, max_new_tokens=params.max_new_tokens, answer=None, valid=True,
+                          run_id=run_id)
+
+
+def collect_generations(wh, backend, requests: Sequence[GenRequest], pending: dict[str, list[int]], *,
+                        samples: int, seed: int, params: SamplingSettings, chunk_size: int,
+                        run_id: str | None, on_progress: Progress = None) -> int:
+    """Generate and store the pending samples through `backend.sample`, chunk by chunk (chunk = `chunk_size`
+    requests of the FULL list, every sample of each, so a resumed run batches exactly like an uninterrupted one);
+    each chunk's requests and samples are written in one transaction. Returns sample rows added."""
+    if not pending:
+        return 0
+    tok = backend.tokenizer
+    key = backend.spec.model_key
+    added = 0
+    for start in range(0, len(requests), chunk_size):
+        chunk = list(requests[start:start + chunk_size])
+        waiting = sum(r.request_id in pending for r in chunk)
+        if not waiting:
+            continue
+        texts = [tok(r.prompt_text, add_special_tokens=False)["input_ids"] for r in chunk]
+        prompts = [[backend.bos_id, *ids] if backend.bos_id is not None else list(ids) for ids in texts]
+        seeds = [[sample_seed(seed, r.request_id, i) for i in range(samples)] for r in chunk]
+        drawn = backend.sample(prompts, seeds, params)
+        result = wh.append_many({"gen_requests": _request_table(key, chunk, params, run_id),
+                                 "samples": _sample_table(tok, chunk, texts, seeds, drawn, pending, params, key,
+                                                          run_id)})
+        added += result["samples"]
+        if on_progress:
+            on_progress(waiting)
+    return added
+
+
+#: samples generated together in one batch (rows of the KV cache)
+GEN_ROWS_PER_BATCH = 64
+
+
+class GenSettings(Settings):
+    """The misgendering meta-evaluation's open generation: 5 continuations of exactly 50 tokens, top_k 50,
+    top_p 0.95 (stop tokens impossible before `min_new_tokens`, default `max_new_tokens`)."""
+
+    samples: int = Field(5, ge=1, le=MAX_SAMPLES)
+    seed: int = 0
+    temperature: float = Field(1.0, gt=0)
+    top_k: int = Field(50, ge=1)
+    top_p: float = Field(0.95, gt=0, le=1)
+    max_new_tokens: int = Field(50, ge=1)
+    min_new_tokens: int | None = None
+
+    @model_validator(mode="after")
+    def _lengths(self) -> "GenSettings":
+        if self.min_new_tokens is None:
+            object.__setattr__(self, "min_new_tokens", self.max_new_tokens)
+        if not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            raise ValueError(f"--min-new-tokens must be between 0 and --max-new-tokens ({self.max_new_tokens})")
+        return self
+
+    def sampling(self) -> SamplingSettings:
+        return SamplingSettings(self.temperature, self.top_k, self.top_p, self.max_new_tokens, self.min_new_tokens)
+
+
+class Gen(Protocol):
+    """The gen protocol (see the module docstring)."""
+
+    name = "gen"
+    settings_model = GenSettings
+    table = "samples"
+
+    def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[GenRequest]:
+        return gen_requests(stimuli, self.settings.max_new_tokens, self.settings.min_new_tokens)
+
+    def pending(self, wh, model_key: str, requests: Sequence[GenRequest]) -> Work:
+        s = self.settings
+        todo = pending_generations(wh, model_key, requests, s.samples, s.seed, s.sampling())
+        return Work(len(todo), todo, list(requests))
+
+    def provenance(self) -> tuple[dict, dict | None]:
+        s = self.settings
+        generation = {"do_sample": True, "temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
+                      "max_new_tokens": s.max_new_tokens, "min_new_tokens": s.min_new_tokens,
+                      "repetition_penalty": 1.0, "samples": s.samples, "seed": s.seed, "prompt_version": GEN_VERSION}
+        version = (f"{GEN_VERSION}:seed={s.seed}:T={s.temperature}:k={s.top_k}:p={s.top_p}"
+                   f":n={s.max_new_tokens}:min={s.min_new_tokens}")
+        return {"protocol_version": version}, generation
+
+    def run(self, wh, backend, work: Work, *, run_id: str, chunk_size: int, on_progress: Progress) -> int:
+        s = self.settings
+        chunk = max(1, min(chunk_size, GEN_ROWS_PER_BATCH // s.samples))
+        return collect_generations(wh, backend, work.requests, work.items, samples=s.samples, seed=s.seed,
+                                   params=s.sampling(), chunk_size=chunk, run_id=run_id, on_progress=on_progress)
+
+
+PROTOCOL = Gen
+
+__all__ = ["GEN_VERSION", "PROTOCOL", "Gen", "GenRequest", "GenSettings", "collect_generations", "continuation_text",
+           "gen_requests", "generation_prompts", "pending_generations"]

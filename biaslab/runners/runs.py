@@ -1,0 +1,96 @@
+"""The lifecycle of a collection's run (DESIGN.md section 3: provenance): the model's record, the run's row with
+everything that made its numbers, the shard stamp, and its end: finished, interrupted (Ctrl-C, SIGTERM, SIGHUP) or
+failed, with the rows it added."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+def register_model(wh, spec) -> None:
+    """The spec's `models` row, with the columns this warehouse's `models` table has (the backend columns come
+    with a schema migration; older files keep the identity columns)."""
+    columns = set(wh.columns("models"))
+    wh.append("models", [{k: v for k, v in spec.to_row().items() if k in columns}])
+
+
+def start_run(wh, config, prepared, protocol, threads: int) -> str:
+    """Register the run (status 'running'): the command, every common option and protocol setting, the threads
+    used, the engine's version, the protocol's version and generation config; stamp a shard file first."""
+    extra, generation = protocol.provenance()
+    if config.shard is not None:
+        stamp_shard(wh, config, prepared.spec.model_key, extra)
+    params = {**config.model_dump(exclude={"db"}), **protocol.settings.model_dump(),
+              "protocol": protocol.name, "threads": threads, "backend_version": prepared.spec.backend_version,
+              **extra}
+    return wh.start_run(config.command_line(), params, generation_config=generation,
+                        device=str(prepared.device or config.backend), model_key=prepared.spec.model_key)
+
+
+def stamp_shard(wh, config, model_key: str, extra: dict[str, Any]) -> None:
+    """Record what a shard file holds, so that `biaslab warehouse merge` can refuse mixed shards."""
+    index, count = config.shard_position()
+    identity = {"dataset": config.dataset, "protocol": config.resolved_protocol(), "model_key": model_key,
+                "protocol_version": extra.get("protocol_version"), "count": count, "index": index,
+                "limit": config.limit}
+    previous = wh.get_meta("shard")
+    if previous is not None and json.loads(previous) != identity:
+        raise ValueError(f"{wh.path} already holds shard {previous}; use another --out-shard folder")
+    wh.set_meta("shard", json.dumps(identity, sort_keys=True))
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A termination signal (SIGTERM, SIGHUP) received during a collection: the run ends 'interrupted'."""
+
+
+@contextmanager
+def terminations_interrupt() -> Iterator[None]:
+    """While collecting, SIGTERM and SIGHUP raise RunInterrupted (like Ctrl-C) so the run is marked and the chunk in
+    flight rolled back; the previous handlers come back afterwards. Only the main thread can install handlers."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise RunInterrupted(f"received {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, _raise) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def finishing(wh, run_id: str, table: str) -> Iterator[dict]:
+    """Mark the run finished, interrupted (Ctrl-C, SIGTERM, SIGHUP) or failed (any other exception: out of memory,
+    disk full, a bug), with the rows it added to `table` (the protocol's evidence table; for a run that did not
+    finish, its rows stored there under its run_id: the chunks committed before it stopped). A SIGKILL cannot be
+    caught: `biaslab warehouse check` finds such runs by their dead process and `--repair` marks them
+    interrupted. Yields a dict whose "added" the caller sets."""
+    stats = {"added": 0}
+    status = "failed"
+    with terminations_interrupt():
+        try:
+            yield stats
+            status = "finished"
+        except KeyboardInterrupt:  # includes RunInterrupted
+            status = "interrupted"
+            raise
+        finally:
+            try:
+                if status != "finished":
+                    stats["added"] = wh.count(table, "run_id = ?", [run_id])
+                wh.finish_run(run_id, status=status, rows_added=stats["added"])
+            except Exception as exc:  # e.g. the disk is still full: keep the original error, say what is left
+                reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+                print(f"biaslab: could not mark run {run_id[:8]} {status} ({reason}); "
+                      f"`biaslab warehouse check --repair --db {wh.path}` marks it later", file=sys.stderr)

@@ -1,0 +1,69 @@
+"""The stimuli of one collection: the dataset's, loaded from the data directory into `stimuli` (idempotent) or, without
+the files, read back from the warehouse; in one canonical order; limited and sharded."""
+
+from __future__ import annotations
+
+import json
+
+from .. import loaders
+from ..loaders.errors import DataError
+from ..schema import Stimulus
+
+
+def shard_of(stimulus_id: str, count: int) -> int:
+    """Shard of a stimulus: its content hash modulo the shard count (stable across machines and runs)."""
+    return int(stimulus_id, 16) % count
+
+
+def shard_stimuli(stimuli: list[Stimulus], index: int, count: int) -> list[Stimulus]:
+    return [s for s in stimuli if shard_of(s.stimulus_id, count) == index]
+
+
+def stimuli_from_warehouse(wh, dataset: str) -> list[Stimulus]:
+    """Rebuild `Stimulus` objects from stored rows (same content, hence the same stimulus_id), in canonical order."""
+    names = wh.columns("stimuli")
+    out = []
+    for row in wh.rows("SELECT * FROM stimuli WHERE dataset = ? ORDER BY item_id, stimulus_id", [dataset]):
+        record = dict(zip(names, row))
+        sid = record.pop("stimulus_id")
+        record["attrs"] = json.loads(record["attrs"]) if record["attrs"] else {}
+        record = {k: v for k, v in record.items() if v is not None}
+        stimulus = Stimulus.model_validate(record)
+        if stimulus.stimulus_id != sid:
+            raise DataError(wh.path, f"stored stimulus {sid} does not round-trip (got {stimulus.stimulus_id})",
+                            field="stimulus_id")
+        out.append(stimulus)
+    return out
+
+
+def dataset_stimuli(wh, config) -> tuple[list[Stimulus], list[str]]:
+    """The dataset's own stimuli and the notes of loading them (modified files accepted).
+
+    From the data directory when its folder is there (loaded into `stimuli`, idempotent), else the stored rows;
+    either way in one canonical order (item_id, then stimulus_id), so `--limit N` and chunk boundaries select the
+    same stimuli whichever source was used. Stimuli derived by a protocol (TANGO's templates, which name the prompt
+    they were built from in `attrs.template_of`) are not the dataset's own and are left out.
+    """
+    info = loaders.get(config.dataset)
+    root = loaders.default_data_dir(config.data_dir)
+    if info.path(root).is_dir():
+        loaded = info.load_verified(root, accept_modified=config.accept_modified, **config.loader_options)
+        wh.append("stimuli", [s.to_row() for s in loaded.stimuli])
+        stimuli, notes = sorted(loaded.stimuli, key=lambda s: (s.item_id, s.stimulus_id)), loaded.notes()
+    else:
+        stimuli, notes = stimuli_from_warehouse(wh, info.name), []
+        if not stimuli:
+            raise DataError(info.path(root), f"dataset {config.dataset} is neither in the data directory nor in "
+                                             f"{wh.path} (set --data-dir or BIASLAB_DATA)")
+    return [s for s in stimuli if "template_of" not in s.attrs], notes
+
+
+def select(stimuli: list[Stimulus], config) -> list[Stimulus]:
+    """`--limit` (the first N in canonical order), then `--shard i/n`; refused in one line when nothing is left."""
+    if config.limit is not None:
+        stimuli = stimuli[: config.limit]
+    if not stimuli:
+        raise ValueError(f"dataset {config.dataset}: no stimuli to collect")
+    if config.shard is not None:
+        stimuli = shard_stimuli(stimuli, *config.shard_position())
+    return stimuli

@@ -89,7 +89,7 @@ _TEMPERATURES = click.option(
 
 def _temperatures(text: str | None) -> list[float]:
     """The parsed --temperatures (empty when not given); a bad value is one clear usage error."""
-    from ..metrics.contextuality import parse_temperatures
+    from ..metrics.contextuality.tables import parse_temperatures
 
     if text is None:
         return []
@@ -143,7 +143,7 @@ def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperat
     """Write OUT/index.html: p(f | c) distributions, mean KL, correlation bars with significance stars, mutual
     information with error bars, contextual fractions, model-overlap matrix; one section per model setting, with the
     pooled tables (as the paper) and the per-order ones; with --temperatures, a temperature-robustness section."""
-    from ..metrics.report_contextuality import write_report
+    from ..metrics.contextuality.report import write_report
     from ..metrics.studies import contextuality
 
     temps = _temperatures(temperatures)
@@ -168,7 +168,7 @@ def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: st
     Tables: mixed_model, predicted_values (the paper's Figure 2), condition_means, length_control (share of root
     items whose four sentences have equal token counts, per tokenizer). Convergence problems are reported in the
     table, never hidden."""
-    from ..metrics.negation import NEGATION_DATASETS
+    from ..metrics.negation.model import NEGATION_DATASETS
     from ..metrics.studies import negation
 
     with _open(db) as handle:
@@ -257,7 +257,7 @@ def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap
     counts (equal width and equal mass, before and after post-hoc calibration), post-hoc calibration table and
     figure, sample-size ablation, GenderLex variants side by side, WinoQueer per identity group, and the % change
     between the model pairs declared with --pair (or a sentence saying none was declared)."""
-    from ..metrics.report_calibration import write_report
+    from ..metrics.calibration.report import write_report
 
     with _open(db) as handle:
         tables = _calibration(handle, dataset, pairs, bootstrap=bootstrap, private=True)
@@ -272,8 +272,8 @@ def negation_report_command(db: str, out: str) -> None:
     """Write OUT/index.html: per model, the paper's Figure 2 (predicted PPL per condition from the mixed model,
     x = context, one line per form), the mixed-model table (Wald and Satterthwaite p-values, singular fits
     flagged), the length control and the observed condition means with their plot."""
-    from ..metrics.negation import sentence_perplexities
-    from ..metrics.report_negation import write_report
+    from ..metrics.negation.tables import sentence_perplexities
+    from ..metrics.negation.report import write_report
 
     with _open(db) as handle:
         ppl = sentence_perplexities(handle)
@@ -326,7 +326,7 @@ def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: 
     per pronoun with 95% intervals, agreement tables with their +- terms, Beta (alpha, beta) table of
     disagreement, instance spread, generation quality (one section per model); human annotation: label breakdown
     and human-vs-automatic agreement per cell."""
-    from ..metrics.report_misgendering import write_report
+    from ..metrics.misgendering.report import write_report
     from ..metrics.studies import misgendering
 
     with _open(db) as handle:
@@ -353,7 +353,7 @@ def annotate_export_command(db: str, out: str, n: int, seed: int, dataset: str |
     """Write a CSV stratified as the paper's annotation sheets: per model x dataset x declared pronoun x context
     (pre / post) cell, N random continuations (sample_id, model, dataset, declared, context, prompt_text, text, and
     empty label / extraneous_gendered / note / annotator columns). The heuristic's outcome is not shown."""
-    from ..metrics.annotations import export_sheet
+    from ..metrics.misgendering.annotations import export_sheet
 
     if n < 1:
         raise click.UsageError("--n must be at least 1")
@@ -370,7 +370,7 @@ def annotate_import_command(file: str, db: str) -> None:
     extraneous_gendered = true | false, annotator, and an optional free-text note) into the `annotations` table.
     The whole file is checked first: any bad row stops the import with file, line and field, and nothing is
     written. Re-importing adds nothing."""
-    from ..metrics.annotations import import_annotations
+    from ..metrics.misgendering.annotations import import_annotations
     from ..warehouse import Warehouse
 
     with Warehouse.open(db) as wh:

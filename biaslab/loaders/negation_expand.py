@@ -68,7 +68,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .errors import DataError
 from .negation import COLUMNS, check_condition, check_sentence
 from .readers import Record, read_table
 

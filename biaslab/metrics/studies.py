@@ -59,7 +59,8 @@ def contextuality(handle, *, draws: int = 20, bootstrap: int = 30, seed: int = 0
     -------
     dict table name -> DataFrame.
     """
-    from .contextuality import BY_ORDER_TABLES, contextuality_report, temperature_tables
+    from .contextuality.stats import BY_ORDER_TABLES
+    from .contextuality.tables import contextuality_report, temperature_tables
 
     tables = contextuality_report(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi)
     if not by_order:
@@ -83,7 +84,7 @@ def misgendering(handle, *, no_pronoun: str = "correct", vocabulary: str = "bias
         to reproduce the paper's automatic numbers).
     output, private : see the module docstring.
     """
-    from .misgendering import misgendering_report
+    from .misgendering.tables import misgendering_report
 
     return _finish(handle, misgendering_report(handle, no_pronoun=no_pronoun, vocabulary=vocabulary), output, private)
 
@@ -100,7 +101,7 @@ def negation(handle, *, intercept_only_on_failure: bool = False, sentences: bool
     sentences : include the `sentences` table.
     output, private : see the module docstring.
     """
-    from .negation import negation_tables, sentence_perplexities
+    from .negation.tables import negation_tables, sentence_perplexities
 
     ppl = sentence_perplexities(handle)
     if ppl.empty:
@@ -130,7 +131,7 @@ def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap
     reliability : include the reliability tables.
     output, private : see the module docstring.
     """
-    from .calibration_study import calibration_report_tables, pair_changes, parse_model_pair
+    from .calibration.tables import calibration_report_tables, pair_changes, parse_model_pair
 
     try:
         declared = [parse_model_pair(p) for p in pairs]
@@ -161,7 +162,7 @@ def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> di
     by_context : include `metaprompt_by_context`.
     output : 'pandas' or 'polars'.
     """
-    from .metaprompt import metaprompt_tables
+    from .metaprompt.tables import metaprompt_tables
 
     tables = metaprompt_tables(handle, by_context=by_context)
     if tables["metaprompt"].empty:

@@ -377,7 +377,7 @@ def test_metrics_score_with_the_upstream_vocabulary_on_request():
     import pandas as pd
 
     from biaslab.lexicon.pronoun_detection import vocabulary
-    from biaslab.metrics.misgendering import score_generations
+    from biaslab.metrics.misgendering.tables import score_generations
 
     frame = pd.DataFrame([{"prompt_text": "P.", "text": text, "vocabulary_id": i + 1, "declared": declared,
                            "dataset": dataset, "temperature": 1.0, "top_k": 50, "top_p": 0.95, "max_new_tokens": 50,

@@ -10,32 +10,13 @@ from scipy.special import expit, logit
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss
 
-from biaslab.metrics import calibration as cal
-from biaslab.metrics.calibration import (
-    BetaCalibration,
-    IsotonicCalibration,
-    PlattScaling,
-    TemperatureScaling,
-    bootstrap_ci,
-    brier_gold,
-    brier_upstream_convention,
-    calibration_metrics,
-    class_conditional_ece,
-    ece,
-    equal_mass_bin_index,
-    equal_width_bin_index,
-    evaluate_calibrators,
-    gender_ece,
-    human_alignment,
-    ice,
-    macro_ce,
-    male_class_ece,
-    predicted_label,
-    sample_size_ablation,
-    split_indices,
-    top_label_confidence,
-    top_label_ece,
-)
+from biaslab.metrics.calibration import stats as cal
+from biaslab.metrics.calibration.stats import (BetaCalibration, IsotonicCalibration, PlattScaling, TemperatureScaling,
+                                               bootstrap_ci, brier_gold, brier_upstream_convention, calibration_metrics,
+                                               class_conditional_ece, ece, equal_mass_bin_index, equal_width_bin_index,
+                                               evaluate_calibrators, gender_ece, human_alignment, ice, macro_ce,
+                                               male_class_ece, predicted_label, sample_size_ablation, split_indices,
+                                               top_label_confidence, top_label_ece)
 
 
 def reference_ece(conf, target, n_bins):

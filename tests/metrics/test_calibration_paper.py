@@ -24,14 +24,9 @@ from sklearn.metrics import brier_score_loss
 
 from biaslab.cli.main import biaslab
 from biaslab.loaders import get
-from biaslab.metrics import calibration as cal
-from biaslab.metrics.calibration_study import (
-    ModelPair,
-    calibration_tables,
-    pair_changes,
-    parse_model_pair,
-    resolve_model,
-)
+from biaslab.metrics.calibration import stats as cal
+from biaslab.metrics.calibration.tables import (ModelPair, calibration_tables, pair_changes, parse_model_pair,
+                                                resolve_model)
 from biaslab.warehouse import Warehouse
 
 

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from biaslab.cli.main import biaslab
 from biaslab.loaders import get
-from biaslab.metrics.cbd import MARGINAL_PRODUCT_NOTE
-from biaslab.metrics.information import bernoulli_kl_bits
+from biaslab.metrics.contextuality.cbd import MARGINAL_PRODUCT_NOTE
+from biaslab.metrics.contextuality.information import bernoulli_kl_bits
 from biaslab.warehouse import Warehouse
 from open_warehouse_evidence import exact_choice_rows, winopron_stimuli
 

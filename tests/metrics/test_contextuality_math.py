@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-import biaslab.metrics.cbd as cbd_module
-from biaslab.metrics.cbd import MARGINAL_PRODUCT_NOTE, cbd
-from biaslab.metrics.information import KL_EPSILON, bernoulli_kl_bits, plugin_mutual_information_bits
+import biaslab.metrics.contextuality.cbd as cbd_module
+from biaslab.metrics.contextuality.cbd import MARGINAL_PRODUCT_NOTE, cbd
+from biaslab.metrics.contextuality.information import KL_EPSILON, bernoulli_kl_bits, plugin_mutual_information_bits
 
 
 def test_bernoulli_kl_known_values():
@@ -168,7 +168,7 @@ def test_spearman_table_equals_scipy():
     import pandas as pd
     from scipy.stats import spearmanr
 
-    from biaslab.metrics.contextuality import spearman_table
+    from biaslab.metrics.contextuality.stats import spearman_table
 
     rng = np.random.default_rng(4)
     n = 50
@@ -186,7 +186,7 @@ def test_spearman_table_equals_scipy():
 def test_bootstrap_mi_by_counts_equals_scikit_learn():
     from sklearn.feature_selection import mutual_info_classif
 
-    from biaslab.metrics.contextuality import _mi_counts_bits
+    from biaslab.metrics.contextuality.stats import _mi_counts_bits
 
     rng = np.random.default_rng(5)
     codes = rng.integers(0, 4, size=1000)

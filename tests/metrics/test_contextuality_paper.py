@@ -17,10 +17,10 @@ from sklearn.metrics import mutual_info_score
 
 import biaslab
 from biaslab.cli.main import biaslab as cli
-from biaslab.metrics.contextuality import (SETTING, cbd_fractions, cbd_table, kl_table, load_pf,
-                                           mutual_information_per_template, per_template_mi, pf_at_temperature,
-                                           pf_table, pool_orders, spearman_table, temperature_overlap,
-                                           temperature_tables)
+from biaslab.metrics.contextuality.stats import (SETTING, cbd_fractions, cbd_table, kl_table,
+                                                 mutual_information_per_template, per_template_mi, pf_table,
+                                                 pool_orders, spearman_table, temperature_overlap)
+from biaslab.metrics.contextuality.tables import load_pf, pf_at_temperature, temperature_tables
 from biaslab.warehouse import Warehouse
 from open_warehouse_evidence import exact_choice_rows, winopron_stimuli
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.feature_selection import mutual_info_classif
 
-from biaslab.metrics.information import knn_mi_classif_bits, mi_table_bits, plugin_mutual_information_bits
+from biaslab.metrics.contextuality.information import knn_mi_classif_bits, mi_table_bits, plugin_mutual_information_bits
 
 
 @pytest.mark.parametrize("case", range(40))

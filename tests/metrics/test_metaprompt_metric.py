@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from scipy import stats
 
 from biaslab.cli.main import biaslab as cli
-from biaslab.metrics.metaprompt import metaprompt_tables
+from biaslab.metrics.metaprompt.tables import metaprompt_tables
 from biaslab.lexicon.metaprompt import QUESTIONS, question_options
 from biaslab.warehouse import Warehouse
 

@@ -23,9 +23,9 @@ def misgendering_warehouse(tmp_path_factory, data_dir, tiny_gpt2):
             pytest.skip(f"dataset folder {data_dir / folder} is absent")
     db = tmp_path_factory.mktemp("misgendering") / "w.duckdb"
     for dataset in ("ruff", "misgendered"):
-        for protocol in ("prob", "gen"):
+        for protocol, options in (("prob", {}), ("gen", {"samples": 3, "max_new_tokens": 10})):
             collect(CollectConfig(dataset=dataset, protocol=protocol, db=str(db), data_dir=str(data_dir), limit=8,
-                                  samples=3, max_new_tokens=10), loaded=tiny_gpt2)
+                                  **options), loaded=tiny_gpt2)
     return db
 
 

@@ -15,8 +15,8 @@ from sklearn.metrics import cohen_kappa_score, matthews_corrcoef
 import biaslab
 from biaslab.loaders.errors import DataError
 from biaslab.lexicon.pronoun_detection import vocabulary
-from biaslab.metrics.annotations import import_annotations, nominal_agreement
-from biaslab.metrics.misgendering import misgendering_report
+from biaslab.metrics.misgendering.annotations import import_annotations, nominal_agreement
+from biaslab.metrics.misgendering.tables import misgendering_report
 from biaslab.schema import Stimulus
 from biaslab.warehouse import Warehouse
 
@@ -283,7 +283,7 @@ def test_two_scoring_schemes_and_one_method_only(tmp_path):
     correctness = tables["correctness"].set_index("setting")
     assert correctness.loc["causal", "correct"] == 1.0 and correctness.loc["within_word_l2r", "correct"] == 0.0
     assert tables["agreement"].empty and list(tables["agreement"].columns)[:2] == ["model_key", "setting"]
-    from biaslab.metrics.report_misgendering import write_report
+    from biaslab.metrics.misgendering.report import write_report
 
     index = write_report(tables, tmp_path / "r", str(path))
     assert "No instance has evidence from both methods" in index.read_text()
@@ -337,7 +337,7 @@ def test_nominal_agreement_is_nan_when_both_raters_are_one_constant():
 
 
 def test_parallel_scoring_of_continuations_equals_one_process(monkeypatch):
-    from biaslab.metrics import misgendering
+    from biaslab.metrics.misgendering import tables as misgendering
 
     rng = random.Random(0)
     vocabularies = {1: json.dumps(vocabulary("ruff")), 2: json.dumps(vocabulary("tango"))}

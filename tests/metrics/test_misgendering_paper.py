@@ -18,10 +18,9 @@ from statsmodels.stats.inter_rater import cohens_kappa
 import biaslab
 from biaslab.loaders.errors import DataError
 from biaslab.lexicon.pronoun_detection import vocabulary
-from biaslab.metrics.annotations import LABELS, export_sheet, import_annotations
-from biaslab.metrics.misgendering import (agreement_first_sample_table, agreement_table,
-                                          misgendering_report)
-from biaslab.metrics.misgendering_stats import (Z95, fisher_interval, jackknife_agreement_se, kappa_asymptotic_se,
+from biaslab.metrics.misgendering.annotations import LABELS, export_sheet, import_annotations
+from biaslab.metrics.misgendering.tables import agreement_first_sample_table, agreement_table, misgendering_report
+from biaslab.metrics.misgendering.stats import (Z95, fisher_interval, jackknife_agreement_se, kappa_asymptotic_se,
                                                 standard_error_of_mean)
 from biaslab.warehouse import Warehouse
 
@@ -268,7 +267,7 @@ def test_import_names_file_row_and_field(tmp_path, edit, field):
 
 
 def test_beta_figure_plots_every_model_with_names_axes_and_n():
-    from biaslab.metrics.report_misgendering import beta_figure, plt
+    from biaslab.metrics.misgendering.report import beta_figure, plt
 
     rows = []
     fits = {("a", "he", "pre"): (0.5, 2.0), ("a", "xe", "pre"): (1.5, 0.7), ("b", "he", "pre"): (4.0, 3.2),

@@ -15,18 +15,9 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score, matthews_corrcoef
 from statsmodels.stats.proportion import proportion_confint
 
-from biaslab.metrics.misgendering_stats import (
-    Agreement,
-    BetaFit,
-    DegenerateAgreementWarning,
-    DegenerateBetaFitWarning,
-    agreement,
-    beta_method_of_moments,
-    instance_std,
-    repetition_rate,
-    tokenize_words,
-    wilson_interval,
-)
+from biaslab.metrics.misgendering.stats import (Agreement, BetaFit, DegenerateAgreementWarning,
+                                                DegenerateBetaFitWarning, agreement, beta_method_of_moments,
+                                                instance_std, repetition_rate, tokenize_words, wilson_interval)
 
 
 def sk_kappa(a, b) -> float:

@@ -12,8 +12,10 @@ from scipy import stats
 
 from biaslab.loaders import get
 from biaslab.loaders.negation import COLUMNS
-from biaslab.metrics.negation import (FAILED, RANDOM_INTERCEPT, RANDOM_SLOPE, TERMS, condition_means,
-                                      fit_mixed_model, interaction_plot, sentence_perplexities)
+from biaslab.metrics.negation.model import (FAILED, RANDOM_INTERCEPT, RANDOM_SLOPE, TERMS, condition_means,
+                                            fit_mixed_model)
+from biaslab.metrics.negation.report import interaction_plot
+from biaslab.metrics.negation.tables import sentence_perplexities
 from biaslab.schema import Stimulus
 
 TRUE = {"Intercept": 60.0, "context": -5.0, "form": -4.0, "context:form": 8.0}

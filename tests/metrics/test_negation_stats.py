@@ -12,11 +12,12 @@ import pytest
 import statsmodels.formula.api as smf
 from scipy import stats
 
-from biaslab.metrics.negation import (CONTEXT_LABELS, TERMS, _singular_checks, fit_mixed_model, length_control,
-                                      model_frame, model_predictions, negation_tables, prediction_figure)
-from biaslab.metrics.report_negation import write_report
-from biaslab.metrics.satterthwaite import (deviance_of_result, find_optimum, satterthwaite,
-                                           varpar_from)
+from biaslab.metrics.negation.report import CONTEXT_LABELS, prediction_figure
+from biaslab.metrics.negation.model import (TERMS, _singular_checks, fit_mixed_model, length_control, model_frame,
+                                            model_predictions)
+from biaslab.metrics.negation.tables import negation_tables
+from biaslab.metrics.negation.report import write_report
+from biaslab.metrics.negation.satterthwaite import deviance_of_result, find_optimum, satterthwaite, varpar_from
 
 CELLS = ["SA", "SN", "NA", "NN"]
 CODE = {"SA": ("stereo", "aff"), "SN": ("stereo", "neg"), "NA": ("nonstereo", "aff"), "NN": ("nonstereo", "neg")}

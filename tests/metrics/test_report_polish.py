@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from biaslab.cli.main import biaslab
-from biaslab.metrics.report_contextuality import setting_flags
+from biaslab.metrics.contextuality.report import setting_flags
 from biaslab.warehouse import Warehouse
 from open_warehouse_evidence import MODEL_A, MODEL_B, build, exact_choice_rows, winopron_stimuli
 

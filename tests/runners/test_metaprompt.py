@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import biaslab
-from biaslab.metrics.metaprompt import metaprompt_tables
+from biaslab.metrics.metaprompt.tables import metaprompt_tables
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.lexicon.metaprompt import QUESTIONS, gold_option, question_options
 from biaslab.runners.protocols.meta import MetaPromptSpec, meta_requests

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import calibration as cal
+from . import stats as cal
 
 KEYS = ["model_key", "scheme", "dataset"]
 GENDERLEX_VARIANTS = ("genderlex", "genderlex-person", "genderlex-someone")

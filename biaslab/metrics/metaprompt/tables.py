@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .. import views
-from ..lexicon.metaprompt import QUESTIONS, gold_option, question_of
+from ... import views
+from ...lexicon.metaprompt import QUESTIONS, gold_option, question_of
 
 #: a collection setting (as in `metrics.contextuality`): requests of different settings are never pooled
 SETTING = ["model_key", "mode", "temperature", "top_k", "top_p", "prompt_version", "max_new_tokens"]

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from .html_report import (MIN_POINTS, image_html, nothing_to_show, plt, save_figure, section_title, table_html,
-                          write_page)
+from ..html_report import (MIN_POINTS, image_html, nothing_to_show, plt, save_figure, section_title, table_html,
+                           write_page)
 
 PRONOUNS = ("he", "she", "they", "xe")
 #: context -> panel title of the paper's Beta figures ("Prob vs. Pre-[MASK] Gen")
@@ -85,7 +85,7 @@ def _beta_figure(table: pd.DataFrame, out: Path, slug: str) -> str:
 def _series_labels(table: pd.DataFrame, model_table: pd.DataFrame | None) -> pd.Series:
     """Model name per row (from `model_table`, else the key), with the setting appended where one model has several
     settings in `table`."""
-    from ..warehouse.catalog import model_names_of
+    from ...warehouse.catalog import model_names_of
 
     if model_table is None:
         names = table["model_key"].astype(str)
@@ -158,7 +158,7 @@ def _beta_all_models(table: pd.DataFrame, out: Path, model_table: pd.DataFrame |
 
 
 def _with_names(frame: pd.DataFrame, model_table: pd.DataFrame | None) -> pd.DataFrame:
-    from ..warehouse.catalog import with_model_names
+    from ...warehouse.catalog import with_model_names
 
     return frame if model_table is None else with_model_names(frame, model_table)
 

@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..loaders.errors import DataError
-from ..loaders.readers import read_table
-from .misgendering_stats import Z95, kappa_asymptotic_se, standard_error_of_mean
+from ...loaders.errors import DataError
+from ...loaders.readers import read_table
+from .stats import Z95, kappa_asymptotic_se, standard_error_of_mean
 
 LABELS = ("correct", "misgendering", "no_pronoun", "plural_they")
 #: human label -> the paper's binary correctness (upstream `annot_map`)
@@ -94,7 +94,7 @@ def export_sheet(handle, out: Path, n: int = 25, seed: int = 0, dataset: str | N
     the heuristic's outcome is NOT shown. Returns the number of rows written.
 
     Raises ValueError when the warehouse (or `dataset`) has no generated samples."""
-    from ..warehouse.catalog import model_names_of
+    from ...warehouse.catalog import model_names_of
 
     gen = handle.table("gen_samples")
     if dataset:

@@ -19,10 +19,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..warehouse.catalog import with_model_names  # noqa: E402
-from .calibration import CONFIDENCE_ORDER, MALE_CLASS, TOP_LABEL, UNCALIBRATED  # noqa: E402
-from .html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title,  # noqa: E402
-                          table_html, write_page)
+from ...warehouse.catalog import with_model_names  # noqa: E402
+from .stats import CONFIDENCE_ORDER, MALE_CLASS, TOP_LABEL, UNCALIBRATED  # noqa: E402
+from ..html_report import MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, table_html, write_page
 
 #: How each confidence is labelled on figures.
 CONFIDENCE_TITLE = {MALE_CLASS: "male_class (paper): p(male) vs gold", TOP_LABEL: "top_label: max(p, 1-p) vs correct"}

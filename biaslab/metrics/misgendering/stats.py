@@ -32,7 +32,7 @@ from typing import Hashable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
-from .arrays import as_binary, as_probabilities
+from ..arrays import as_binary, as_probabilities
 
 K = TypeVar("K", bound=Hashable)
 

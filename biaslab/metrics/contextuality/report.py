@@ -12,10 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .contextuality import CONTEXTS, SETTING  # noqa: E402
-from ..warehouse.catalog import model_title, with_model_names  # noqa: E402
-from .html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title,  # noqa: E402
-                          table_html, write_page)
+from .stats import CONTEXTS, SETTING  # noqa: E402
+from ...warehouse.catalog import model_title, with_model_names  # noqa: E402
+from ..html_report import MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, table_html, write_page
 
 
 def setting_label(row) -> str:

@@ -45,7 +45,7 @@ from scipy.special import expit, logit
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
-from .arrays import as_binary, as_probabilities
+from ..arrays import as_binary, as_probabilities
 
 TOP_LABEL = "top_label"
 MALE_CLASS = "male_class"

@@ -32,11 +32,10 @@ import ibis
 import numpy as np
 import pandas as pd
 
-from ..lexicon.pronoun_detection import Detector
-from .misgendering_stats import (Z95, DegenerateAgreementWarning, DegenerateBetaFitWarning, agreement,
-                                 beta_method_of_moments, fisher_interval, jackknife_agreement_se,
-                                 kappa_asymptotic_se, repetition_rate, standard_error_of_mean, tokenize_words,
-                                 wilson_interval)
+from ...lexicon.pronoun_detection import Detector
+from .stats import (Z95, DegenerateAgreementWarning, DegenerateBetaFitWarning, agreement, beta_method_of_moments,
+                    fisher_interval, jackknife_agreement_se, kappa_asymptotic_se, repetition_rate,
+                    standard_error_of_mean, tokenize_words, wilson_interval)
 
 NoPronoun = Literal["correct", "exclude"]
 #: which pronoun sets decide a continuation: the one stored with each request (biaslab's documented vocabulary,
@@ -107,7 +106,7 @@ def generation_results(handle, vocabulary: Vocabulary = "biaslab") -> pd.DataFra
 
 def _upstream_ids(frame: pd.DataFrame) -> tuple[pd.Series, dict[int, str]]:
     """(vocabulary id per row, id -> JSON) with every row's vocabulary replaced by its dataset's upstream sets."""
-    from ..lexicon.pronoun_detection import upstream_vocabulary
+    from ...lexicon.pronoun_detection import upstream_vocabulary
 
     datasets = sorted(set(frame["dataset"]))
     ids = {name: i + 1 for i, name in enumerate(datasets)}

@@ -29,7 +29,6 @@ import math
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -61,25 +60,6 @@ SINGULAR_VARIANCE_RATIO = 1e-4
 GAP_WARN = 1e-3
 CONDITION_OF = {("stereo", "aff"): "SA", ("stereo", "neg"): "SN", ("nonstereo", "aff"): "NA",
                 ("nonstereo", "neg"): "NN"}
-
-def sentence_perplexities(handle, datasets: Sequence[str] = NEGATION_DATASETS) -> pd.DataFrame:
-    """One row per (model, scheme, protocol, negation stimulus) scored as a whole sentence
-    (`views.negation_sentences`): model_name, item (root item id), context, form, condition, n_tokens, sum_logprob
-    and `perplexity` = exp(-sum_logprob / n_tokens) (pseudo-perplexity for masked schemes; NaN when no token was
-    scored), ordered by model, scheme, dataset, protocol and item.
-
-    Parameters
-    ----------
-    handle : a `biaslab.open` handle.
-    datasets : the negation datasets to read.
-    """
-    from .. import views
-
-    datasets = list(datasets)
-    if not datasets:
-        raise ValueError("sentence_perplexities: no dataset given")
-    return handle.fetch(views.negation_sentences(handle.source, datasets))
-
 
 def _code(values: pd.Series, coding: dict[str, int], name: str) -> pd.Series:
     """0/1 codes of a string column (or a column already coded 0/1)."""
@@ -471,105 +451,6 @@ def condition_means(df: pd.DataFrame, *, by: Sequence[str] | None = None,
     return out
 
 
-FORM_LABELS = {"aff": "affirmative", "neg": "negated"}
-CONTEXT_LABELS = {"stereo": "stereotype-consistent", "nonstereo": "stereotype-inconsistent"}
-#: x positions of the interaction plots (the paper's Figure 2: context on the x axis, one line per form).
-CONTEXTS = ["stereo", "nonstereo"]
-FORMS = ["aff", "neg"]
-
-
-def _measure(key: dict) -> str:
-    return "pseudo-perplexity" if key.get("scheme", "causal") != "causal" else "perplexity"
-
-
-def _interaction_figure(table: pd.DataFrame, value: str, by: list[str], ylabel: str, n_label):
-    """A matplotlib Figure (Agg canvas) with one panel per fit group of `table`: x = context (stereotype-consistent,
-    stereotype-inconsistent), one line per form (affirmative, negated) through `value`, error bars from `ci_low` /
-    `ci_high` (none where undefined). `ylabel(key)` and `n_label(key, part)` give the axis label and the n in the
-    panel title."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    panels = list(_groups(table, by)) if len(table) else []
-    count = max(len(panels), 1)
-    cols = min(count, 3)
-    nrows = math.ceil(count / cols)
-    fig = Figure(figsize=(4.4 * cols, 3.6 * nrows))
-    FigureCanvasAgg(fig)
-    if not panels:
-        ax = fig.add_subplot(1, 1, 1)
-        ax.text(0.5, 0.5, "no negation perplexities", ha="center", va="center")
-        ax.set_axis_off()
-    for i, (key, part) in enumerate(panels):
-        ax = fig.add_subplot(nrows, cols, i + 1)
-        for j, (form, style) in enumerate((("aff", "o-"), ("neg", "s--"))):
-            cell = part[part["form"] == form].set_index("context").reindex(CONTEXTS)
-            x = np.arange(len(CONTEXTS)) + (j - 0.5) * 0.04  # small dodge so the bars do not overlap
-            y = cell[value].to_numpy(dtype=float)
-            err = np.vstack([y - cell["ci_low"].to_numpy(dtype=float), cell["ci_high"].to_numpy(dtype=float) - y])
-            ax.errorbar(x, y, yerr=np.where(np.isfinite(err), err, 0.0), fmt=style, capsize=4,
-                        label=FORM_LABELS[form])
-        ax.set_xticks(range(len(CONTEXTS)), [CONTEXT_LABELS[c] for c in CONTEXTS])
-        ax.set_xlim(-0.4, len(CONTEXTS) - 0.6)
-        ax.set_xlabel("context")
-        ax.set_ylabel(ylabel(key))
-        name = " / ".join(str(v) for k, v in key.items() if k != "random_effects") or "all"
-        ax.set_title(f"{name}\n({n_label(key, part)})", fontsize=9)
-        ax.legend(title="form", fontsize=8, title_fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def _save(fig, path: str | Path, title: str | None) -> Path:
-    path = Path(path)
-    if title:
-        fig.suptitle(title)
-        fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return path
-
-
-def interaction_plot(means: pd.DataFrame, path: str | Path, *, by: Sequence[str] | None = None,
-                     title: str | None = None) -> Path:
-    """Observed means: `condition_means` output drawn as the paper's Figure 2 is laid out (x = context, one line per
-    form), 95% t-interval error bars, one panel per fit group, n = sentences in the title. Written with the Agg
-    canvas (no display needed); the file type follows the suffix of `path`."""
-    by = _group_columns(means, by)
-    fig = _interaction_figure(means, "mean", by, lambda key: f"mean {_measure(key)} (95% CI)",
-                              lambda key, part: f"n = {int(part['n'].sum())} sentences")
-    return _save(fig, path, title)
-
-
-def prediction_figure(predictions: pd.DataFrame, *, by: Sequence[str] | None = None):
-    """The Figure of `prediction_plot` (for inspection; see there)."""
-    by = _group_columns(predictions, by)
-    if "random_effects" in predictions.columns and predictions["random_effects"].nunique() > 1:
-        by = [*by, "random_effects"]
-
-    def n_label(key: dict, part: pd.DataFrame) -> str:
-        n = pd.to_numeric(part["n"], errors="coerce").sum()
-        items = part["n_items"].iloc[0] if "n_items" in part.columns else math.nan
-        effects = part["random_effects"].iloc[0] if "random_effects" in part.columns else RANDOM_SLOPE
-        return f"n = {int(n)} sentences, {items} items; (1 | item)" if effects == RANDOM_INTERCEPT else \
-            f"n = {int(n)} sentences, {items} items"
-
-    return _interaction_figure(predictions, "predicted", by,
-                               lambda key: f"predicted {_measure(key)} (Wald 95% CI)", n_label)
-
-
-def prediction_plot(predictions: pd.DataFrame, path: str | Path, *, by: Sequence[str] | None = None,
-                    title: str | None = None) -> Path:
-    """The paper's Figure 2: the fitted model's predicted response per condition (`prediction_table` output: the
-    fixed-effects prediction x'beta_hat, with Wald 95% intervals), x = context (stereotype-consistent,
-    stereotype-inconsistent), one line per form (affirmative, negated), one panel per fit (a fallback fit gets its
-    own, labelled panel), n = sentences and items in the title."""
-    return _save(prediction_figure(predictions, by=by), path, title)
-
-
-# --------------------------------------------------------------------------------------------------- length control
-
-
 def length_control(df: pd.DataFrame, *, by: Sequence[str] | None = None) -> pd.DataFrame:
     """The paper's length control, per tokenizer: the share of sentence quadruples (one root item's SA, SN, NA, NN
     sentences) whose four sentences have the same number of tokens, from the token counts stored with the scores
@@ -625,15 +506,3 @@ def length_control(df: pd.DataFrame, *, by: Sequence[str] | None = None) -> pd.D
 
 
 # --------------------------------------------------------------------------------------------------- all tables
-
-
-def negation_tables(ppl: pd.DataFrame, *, intercept_only_on_failure: bool = False,
-                    satterthwaite_df: bool = True) -> dict[str, pd.DataFrame]:
-    """The study's public tables from `sentence_perplexities` output, fitting each model once: `mixed_model`
-    (`fit_mixed_model`), `predicted_values` (`prediction_table`: the data of the paper's Figure 2),
-    `condition_means` and `length_control`. The command `biaslab metrics negation` prints these."""
-    by = _group_columns(ppl, None)
-    fits = fit_models(ppl, by=by, intercept_only_on_failure=intercept_only_on_failure,
-                      satterthwaite_df=satterthwaite_df)
-    return {"mixed_model": mixed_model_table(fits, by), "predicted_values": prediction_table(fits, by, ppl),
-            "condition_means": condition_means(ppl), "length_control": length_control(ppl)}

@@ -1,5 +1,6 @@
-"""The backends by name: each is a module exposing `NAME`, `CAPABILITIES` (frozenset), `installed()` ->
-(bool, version or why not) and `prepare(model, options: BackendOptions) -> Prepared` (see `base`).
+"""The engines (backends) by name: each is a module exposing `NAME`, `CAPABILITIES` (frozenset), `Options` (its
+`--engine-arg` settings, pydantic), `installed()` -> (bool, version or why not), `validate_options(options)` and
+`prepare(model, options: BackendOptions) -> Prepared` (see `base`, where the `Backend` interface is).
 
 Modules are imported on first use (`get`), and a backend module never imports its engine at import time, so a
 missing vllm breaks neither `import biaslab` nor the other backends.

@@ -68,7 +68,7 @@ class TopK:
     ----------
     ids : np.ndarray, int64 [n, K], or a list of n int64 arrays of length >= K
         Token ids in descending order of logit (ties in the engine's order). A row may be longer than K: engines
-        that see the whole distribution (hf) keep every token tied with the K-th logit (`exact.top_k_with_ties`),
+        that see the whole distribution (hf) keep every token tied with the K-th logit (`hf.tree.top_k_with_ties`),
         because the sampler's top-k keeps ties; engines that return exactly K (vllm, openai) cannot.
     logits : np.ndarray, float32 [n, K] (or a list of n float32 arrays, as `ids`)
         Raw logits z (in-process engines) or normalized log-probabilities z - logsumexp(z) (engines that only
@@ -155,17 +155,18 @@ def engine_options(model: type, backend: str, given: Any):
     """
     from pydantic import ValidationError
 
+    from ..schema.errors import first_error
+
     try:
         return model.model_validate(dict(given))
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error.get("loc", ())) or "engine arguments"
-        if error.get("type") == "extra_forbidden":
-            known = ", ".join(f"{name} ({f.description})" for name, f in model.model_fields.items())
+        error = first_error(exc)
+        where = error.field or "engine arguments"
+        if error.kind == "extra_forbidden":
+            known = ", ".join(f"{name} ({f.description})" for name, f in model.model_fields.items()) or "none"
             raise ValueError(f"--backend {backend}: unknown engine argument {where!r} (known: {known})") from None
-        message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-        raise ValueError(f"--backend {backend}: engine argument {where}: {message} (got "
-                         f"{error.get('input')!r})") from None
+        raise ValueError(f"--backend {backend}: engine argument {where}: {error.message} (got "
+                         f"{error.given!r})") from None
 
 
 class Prepared(Protocol):

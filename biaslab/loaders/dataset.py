@@ -22,6 +22,11 @@ def github_raw(repo: str, commit: str, path: str) -> str:
     return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 
 
+def github_blob(repo: str, commit: str, path: str) -> str:
+    """Commit-pinned page of `path` in the GitHub repository `repo` (what people open in a browser)."""
+    return f"https://github.com/{repo}/blob/{commit}/{path}"
+
+
 def file_loader(load_file: Callable[..., list[Stimulus]], dataset: str, file: str, shown: str | None = None) -> Loader:
     """`load(folder)` = `load_file(folder, dataset=dataset, file=file)`, named after the dataset.
 
@@ -53,12 +58,12 @@ class Upstream:
     sha256: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DatasetInfo:
-    """A dataset biaslab knows how to load from its upstream layout under `<data-dir>/<folder>/`."""
+    """A dataset biaslab knows how to load from its upstream layout under `<data-dir>/<folder>/` (the folder is the
+    dataset's name unless given)."""
 
     name: str
-    folder: str
     loader: Loader
     licence: str
     description: str
@@ -73,9 +78,14 @@ class DatasetInfo:
     #: prob (score each option in the slot, or the sentence), choice (forced-choice prompt), meta (comprehension
     #: questions about a forced-choice passage), gen (continuations). Names only: the protocols are the runners'.
     protocols: tuple[str, ...] = ("prob",)
+    folder: str = ""
     #: where the prob protocol's stimuli come from: None (the loaded stimuli) or "gen" (templates built from the
     #: model's own stored generations of this dataset, TANGO's probability version, `biaslab.runners.tango`)
     prob_from: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.folder:
+            object.__setattr__(self, "folder", self.name)
 
     def pinned_sha256(self, rel: str) -> str | None:
         """The pinned sha256 of a fetchable file: from `files`, else from its `Upstream`."""

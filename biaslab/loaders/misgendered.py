@@ -185,7 +185,6 @@ def load_misgendered(folder: Path, seed: Any = 0, keep_artifact: Any = False) ->
 
 INFO = DatasetInfo(
     name="misgendered",
-    folder="misgendered",
     loader=load_misgendered,
     licence="CC BY 4.0",
     description="MISGENDERED explicit declaration {nom}/{acc}/{pos_ind}: 50 templates x 15 seeded names x "

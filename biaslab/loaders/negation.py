@@ -98,7 +98,6 @@ DATASETS = (
     ),
     DatasetInfo(
         name="negation",
-        folder="negation",
         loader=file_loader(load_negation, "negation", "negation_bias.csv"),
         licence="unknown (user-supplied copy of yishani/negationbias; check the upstream terms)",
         description="Negation-bias dataset supplied by the user (300 root items x SA/SN/NA/NN upstream), same columns "

@@ -224,16 +224,9 @@ def _row(item_id: str, rec: Record, group: str, lead: str, tail: str, *, root: s
             "structure": structure, "clause_context": x, "clause_description": y}
 
 
-def expand(rows: Iterable[Mapping[str, str] | Record], synonyms: Mapping[str, Sequence[str]], *,
-           keep_roots: bool = False, rephrase_roots: bool = False, source: str = "<rows>") -> list[dict[str, str]]:
-    """Expanded rows (dicts with `OUTPUT_COLUMNS`) of the root rows, in root order, then noun, synonym, structure
-    and the root's row order (see the module docstring for exactly what is done).
-
-    `rows`: the loader's columns (dicts, or `Record`s from `read_table` for exact line numbers; dicts are located
-    as `source`:position + 2). `synonyms`: noun -> synonyms (see `read_synonyms`).
-    """
-    records = _records(rows, source)
-    index = _synonym_index(synonyms)
+def _roots(records: list[Record]) -> dict[str, list[Record]]:
+    """The root items: item id -> its rows in input order, after the loader's checks of every row and a check that
+    no item has a condition twice."""
     roots: dict[str, list[Record]] = {}
     seen: dict[str, int] = {}
     for rec in records:
@@ -249,59 +242,88 @@ def expand(rows: Iterable[Mapping[str, str] | Record], synonyms: Mapping[str, Se
             raise rec.error(f"item {item} has condition {condition} twice (first on line {seen[key]})", "condition")
         seen[key] = rec.line
         roots.setdefault(item, []).append(rec)
+    return roots
+
+
+def _claim(made: dict[str, tuple[str, int]], item_id: str, what: str, rec: Record) -> None:
+    """Record that `what` produces `item_id` (from `rec`'s line); `DataError` when another expansion already did."""
+    if item_id in made:
+        raise rec.error(f"expanded item id {item_id!r} of {what} was already produced by {made[item_id][0]} "
+                        f"(line {made[item_id][1]}); make the synonyms' ids distinct", "group")
+    made[item_id] = (what, rec.line)
+
+
+def _original_rows(root: str, recs: list[Record]) -> list[dict[str, str]]:
+    """The root's rows unchanged (structure "original"), with the extra columns filled in."""
+    return [{**{c: rec.get(c, required=False) for c in COLUMNS}, "item_id": root, "root_item": root, "noun": "",
+             "synonym": "", "structure": "original", "clause_context": rec.get("context_sentence"),
+             "clause_description": rec.get("description")} for rec in recs]
+
+
+def _variant(root: str, recs: list[Record], item_id: str, structure: str, noun: str,
+             synonym: str) -> list[dict[str, str]]:
+    """The rows of one expanded item: every row of the root with `noun` replaced by `synonym` (no replacement when
+    `synonym` is empty) and rephrased in `structure`."""
+    out = []
+    for rec in recs:
+        group = rec.get("group").strip()
+        x, y = rec.get("context_sentence").strip(), rec.get("description").strip()
+        if synonym and group.casefold() == noun.casefold():
+            x, n_x = replace_noun(x, group, synonym)
+            if n_x == 0:
+                raise rec.error(f"group noun {group!r} does not occur in the context sentence, so it cannot "
+                                f"be replaced by {synonym!r}", "context_sentence")
+            y, n_y = replace_noun(y, group, synonym)
+            if n_y == 0:
+                raise rec.error(f"group noun {group!r} does not occur in the description, so it cannot be "
+                                f"replaced by {synonym!r}", "description")
+            group = synonym
+        parts = rephrase(structure, x, y, group)
+        if parts is None:
+            raise rec.error(f"description must start with its subject, an optional determiner and the group "
+                            f"noun {group!r} (e.g. 'The {group} is ...'), for the 'who' structure", "description")
+        out.append(_row(item_id, rec, group, *parts, root=root, noun=noun if synonym else "", synonym=synonym,
+                        structure=structure, x=x, y=y))
+    return out
+
+
+def _nouns(recs: list[Record]) -> dict[str, Record]:
+    """The group nouns of a root in order of first appearance, each with the first row naming it."""
+    nouns: dict[str, Record] = {}
+    for rec in recs:
+        nouns.setdefault(rec.get("group").strip(), rec)
+    return nouns
+
+
+def expand(rows: Iterable[Mapping[str, str] | Record], synonyms: Mapping[str, Sequence[str]], *,
+           keep_roots: bool = False, rephrase_roots: bool = False, source: str = "<rows>") -> list[dict[str, str]]:
+    """Expanded rows (dicts with `OUTPUT_COLUMNS`) of the root rows, in root order, then noun, synonym, structure
+    and the root's row order (see the module docstring for exactly what is done).
+
+    `rows`: the loader's columns (dicts, or `Record`s from `read_table` for exact line numbers; dicts are located
+    as `source`:position + 2). `synonyms`: noun -> synonyms (see `read_synonyms`).
+    """
+    records = _records(rows, source)
+    index = _synonym_index(synonyms)
+    roots = _roots(records)
 
     out: list[dict[str, str]] = []
     made: dict[str, tuple[str, int]] = {}
-
-    def claim(item_id: str, what: str, rec: Record) -> None:
-        if item_id in made:
-            raise rec.error(f"expanded item id {item_id!r} of {what} was already produced by {made[item_id][0]} "
-                            f"(line {made[item_id][1]}); make the synonyms' ids distinct", "group")
-        made[item_id] = (what, rec.line)
-
-    def variant(root: str, recs: list[Record], item_id: str, structure: str, noun: str, synonym: str) -> None:
-        for rec in recs:
-            group = rec.get("group").strip()
-            x, y = rec.get("context_sentence").strip(), rec.get("description").strip()
-            if synonym and group.casefold() == noun.casefold():
-                x, n_x = replace_noun(x, group, synonym)
-                if n_x == 0:
-                    raise rec.error(f"group noun {group!r} does not occur in the context sentence, so it cannot "
-                                    f"be replaced by {synonym!r}", "context_sentence")
-                y, n_y = replace_noun(y, group, synonym)
-                if n_y == 0:
-                    raise rec.error(f"group noun {group!r} does not occur in the description, so it cannot be "
-                                    f"replaced by {synonym!r}", "description")
-                group = synonym
-            parts = rephrase(structure, x, y, group)
-            if parts is None:
-                raise rec.error(f"description must start with its subject, an optional determiner and the group "
-                                f"noun {group!r} (e.g. 'The {group} is ...'), for the 'who' structure", "description")
-            out.append(_row(item_id, rec, group, *parts, root=root, noun=noun if synonym else "", synonym=synonym,
-                            structure=structure, x=x, y=y))
-
     for root, recs in roots.items():
         if keep_roots:
-            claim(root, f"root {root}", recs[0])
-            for rec in recs:
-                out.append({**{c: rec.get(c, required=False) for c in COLUMNS}, "item_id": root,
-                            "root_item": root, "noun": "", "synonym": "", "structure": "original",
-                            "clause_context": rec.get("context_sentence"),
-                            "clause_description": rec.get("description")})
+            _claim(made, root, f"root {root}", recs[0])
+            out += _original_rows(root, recs)
         if rephrase_roots:
             for structure in STRUCTURES:
                 item_id = f"{root}-{structure}"
-                claim(item_id, f"root {root} rephrased ({structure})", recs[0])
-                variant(root, recs, item_id, structure, "", "")
-        nouns: dict[str, Record] = {}
-        for rec in recs:
-            nouns.setdefault(rec.get("group").strip(), rec)
-        for noun, first in nouns.items():
+                _claim(made, item_id, f"root {root} rephrased ({structure})", recs[0])
+                out += _variant(root, recs, item_id, structure, "", "")
+        for noun, first in _nouns(recs).items():
             for synonym in index.get(noun.casefold(), []):
                 for structure in STRUCTURES:
                     item_id = f"{root}-{slug(synonym)}-{structure}"
-                    claim(item_id, f"root {root}, {noun!r} -> {synonym!r} ({structure})", first)
-                    variant(root, recs, item_id, structure, noun, synonym)
+                    _claim(made, item_id, f"root {root}, {noun!r} -> {synonym!r} ({structure})", first)
+                    out += _variant(root, recs, item_id, structure, noun, synonym)
     return out
 
 

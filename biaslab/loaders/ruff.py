@@ -29,7 +29,7 @@ from ..schema import Stimulus
 from .errors import DataError
 from ..lexicon.pronouns import PARADIGMS, PLACEHOLDER_CASE, set_choice
 from .readers import Record, files_digest, read_table
-from .dataset import DatasetInfo, Upstream, github_raw
+from .dataset import DatasetInfo, Upstream, github_blob, github_raw
 
 SLOT = "BLANK"
 TASK_FILE = "eo_task.tsv"
@@ -125,19 +125,21 @@ def load_ruff(folder: Path) -> list[Stimulus]:
     return stimuli
 
 
+#: the upstream repository and commit of the task file (the meta-evaluation's copy of RUFF)
+REPO, COMMIT, TASK_PATH = ("ArjunSubramonian/meta-eval-llm-misgendering", "58a057e87a188c2c0800920d614eb291b1518113",
+                           "RUFF/templates/eo_task.tsv")
+
 INFO = DatasetInfo(
     name="ruff",
-    folder="ruff",
+    protocols=("prob", "gen"),
     loader=load_ruff,
     licence="AGPL-3.0",
     description="RUFF without distractors (eo_task.tsv): 180 task templates x 10 contexts x he/she/they/xe; "
                 "options he/she/they/xe (xe/xem/xyr) in the slot's case",
     files={TASK_FILE: "d1ad8592a85d5bbe8e7d442c182edd9196f7d4a583a00dafce72fd688ee38917"},
-    url="https://github.com/ArjunSubramonian/meta-eval-llm-misgendering/blob/"
-        "58a057e87a188c2c0800920d614eb291b1518113/RUFF/templates/eo_task.tsv",
+    url=github_blob(REPO, COMMIT, TASK_PATH),
     sources={
-        TASK_FILE: Upstream(github_raw("ArjunSubramonian/meta-eval-llm-misgendering",
-                                       "58a057e87a188c2c0800920d614eb291b1518113", "RUFF/templates/eo_task.tsv")),
+        TASK_FILE: Upstream(github_raw(REPO, COMMIT, TASK_PATH)),
         # the RUFF templates eo_task.tsv was generated from (not read by the loader; fetched for the upstream
         # layout). Password published in the upstream README.
         **{member: Upstream(RUFF_ZIP, member=member, password="vogelbeobachtung131719",
@@ -147,6 +149,5 @@ INFO = DatasetInfo(
                                ("data/context.tsv",
                                 "73eb2dee82e0ac76948927d5fdae316828bf85ace345b6197f91a4e65dbf1c6d"))},
     },
-    protocols=("prob", "gen"),
 )
 DATASETS = (INFO,)

@@ -31,7 +31,7 @@ from ..schema import Stimulus
 from .errors import DataError
 from ..lexicon.pronouns import PAIR_CASE
 from .readers import Record, files_digest, read_table
-from .dataset import DatasetInfo, Upstream, github_raw
+from .dataset import DatasetInfo, Upstream, github_blob, github_raw
 
 PROMPTS_FILE = "misgendering_prompts.csv"
 COLUMNS = ("template_idx", "ante", "ante_type", "pronoun_family", "template")
@@ -134,20 +134,20 @@ def load_tango(folder: Path, pronouns: Any = "core") -> list[Stimulus]:
     return stimuli
 
 
+#: the upstream repository and commit of the prompts file
+REPO, COMMIT = "amazon-science/tango", "bbaf0bb22a3fc391e2e7247a2d25c6850625013b"
+
 INFO = DatasetInfo(
     name="tango",
-    folder="tango",
+    protocols=("gen", "prob"),
+    prob_from="gen",  # its prob protocol scores templates built from the model's own generations
     loader=load_tango,
     licence="CC BY-SA 4.0",
     description="TANGO misgendering prompts for open generation: 12 templates x 40 antecedents x pronoun families "
                 "(core he/she/they/xe: 1,920; all six: 2,880)",
     files={PROMPTS_FILE: "dfa0d72b927939e63885a0219d8b3de5af837a50a50b5161c24aef0cfeee6ed7"},
     options={"pronouns": "core"},
-    url="https://github.com/amazon-science/tango/blob/bbaf0bb22a3fc391e2e7247a2d25c6850625013b/"
-        "misgendering_prompts.csv",
-    sources={PROMPTS_FILE: Upstream(github_raw("amazon-science/tango", "bbaf0bb22a3fc391e2e7247a2d25c6850625013b",
-                                               PROMPTS_FILE))},
-    protocols=("gen", "prob"),
-    prob_from="gen",
+    url=github_blob(REPO, COMMIT, PROMPTS_FILE),
+    sources={PROMPTS_FILE: Upstream(github_raw(REPO, COMMIT, PROMPTS_FILE))},
 )
 DATASETS = (INFO,)

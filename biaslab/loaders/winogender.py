@@ -88,7 +88,6 @@ def load_winogender(folder: Path) -> list[Stimulus]:
 
 DATASETS = (DatasetInfo(
     name="winogender",
-    folder="winogender",
     loader=load_winogender,
     licence="MIT",
     description="Winogender schemas: 120 templates x {participant, someone}; he/she/they options in the slot's case",

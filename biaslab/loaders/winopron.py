@@ -268,7 +268,6 @@ def rated_templates(data_dir: Path, rule: str = "biaslab") -> tuple[int, int]:
 
 DATASETS = (DatasetInfo(
     name=DATASET,
-    folder="winopron",
     loader=load_winopron,
     licence="AGPL-3.0",
     description="WinoPron: 360 templates x 5 priming contexts x 2 option orders; female/male forms of the slot's "

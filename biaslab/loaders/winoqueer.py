@@ -89,7 +89,6 @@ def load_winoqueer(folder: Path, subset: str | None = "last-cloze") -> list[Stim
 
 DATASETS = (DatasetInfo(
     name="winoqueer",
-    folder="winoqueer",
     loader=load_winoqueer,
     licence="MIT",
     description="WinoQueer last-cloze subset: pairs differing only in the last word; options (queer term, "

@@ -41,6 +41,25 @@ def table_html(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="", border=0)
 
 
+def start_page(out: Path, heading: str, db: str, intro: str = "") -> list[str]:
+    """Create the report folder `out` and return the page's first fragment: the heading, the warehouse it was
+    computed from and an introduction (HTML, written by the report).
+
+    Parameters
+    ----------
+    out : the report folder (created; `write_page` writes out/index.html, figures go beside it).
+    heading : the page heading (text).
+    db : the warehouse path, shown on the page.
+    intro : HTML after the warehouse path (e.g. what the page's numbers mean).
+
+    Returns
+    -------
+    The list of body fragments, to which the report appends its sections.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    return [f"<h1>{html.escape(heading)}</h1><p>Warehouse: {html.escape(db)}.{' ' + intro if intro else ''}</p>"]
+
+
 def write_page(out: Path, title: str, parts: Sequence[str]) -> Path:
     """Write out/index.html from body fragments, with the shared style and the image-load check."""
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>{IMAGE_CHECK}{_STYLE}"

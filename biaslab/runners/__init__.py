@@ -1,1 +1,2 @@
-"""Runners: model loading, batching, scoring, exact choice probabilities and sampling. Raw evidence only."""
+"""Runners: one collect loop (`collect`) over the protocols (`protocols`: prob, choice, meta, gen), each asking an
+engine (`biaslab.engines`) and appending raw evidence to the warehouse, resumable and idempotent."""

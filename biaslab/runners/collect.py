@@ -54,8 +54,8 @@ class EngineHandle:
 
 
 def _handle(config: CollectConfig, module, loaded) -> EngineHandle:
-    """The model: prepared by the backend without weights, or one passed in (a `loading.LoadedModel` runs through
-    the Hugging Face backend; a loaded `Backend` as is), for tests and benchmarks that reuse one model."""
+    """The model: prepared by the backend without weights, or one passed in (an `engines.hf.loading.LoadedModel` runs
+    through the Hugging Face backend; a loaded `Backend` as is), for tests and benchmarks that reuse one model."""
     if loaded is None:
         return EngineHandle(module.prepare(config.model, config.backend_options()))
     from ..engines.hf.backend import HFPrepared
@@ -71,7 +71,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             loaded=None) -> CollectResult:
     """Run one collection. `progress(total, done)` returns a callback advanced by the requests just written.
 
-    `loaded` (a `loading.LoadedModel` or a `Backend`) skips model loading, for tests and benchmarks that reuse
+    `loaded` (an `engines.hf.loading.LoadedModel` or a `Backend`) skips model loading, for tests and benchmarks that reuse
     one model.
     """
     from .. import loaders

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .. import loaders
 from ..engines.base import BackendOptions
+from ..schema.errors import first_error
 from . import protocols
 
 #: the command-line flag of a field whose name differs from its flag
@@ -31,23 +32,17 @@ def flag(field: str) -> str:
 
 def one_line(exc: ValidationError, accepted: list[str] | None = None, protocol: str | None = None) -> ValueError:
     """The first problem of a pydantic validation as one line naming the flag."""
-    error = exc.errors()[0]
-    field = str(error["loc"][0]) if error.get("loc") else ""
-    if error.get("type") == "extra_forbidden":
+    error = first_error(exc)
+    field = error.field.split(".")[0]
+    if error.kind == "extra_forbidden":
         takes = ", ".join(flag(f) for f in accepted or []) or "no options of its own"
         return ValueError(f"{flag(field)} does not apply to --protocol {protocol} (it takes {takes})")
-    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-    bound = (error.get("ctx") or {})
-    phrases = {"greater_than": "must be > {gt}", "greater_than_equal": "must be at least {ge}",
-               "less_than": "must be < {lt}", "less_than_equal": "must be at most {le}"}
-    if error.get("type") in phrases and field:
-        shown = error.get("input")
-        bound = {k: (int(v) if isinstance(v, float) and v.is_integer() else v) for k, v in bound.items()}
-        return ValueError(f"{flag(field)} {phrases[error['type']].format(**bound)}, got {shown}")
-    if message.startswith("--") or not field:
-        return ValueError(message)
-    shown = f" (got {error['input']!r})" if "input" in error and not isinstance(error["input"], dict) else ""
-    return ValueError(f"{flag(field)}: {message}{shown}")
+    if error.message.startswith("--") or not field:
+        return ValueError(error.message)
+    if error.message.startswith("must be"):
+        return ValueError(f"{flag(field)} {error.message}, got {error.given}")
+    shown = f" (got {error.given!r})" if error.has_input and not isinstance(error.given, dict) else ""
+    return ValueError(f"{flag(field)}: {error.message}{shown}")
 
 
 class CollectConfig(BaseModel):

@@ -116,6 +116,76 @@ def _decoded(tokenizer, sequences: list[tuple[int, ...]], keep_special: bool,
     return [known[(s, keep_special)] for s in sequences]
 
 
+class _Outcomes:
+    """What the answer parsers make of the paths one token longer than a node's: the decoded texts (cached per
+    path, as prompts reach the same paths) and each parser's status (cached per equal parser, text and end)."""
+
+    def __init__(self, tokenizer, parsers: Sequence[AnswerParser], stop_ids, max_new_tokens: int):
+        self.tokenizer = tokenizer
+        self.parsers = parsers
+        self.stop_ids = stop_ids
+        self.max_new_tokens = max_new_tokens
+        self.texts_of: dict[tuple[tuple[int, ...], bool], str] = {}  # decoded paths: prompts reach the same ones
+        self.statuses: dict[tuple[int, str, bool], tuple] = {}  # parser outcomes: prompts share options
+        same: dict[AnswerParser, int] = {}
+        self.parser_index = [same.setdefault(parser, len(same)) for parser in parsers]  # equal parsers, one index
+
+    def texts(self, row: int, path: tuple[int, ...], tokens: list[int]) -> list[str]:
+        """The text of `path` followed by each of `tokens` (a stop token adds nothing), decoded for row's parser."""
+        keep = self.parsers[row].final_marker is not None
+        return _decoded(self.tokenizer, [path if token in self.stop_ids else (*path, token) for token in tokens],
+                        keep, self.texts_of)
+
+    def status(self, row: int, token: int, text: str, depth: int) -> tuple:
+        """Row's parser's (status, option) of `text`, reached by `token` at `depth` (ended by a stop token or the
+        token limit)."""
+        ended = token in self.stop_ids or depth + 1 == self.max_new_tokens
+        key = (self.parser_index[row], text, ended)
+        if key not in self.statuses:
+            self.statuses[key] = self.parsers[row].status(text, ended=ended)
+        return self.statuses[key]
+
+
+def _expand_level(top, frontier: list, tries: list[Trie], outcomes: _Outcomes, depth: int, temperature: float,
+                  top_k: int) -> list:
+    """Store the top-K evidence `top` of every frontier node (row, node, path, mass) in its trie, add an edge for
+    each token that completes a valid answer, and return the live branches of this level: (row, node, token, path,
+    mass)."""
+    top_ids, top_vals, lse = top.ids, top.logits, top.logsumexp
+    candidates = []  # live branches of this level: (row, node, token, path, mass)
+    for i, (row, node, path, mass) in enumerate(frontier):
+        trie = tries[row]
+        trie.topk_ids.append(top_ids[i])
+        trie.topk_logits.append(top_vals[i])
+        trie.logsumexp.append(float(lse[i]))
+        step = step_probabilities(top_vals[i], temperature, top_k)
+        tokens = top_ids[i].tolist()
+        texts = outcomes.texts(row, path, tokens)
+        for token, p_step, text in zip(tokens, step.tolist(), texts):
+            status, option = outcomes.status(row, token, text, depth)
+            if status == "valid":
+                trie.edges.append((node, token, option, None))
+            elif status == "live":
+                candidates.append((row, node, token, (*path, token), mass * p_step))
+    return candidates
+
+
+def _grow(candidates: list, tries: list[Trie], depth: int, min_mass: float) -> list:
+    """Add the live branches to expand (`_most_probable`) as child nodes with a live edge, the others as pruned
+    edges; returns the next frontier: (row, child, path, mass) per child."""
+    kept = _most_probable(candidates, min_mass, MAX_LIVE_PER_LEVEL)
+    next_frontier = []
+    for index, (row, node, token, path, mass) in enumerate(candidates):
+        trie = tries[row]
+        if index in kept:
+            child = trie.add_node(node, token, depth + 1)
+            trie.edges.append((node, token, LIVE, child))
+            next_frontier.append((row, child, path, mass))
+        else:
+            trie.edges.append((node, token, PRUNED, None))
+    return next_frontier
+
+
 def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens: int, stop_ids,
          temperature: float, top_k: int, min_mass: float = DEFAULT_MIN_MASS,
          on_finished: Callable[[int], None] | None = None) -> list[Trie]:
@@ -138,46 +208,13 @@ def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens
     """
     top = expander.root()
     tries = [Trie() for _ in range(len(top))]
-    texts_of: dict[tuple[tuple[int, ...], bool], str] = {}  # decoded paths: prompts reach the same ones
-    statuses: dict[tuple[int, str, bool], tuple] = {}  # parser outcomes: prompts share options
-    same: dict[AnswerParser, int] = {}
-    parser_index = [same.setdefault(parser, len(same)) for parser in parsers]  # equal parsers, one index
+    outcomes = _Outcomes(tokenizer, parsers, stop_ids, max_new_tokens)
     # frontier: (row, node, path, mass) per node to expand
     frontier = [(r, tries[r].add_node(None, None, 0), (), 1.0) for r in range(len(top))]
     finished = 0
     for depth in range(max_new_tokens):
-        top_ids, top_vals, lse = top.ids, top.logits, top.logsumexp
-        candidates = []  # live branches of this level: (row, node, token, path, mass)
-        for i, (row, node, path, mass) in enumerate(frontier):
-            trie = tries[row]
-            trie.topk_ids.append(top_ids[i])
-            trie.topk_logits.append(top_vals[i])
-            trie.logsumexp.append(float(lse[i]))
-            step = step_probabilities(top_vals[i], temperature, top_k)
-            tokens = top_ids[i].tolist()
-            keep = parsers[row].final_marker is not None
-            texts = _decoded(tokenizer, [path if token in stop_ids else (*path, token) for token in tokens], keep,
-                             texts_of)
-            for token, p_step, text in zip(tokens, step.tolist(), texts):
-                ended = token in stop_ids or depth + 1 == max_new_tokens
-                key = (parser_index[row], text, ended)
-                if key not in statuses:
-                    statuses[key] = parsers[row].status(text, ended=ended)
-                status, option = statuses[key]
-                if status == "valid":
-                    trie.edges.append((node, token, option, None))
-                elif status == "live":
-                    candidates.append((row, node, token, (*path, token), mass * p_step))
-        kept = _most_probable(candidates, min_mass, MAX_LIVE_PER_LEVEL)
-        next_frontier = []
-        for index, (row, node, token, path, mass) in enumerate(candidates):
-            trie = tries[row]
-            if index in kept:
-                child = trie.add_node(node, token, depth + 1)
-                trie.edges.append((node, token, LIVE, child))
-                next_frontier.append((row, child, path, mass))
-            else:
-                trie.edges.append((node, token, PRUNED, None))
+        candidates = _expand_level(top, frontier, tries, outcomes, depth, temperature, top_k)
+        next_frontier = _grow(candidates, tries, depth, min_mass)
         if on_finished:
             completed = len({row for row, *_ in frontier} - {row for row, *_ in next_frontier})
             finished += completed

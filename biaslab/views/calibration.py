@@ -9,25 +9,41 @@ import ibis.expr.types as ir
 from .common import Source, json_field, option_with_label
 
 
+def _scored_pairs(source: Source, labels: tuple[str, str], columns: tuple[str, str]):
+    """The sequence scores of the stimuli whose options include one labelled `labels[0]` and one labelled
+    `labels[1]`, joined to those stimuli with the two options as `columns`: (the joined table, it grouped per model,
+    scheme, dataset, stimulus and item, the gold flag: 1 where the gold option is the first, 0 where it is not,
+    NULL where the stimulus has none)."""
+    first, second = labels
+    st = source("stimuli")
+    st = st.filter(st.option_labels.contains(first) & st.option_labels.contains(second))
+    st = (st.join(option_with_label(st, first, columns[0]), "stimulus_id")
+          .join(option_with_label(st, second, columns[1]), "stimulus_id"))
+    q = source("sequence_scores")
+    j = q.join(st, "stimulus_id")
+    gold = ibis.cases((j.gold.isnull(), ibis.null("int32")), else_=(j.gold == j[columns[0]]).cast("int32"))
+    return j, j.group_by([q.model_key, q.scheme, st.dataset, q.stimulus_id, st.item_id]), gold
+
+
+def _normalized(pairs: ir.Table, lp_first: str, lp_second: str, name: str) -> ir.Table:
+    """The pairs with both log-probabilities, with `name` = the normalized probability of the first sentence,
+    1 / (1 + exp(lp_second - lp_first))."""
+    pairs = pairs.filter(pairs[lp_first].notnull() & pairs[lp_second].notnull())
+    return pairs.mutate(**{name: 1.0 / (1.0 + (pairs[lp_second] - pairs[lp_first]).exp())})
+
+
 def pronoun_pair_probs(source: Source) -> ir.Table:
     """Per model, scheme and stimulus whose options include a male and a female pronoun: the joint log-probability
     of the sentence with each (lp_male, lp_female), the gold label gold_male (1 male, 0 female, NULL where the
     dataset has none) and the normalized probability of the male sentence,
     p_male = exp(lp_male) / (exp(lp_male) + exp(lp_female)) = 1 / (1 + exp(lp_female - lp_male)).
     """
-    st = source("stimuli")
-    st = st.filter(st.option_labels.contains("male") & st.option_labels.contains("female"))
-    st = (st.join(option_with_label(st, "male", "male_option"), "stimulus_id")
-          .join(option_with_label(st, "female", "female_option"), "stimulus_id"))
-    q = source("sequence_scores")
-    j = q.join(st, "stimulus_id")
-    gold_male = ibis.cases((j.gold.isnull(), ibis.null("int32")), else_=(j.gold == j.male_option).cast("int32"))
-    pairs = j.group_by([q.model_key, q.scheme, st.dataset, q.stimulus_id, st.item_id]).agg(
+    j, groups, gold_male = _scored_pairs(source, ("male", "female"), ("male_option", "female_option"))
+    pairs = groups.agg(
         lp_male=j.sum_logprob.max(where=j.option == j.male_option),
         lp_female=j.sum_logprob.max(where=j.option == j.female_option),
         gold_male=gold_male.max())
-    pairs = pairs.filter(pairs.lp_male.notnull() & pairs.lp_female.notnull())
-    return pairs.mutate(p_male=1.0 / (1.0 + (pairs.lp_female - pairs.lp_male).exp()))
+    return _normalized(pairs, "lp_male", "lp_female", "p_male")
 
 
 def identity_pair_probs(source: Source) -> ir.Table:
@@ -38,14 +54,8 @@ def identity_pair_probs(source: Source) -> ir.Table:
     the upstream ECE_identity.py fixes every label to 1) and p_queer = 1 / (1 + exp(lp_nonqueer - lp_queer)).
     Kept apart from pronoun_pair_probs, whose p_male / gold_male columns would mislabel these pairs.
     """
-    st = source("stimuli")
-    st = st.filter(st.option_labels.contains("queer") & st.option_labels.contains("nonqueer"))
-    st = (st.join(option_with_label(st, "queer", "queer_term"), "stimulus_id")
-          .join(option_with_label(st, "nonqueer", "nonqueer_term"), "stimulus_id"))
-    q = source("sequence_scores")
-    j = q.join(st, "stimulus_id")
-    gold_queer = ibis.cases((j.gold.isnull(), ibis.null("int32")), else_=(j.gold == j.queer_term).cast("int32"))
-    pairs = j.group_by([q.model_key, q.scheme, st.dataset, q.stimulus_id, st.item_id]).agg(
+    j, groups, gold_queer = _scored_pairs(source, ("queer", "nonqueer"), ("queer_term", "nonqueer_term"))
+    pairs = groups.agg(
         identity=json_field(j.attrs, "gender_id_x").arbitrary(),
         counterpart=json_field(j.attrs, "gender_id_y").arbitrary(),
         queer_term=j.queer_term.arbitrary(),
@@ -53,5 +63,4 @@ def identity_pair_probs(source: Source) -> ir.Table:
         lp_queer=j.sum_logprob.max(where=j.option == j.queer_term),
         lp_nonqueer=j.sum_logprob.max(where=j.option == j.nonqueer_term),
         gold_queer=gold_queer.max())
-    pairs = pairs.filter(pairs.lp_queer.notnull() & pairs.lp_nonqueer.notnull())
-    return pairs.mutate(p_queer=1.0 / (1.0 + (pairs.lp_nonqueer - pairs.lp_queer).exp()))
+    return _normalized(pairs, "lp_queer", "lp_nonqueer", "p_queer")

@@ -11,8 +11,8 @@ import ibis.expr.types as ir
 #: base table name -> Ibis table (on whatever backend holds the warehouse or its export)
 Source = Callable[[str], ir.Table]
 
-#: The backend of a model whose record names none (the `models` table has no backend column before the backends
-#: issue). The only place this default lives.
+#: The backend of a model whose record names none (the `models` table has no backend column before schema version
+#: 6). The only place this default lives.
 DEFAULT_BACKEND = "hf"
 
 

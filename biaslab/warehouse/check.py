@@ -13,27 +13,11 @@ from typing import Literal
 
 import duckdb
 
-from . import migrations
+from . import migrations, rules
+from .quoting import identifier, identifiers
 from .store import TABLE_KEYS, schema_version
 
 Status = Literal["ok", "problem"]
-
-#: (child table, parent table, join columns): child rows that need a parent row with the same columns.
-PARENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("token_scores", "sequence_scores", ("model_key", "request_id")),
-    ("choice_nodes", "choice_requests", ("model_key", "request_id")),
-    ("choice_edges", "choice_requests", ("model_key", "request_id")),
-    ("choice_probs", "choice_requests", ("model_key", "request_id")),
-)
-
-#: Tables whose rows name a stimulus (`stimulus_id`) that must be in `stimuli`.
-STIMULUS_TABLES: tuple[str, ...] = ("sequence_scores", "choice_requests", "samples", "gen_requests")
-
-#: Result tables: every row names a model (`model_key`) that must be in `models`.
-RESULT_TABLES: tuple[str, ...] = (
-    "sequence_scores", "token_scores", "choice_requests", "choice_nodes", "choice_edges", "choice_probs", "samples",
-    "gen_requests",
-)
 
 _EXAMPLES = 3  # keys / runs quoted in a finding's detail
 
@@ -92,52 +76,48 @@ def _check_schema(con, present: set[str]) -> Finding:
 
 
 def _check_duplicates(con, table: str, keys: Sequence[str]) -> Finding:
-    key_list = ", ".join(keys)
-    n_keys, n_extra = con.execute(
-        f"SELECT count(*), coalesce(sum(n - 1), 0) FROM "
-        f"(SELECT count(*) AS n FROM {table} GROUP BY {key_list} HAVING count(*) > 1)"
-    ).fetchone()
+    key_sql, names = identifiers(keys), ", ".join(keys)
+    repeated = f"FROM {identifier(table)} GROUP BY {key_sql} HAVING count(*) > 1"
+    n_keys, n_extra = con.execute(f"SELECT count(*), coalesce(sum(n - 1), 0) FROM "
+                                  f"(SELECT count(*) AS n {repeated})").fetchone()
     if not n_keys:
-        return _finding("duplicate_keys", table, 0, f"no duplicate ({key_list})", "")
-    examples = con.execute(
-        f"SELECT {key_list} FROM {table} GROUP BY {key_list} HAVING count(*) > 1 ORDER BY {key_list} "
-        f"LIMIT {_EXAMPLES}"
-    ).fetchall()
+        return _finding("duplicate_keys", table, 0, f"no duplicate ({names})", "")
+    examples = con.execute(f"SELECT {key_sql} {repeated} ORDER BY {key_sql} LIMIT {_EXAMPLES}").fetchall()
     shown = "; ".join(_fmt_key(e) for e in examples)
     return _finding("duplicate_keys", table, n_keys, "",
-                    f"{n_keys} key(s) ({key_list}) stored more than once, {n_extra} extra row(s); e.g. {shown}")
+                    f"{n_keys} key(s) ({names}) stored more than once, {n_extra} extra row(s); e.g. {shown}")
 
 
-def _check_orphans(con, child: str, parent: str, cols: Sequence[str]) -> Finding:
-    col_list = ", ".join(cols)
-    n_rows, n_parents = con.execute(
-        f"SELECT count(*), count(DISTINCT ({col_list})) FROM {child} ANTI JOIN {parent} USING ({col_list})"
-    ).fetchone()
+def _check_missing(con, check: str, child: str, parent: str, cols: Sequence[str]) -> Finding:
+    """Rows of `child` whose `cols` name no row of `parent` (orphans of a parent request, unknown models or
+    stimuli)."""
+    col_list = identifiers(cols)
+    missing = f"FROM {identifier(child)} ANTI JOIN {identifier(parent)} USING ({col_list})"
+    n_rows, n_parents = con.execute(f"SELECT count(*), count(DISTINCT ({col_list})) {missing}").fetchone()
+    names = ", ".join(cols)
     if not n_rows:
-        return _finding("orphan_rows", child, 0, f"every row has its {parent} parent", "")
-    examples = con.execute(
-        f"SELECT DISTINCT {col_list} FROM {child} ANTI JOIN {parent} USING ({col_list}) ORDER BY {col_list} "
-        f"LIMIT {_EXAMPLES}"
-    ).fetchall()
-    shown = "; ".join(_fmt_key(e) for e in examples)
-    return _finding("orphan_rows", child, n_rows, "",
-                    f"{n_rows} row(s) without their {parent} parent ({n_parents} missing ({col_list})); e.g. {shown}")
-
-
-def _check_reference(con, check: str, table: str, column: str, target: str) -> Finding:
-    n_rows, n_values = con.execute(
-        f"SELECT count(*), count(DISTINCT {column}) FROM {table} AS t "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {target} AS r WHERE r.{column} = t.{column})"
-    ).fetchone()
-    if not n_rows:
-        return _finding(check, table, 0, f"every {column} is in {target}", "")
-    examples = con.execute(
-        f"SELECT DISTINCT {column} FROM {table} AS t "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {target} AS r WHERE r.{column} = t.{column}) ORDER BY 1 LIMIT {_EXAMPLES}"
-    ).fetchall()
+        return _finding(check, child, 0, f"every ({names}) is in {parent}", "")
+    examples = con.execute(f"SELECT DISTINCT {col_list} {missing} ORDER BY {col_list} LIMIT {_EXAMPLES}").fetchall()
+    if check == "orphan_rows":
+        shown = "; ".join(_fmt_key(e) for e in examples)
+        return _finding(check, child, n_rows, "", f"{n_rows} row(s) without their {parent} parent ({n_parents} "
+                                                  f"missing ({names})); e.g. {shown}")
     shown = ", ".join(repr(e[0]) for e in examples)
-    return _finding(check, table, n_rows, "",
-                    f"{n_rows} row(s) name {n_values} {column}(s) not in {target}; e.g. {shown}")
+    return _finding(check, child, n_rows, "", f"{n_rows} row(s) name {n_parents} {names}(s) not in {parent}; "
+                                              f"e.g. {shown}")
+
+
+def _check_values(con, present: set[str]) -> list[Finding]:
+    """The value rules of `rules` (probabilities in [0, 1], finite log-probabilities <= 0, exact outcomes summing
+    to 1, one schema version, ...): one finding per table that breaks one, else one ok finding."""
+    broken = [*rules.meta_violations(con, identifier, present), *rules.value_violations(con, identifier, present),
+              *rules.sum_violations(con, identifier, present)]
+    if not broken:
+        return [_finding("value_rules", None, 0, f"every value rule holds ({len(rules.VALUE_RULES)} column rules, "
+                                                 f"sums of exact outcomes, one schema version)", "")]
+    tables = list(dict.fromkeys(v.table for v in broken))
+    return [_finding("value_rules", t, sum(v.count for v in broken if v.table == t), "",
+                     "; ".join(v.line() for v in broken if v.table == t)) for t in tables]
 
 
 def running_runs(con) -> list[tuple[str, str, object, str]]:
@@ -148,9 +128,9 @@ def running_runs(con) -> list[tuple[str, str, object, str]]:
     columns = {r[0] for r in con.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs' AND table_schema = 'main'"
     ).fetchall()}
-    process = "host, pid, pid_started" if {"host", "pid", "pid_started"} <= columns else "NULL, NULL, NULL"
+    process_sql = "host, pid, pid_started" if {"host", "pid", "pid_started"} <= columns else "NULL, NULL, NULL"
     rows = con.execute(
-        f"SELECT run_id, command, started_at, {process} FROM runs WHERE status = 'running' "
+        f"SELECT run_id, command, started_at, {process_sql} FROM runs WHERE status = 'running' "
         "ORDER BY started_at, run_id"
     ).fetchall()
     return [(run_id, command, started, process_state(host, pid, ticks))
@@ -197,17 +177,13 @@ def check_warehouse(wh) -> list[Finding]:
     for table, keys in TABLE_KEYS.items():
         if table in present:
             findings.append(_check_duplicates(con, table, keys))
-    for child, parent, cols in PARENTS:
+    references = [*(("orphan_rows", c, p, cols) for c, p, cols in rules.PARENTS),
+                  *(("unknown_stimulus", t, "stimuli", ("stimulus_id",)) for t in rules.STIMULUS_TABLES),
+                  *(("unknown_model", t, "models", ("model_key",)) for t in rules.RESULT_TABLES)]
+    for check, child, parent, cols in references:
         if child in present and parent in present:
-            findings.append(_check_orphans(con, child, parent, cols))
-    if "stimuli" in present:
-        for table in STIMULUS_TABLES:
-            if table in present:
-                findings.append(_check_reference(con, "unknown_stimulus", table, "stimulus_id", "stimuli"))
-    if "models" in present:
-        for table in RESULT_TABLES:
-            if table in present:
-                findings.append(_check_reference(con, "unknown_model", table, "model_key", "models"))
+            findings.append(_check_missing(con, check, child, parent, cols))
+    findings += _check_values(con, present)
     if "runs" in present:
         findings.append(_check_unfinished_runs(con))
     return findings

@@ -59,7 +59,7 @@ def clean_path(tmp_path):
                               "topk_ids": [1, 2], "topk_logits": [0.5, 0.1], "logsumexp": 1.0}],
             "choice_edges": [{"model_key": "m1", "request_id": "c1", "node_id": 0, "token_id": 1, "outcome": "he"},
                              {"model_key": "m1", "request_id": "c1", "node_id": 0, "token_id": 2, "outcome": "she"}],
-            "choice_probs": [{"model_key": "m1", "request_id": "c1", "option": o, "temperature": 1.0, "top_k": 0,
+            "choice_probs": [{"model_key": "m1", "request_id": "c1", "option": o, "temperature": 1.0, "top_k": 40,
                               "top_p": 1.0, "prob": p} for o, p in (("he", 0.6), ("she", 0.3), ("invalid", 0.1))],
         })
         wh.append("samples", [_sample("m1", "c1", "s1", i) for i in range(3)])
@@ -196,7 +196,7 @@ def test_run_left_running(clean_path):
     assert f.detail.index("r-old") < f.detail.index("winogender")  # oldest first
     assert "--repair" in f.detail
     text = format_findings(_check(clean_path))
-    assert "PROBLEM unfinished_runs runs:" in text and text.endswith("1 problem(s) in 30 check(s)")
+    assert "PROBLEM unfinished_runs runs:" in text and text.endswith("1 problem(s) in 31 check(s)")
 
     from biaslab.warehouse.check import repair_stale_runs
 
@@ -232,7 +232,7 @@ def test_check_repair_cli(clean_path):
     result = CliRunner().invoke(biaslab, ["warehouse", "check", "--db", str(clean_path), "--repair"])
     assert result.exit_code == 0, result.output
     assert f"marked 1 run(s) of dead processes 'interrupted': {dead[:8]}" in result.output
-    assert "all 30 check(s) ok" in result.output
+    assert "all 31 check(s) ok" in result.output
 
 
 def test_result_with_unknown_model(clean_path):
@@ -274,9 +274,10 @@ def test_every_problem_at_once(clean_path):
         ("orphan_rows", "choice_probs"): 1,  # no ('ghost', 'c1') request either
         ("unfinished_runs", "runs"): 1,
         ("unknown_model", "choice_probs"): 1,
+        ("value_rules", "choice_probs"): 2,  # top_k 0, and its request's outcomes sum to 0.5
     }
     lines = format_findings(findings).splitlines()
-    assert len(lines) == 7 and lines[-1] == f"6 problem(s) in {len(findings)} check(s)"
+    assert len(lines) == 8 and lines[-1] == f"7 problem(s) in {len(findings)} check(s)"
 
 
 def test_schema_version_mismatch_and_missing_table(clean_path):

@@ -1,21 +1,19 @@
 """The Hugging Face backend (`--backend hf`, the default): in-process transformers behind the `Backend` interface.
 
-`prepare` resolves the model exactly as before the interface existed (`loading.prepare_model`: built-in alias,
-local folder, `.gguf` file or hub id; dtype, `--quant nf4`, pre-quantized checkpoints, `--revision`,
-`--model-arg`, `--device` including `auto`), loads the tokenizer and computes the model key without loading any
-weights. `Prepared.load()` loads the weights and returns an `HFBackend`, whose methods are the fast paths of the
-protocols:
+`prepare` resolves the model (`loading.prepare_model`: built-in alias, local folder, `.gguf` file or hub id; dtype,
+`--quant nf4`, pre-quantized checkpoints, `--revision`, `--model-arg`, `--device` including `auto`), loads the
+tokenizer and computes the model key without loading any weights. `Prepared.load()` loads the weights and returns
+an `HFBackend`, whose methods are the fast paths of the protocols:
 
 - `score`: `prefix_scoring.score_causal_grouped` (a group's common prefix runs once; output head only at the
   scored positions);
 - `pll`: `scoring.score_masked` (Salazar et al. 2020 `original`, Kauf and Ivanova 2023 `within_word_l2r`);
 - `top_k` and `expander`: top-K of the output head over a KV cache; the expander continues the template's shared
   prefix (`kvcache.SharedPrefixes`, declared with `share_prefix`) and walks trie levels as tree attention
-  (`exact.TreeLevels`), the computation `exact.explore` always did;
-- `sample`: `sampling.sample_shared_prefixes` / `sample_from_state` (one generator per seed).
-
-The numbers are those of the code before the move, bit for bit in fp32 (docs/decisions.md, "Backends (interface
-and hf)"): every method runs the same tensor operations with the same batch composition.
+  (`tree.TreeLevels`, `tree.HFExpander`);
+- `sample`: `sampling.sample_shared_prefixes` / `sample_from_state` (one generator per seed);
+- `PrefixSharing`: prompts grouped by shared-prefix cut and padded suffix length (`prompt_group`), `ENCODE_ROWS`
+  suffixes per encoding pass, explorations capped by a 2 GiB key/value cache (`explore_rows`).
 """
 
 from __future__ import annotations
@@ -132,7 +130,7 @@ class HFBackend(EngineBase):
         self.bos_id = None if self.spec.kind == "masked" else bos_token_id(tok)[0]
         fallback = self.bos_id if self.bos_id is not None else min(self.stop_ids, default=0)
         self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else fallback
-        # choice prompts pad with the smallest stop id where the tokenizer has no pad token (as before the move)
+        # choice prompts pad with the smallest stop id where the tokenizer has no pad token
         self._choice_pad = tok.pad_token_id if tok.pad_token_id is not None else min(self.stop_ids, default=0)
         self._prefixes = None
 

@@ -21,7 +21,8 @@ import pandas as pd  # noqa: E402
 
 from ...warehouse.catalog import with_model_names  # noqa: E402
 from .stats import CONFIDENCE_ORDER, MALE_CLASS, TOP_LABEL, UNCALIBRATED  # noqa: E402
-from ..html_report import MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, table_html, write_page
+from ..html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page, table_html,
+                           write_page)
 
 #: How each confidence is labelled on figures.
 CONFIDENCE_TITLE = {MALE_CLASS: "male_class (paper): p(male) vs gold", TOP_LABEL: "top_label: max(p, 1-p) vs correct"}
@@ -91,6 +92,10 @@ def reliability_figure(bins: pd.DataFrame, title: str, out: Path, name: str, bin
     return image_html(save_figure(fig, out, name))
 
 
+#: why a post-hoc figure is empty
+NO_CALIBRATOR = "no calibrator was fitted (needs at least 20 pairs with both gold labels)"
+
+
 def post_hoc_figure(post_hoc: pd.DataFrame, title: str, out: Path, name: str) -> str:
     """The paper's post-hoc calibration figure (Figure 3): ECE on the held-out half before and after each calibrator,
     the paper's male-class ECE (left) and the top-label ECE (right), equal-width bins.
@@ -106,8 +111,7 @@ def post_hoc_figure(post_hoc: pd.DataFrame, title: str, out: Path, name: str) ->
     HTML (an image, or the sentence saying why there is none).
     """
     if post_hoc.empty:
-        return nothing_to_show(f"post-hoc calibration ({title})", "no calibrator was fitted (needs at least 20 "
-                               "pairs with both gold labels)")
+        return nothing_to_show(f"post-hoc calibration ({title})", NO_CALIBRATOR)
     n_test = int(post_hoc["n_test"].iloc[0])
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
     x = np.arange(len(post_hoc))
@@ -128,19 +132,11 @@ def post_hoc_reliability_figure(bins: pd.DataFrame, title: str, out: Path, name:
     "none", the same held-out items uncalibrated), the paper's male-class confidence in the first row and the
     top-label confidence in the second, equal-width bins.
 
-    Parameters
-    ----------
-    bins : `reliability_post_hoc` rows of one (model, scheme, dataset).
-    title : the figure's title (the dataset).
-    out, name : where to write the PNG.
-
-    Returns
-    -------
-    HTML (an image, or the sentence saying why there is none).
+    `bins` are the `reliability_post_hoc` rows of one (model, scheme, dataset); the other parameters and the
+    returned HTML are those of `post_hoc_figure`.
     """
     if bins.empty:
-        return nothing_to_show(f"reliability after calibration ({title})", "no calibrator was fitted (needs at least "
-                               "20 pairs with both gold labels)")
+        return nothing_to_show(f"reliability after calibration ({title})", NO_CALIBRATOR)
     width = bins[bins["binning"] == "equal_width"]
     calibrators = list(dict.fromkeys(width["calibrator"]))
     fig, axes = plt.subplots(2, len(calibrators), figsize=(2.3 * len(calibrators), 5), squeeze=False)
@@ -224,14 +220,13 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
     ----------
     tables : `calibration_report_tables` output (with `reliability`, `reliability_post_hoc`; `pair_change` when
         model pairs were declared).
-    out : output folder (created).
-    db : the warehouse path, shown on the page.
+    out, db : the report folder and the warehouse path (as `html_report.start_page`).
     model_table : `catalog.models(...)` executed, to name models; None names them by key.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    parts = [f"<h1>Calibration of pronoun probabilities</h1><p>Warehouse: {html.escape(db)}. Confidence binned is "
-             "named in every metric: male_class = p(male) vs gold (the paper's convention, shown first), top_label = "
-             "max(p, 1-p) vs correctness (Guo et al. 2017, not in the paper).</p>"]
+    parts = start_page(out, "Calibration of pronoun probabilities", db,
+                       "Confidence binned is named in every metric: male_class = p(male) vs gold (the paper's "
+                       "convention, shown first), top_label = max(p, 1-p) vs correctness (Guo et al. 2017, not in the "
+                       "paper).")
     metrics = tables["metrics"]
     groups = metrics.groupby(KEYS) if not metrics.empty else []
     for n, (key, group) in enumerate(groups):

@@ -86,7 +86,6 @@ def knn_mi_classif_bits(x, y, seed: int, n_neighbors: int = 3) -> float:
     k >= count // 2) are handed to scikit-learn itself.
     """
     from scipy.special import digamma
-    from sklearn.preprocessing import scale
 
     x = np.asarray(x, dtype=np.float64).reshape(-1, 1)
     y = np.asarray(y)
@@ -97,16 +96,39 @@ def knn_mi_classif_bits(x, y, seed: int, n_neighbors: int = 3) -> float:
 
         return float(mutual_info_classif(x, y, discrete_features=[False], n_neighbors=n_neighbors,
                                          random_state=seed)[0] / np.log(2))
+    c = _scaled_with_noise(x, seed)
+    radius, k_all = _same_label_radii(c, inverse, counts, ks)
+    label_counts = counts[inverse].astype(float)
+
+    keep = label_counts > 1
+    c, radius, k_all, label_counts = c[keep], radius[keep], k_all[keep], label_counts[keep]
+    n_kept = len(c)
+    m_all = _counts_within(c, radius)
+    mi = digamma(n_kept) + np.mean(digamma(k_all)) - np.mean(digamma(label_counts)) - np.mean(digamma(m_all))
+    return float(max(0, mi) / np.log(2))
+
+
+def _scaled_with_noise(x: np.ndarray, seed: int) -> np.ndarray:
+    """The feature column `x` (shape (n, 1)) as scikit-learn's `mutual_info_classif` prepares it: scaled by its
+    standard deviation, plus 1e-10 x max(1, mean |value|) standard normal noise from `RandomState(seed)`; 1-D."""
+    from sklearn.preprocessing import scale
+
     n = len(x)
     c = x.copy()
     c[:, [True]] = scale(c[:, [True]], with_mean=False, copy=False)
     means = np.maximum(1, np.mean(np.abs(c[:, [True]]), axis=0))
     c[:, [True]] += 1e-10 * means * np.random.RandomState(seed).standard_normal(size=(n, 1))
-    c = c[:, 0]
+    return c[:, 0]
 
+
+def _same_label_radii(c: np.ndarray, inverse: np.ndarray, counts: np.ndarray,
+                      ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per point of `c`: `nextafter(r, 0)` with r the distance to its k-th nearest neighbour among the points with the
+    same label (label index `inverse`, k = `ks` of the label), and that k; unset (np.empty) for labels of one point.
+    """
+    n = len(c)
     radius = np.empty(n)
     k_all = np.empty(n)
-    label_counts = counts[inverse].astype(float)
     for j, (count, k) in enumerate(zip(counts, ks)):
         if count <= 1:
             continue
@@ -121,9 +143,12 @@ def knn_mi_classif_bits(x, y, seed: int, n_neighbors: int = 3) -> float:
         kth = np.partition(cand, k - 1, axis=1)[:, k - 1]
         radius[members[order]] = np.nextafter(kth, 0)
         k_all[members] = k
+    return radius, k_all
 
-    keep = label_counts > 1
-    c, radius, k_all, label_counts = c[keep], radius[keep], k_all[keep], label_counts[keep]
+
+def _counts_within(c: np.ndarray, radius: np.ndarray) -> np.ndarray:
+    """Per point of `c`: the number of points j (itself included) with |c_j - c_i| <= radius_i, counted as a
+    contiguous window of the sorted values whose ends are settled on that exact test."""
     n_kept = len(c)
     s = np.sort(c, kind="stable")
     # points within the radius, self included: |s_j - c_i| <= r_i, a contiguous window of the sorted values
@@ -138,6 +163,4 @@ def knn_mi_classif_bits(x, y, seed: int, n_neighbors: int = 3) -> float:
             break
         lo = lo - grow_lo + (shrink_lo & ~grow_lo)
         hi = hi + grow_hi - (shrink_hi & ~grow_hi)
-    m_all = (hi - lo).astype(np.int64)
-    mi = digamma(n_kept) + np.mean(digamma(k_all)) - np.mean(digamma(label_counts)) - np.mean(digamma(m_all))
-    return float(max(0, mi) / np.log(2))
+    return (hi - lo).astype(np.int64)

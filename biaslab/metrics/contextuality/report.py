@@ -14,7 +14,8 @@ import pandas as pd  # noqa: E402
 
 from .stats import CONTEXTS, SETTING  # noqa: E402
 from ...warehouse.catalog import model_title, with_model_names  # noqa: E402
-from ..html_report import MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, table_html, write_page
+from ..html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page, table_html,
+                           write_page)
 
 
 def setting_label(row) -> str:
@@ -268,6 +269,20 @@ SETTING_TABLES = (
 )
 
 
+def _temperature_panel(ax, frame: pd.DataFrame, series: str, values, y: str, n_column: str, title: str,
+                       ylabel: str) -> None:
+    """One panel of the temperature figure: a line of `y` against the temperature per value of column `series` (in
+    the order of `values`; values without rows are left out), titled `title` with {n} = the largest `n_column`
+    (0 for an empty frame)."""
+    for value in values:
+        part = frame[frame[series] == value].sort_values("at_temperature") if len(frame) else frame
+        if len(part):
+            ax.plot(part["at_temperature"], part[y], marker="o", label=value)
+    n = int(frame[n_column].max()) if len(frame) else 0
+    ax.set_title(title.format(n=n), fontsize=9)
+    ax.set_ylabel(ylabel)
+
+
 def _temperature_figure(tables: dict[str, pd.DataFrame], sel: dict, out: Path, slug: str) -> str:
     """The paper's Figures 8 and 9 for one collection: mean KL to unprimed, Spearman rho (both orders pooled) and
     the contextual fraction (joint CbD) against the temperature they were re-derived at, n on every point."""
@@ -284,22 +299,12 @@ def _temperature_figure(tables: dict[str, pd.DataFrame], sel: dict, out: Path, s
         axes[0].plot(part["at_temperature"], part["mean_kl_bits"], marker="o", label=context)
     axes[0].set_title(f"mean KL to unprimed (pooled orders), n = {int(kl['templates'].max())} templates", fontsize=9)
     axes[0].set_ylabel("mean KL to unprimed (bits)")
-    for context in CONTEXTS:
-        part = sp[sp["context"] == context].sort_values("at_temperature") if len(sp) else sp
-        if len(part):
-            axes[1].plot(part["at_temperature"], part["spearman_rho"], marker="o", label=context)
-    n_sp = int(sp["n"].max()) if len(sp) else 0
-    axes[1].set_title(f"Spearman rho with Misersky rating (pooled orders), n = {n_sp} templates", fontsize=9)
-    axes[1].set_ylabel("Spearman rho")
+    _temperature_panel(axes[1], sp, "context", CONTEXTS, "spearman_rho", "n",
+                       "Spearman rho with Misersky rating (pooled orders), n = {n} templates", "Spearman rho")
     axes[1].axhline(0, color="black", lw=0.5)
     joint = cbd[cbd["variant"] == "joint"] if len(cbd) else cbd
-    for order in ("MF", "FM", "either"):
-        part = joint[joint["option_order"] == order].sort_values("at_temperature") if len(joint) else joint
-        if len(part):
-            axes[2].plot(part["at_temperature"], part["fraction"], marker="o", label=order)
-    n_pairs = int(joint["pairs"].max()) if len(joint) else 0
-    axes[2].set_title(f"fraction of pairs contextual (CbD, joint), n = {n_pairs} pairs", fontsize=9)
-    axes[2].set_ylabel("fraction contextual")
+    _temperature_panel(axes[2], joint, "option_order", ("MF", "FM", "either"), "fraction", "pairs",
+                       "fraction of pairs contextual (CbD, joint), n = {n} pairs", "fraction contextual")
     for ax, title in zip(axes, ("context", "context", "option order")):
         ax.set_xlabel("temperature (re-derived from one exact collection)")
         ax.set_xticks(temps)
@@ -330,20 +335,18 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
     Parameters
     ----------
     tables : `contextuality_report` output (with the private `_pf`).
-    out : output folder (created).
-    db : the warehouse path, shown on the page.
+    out, db : the report folder and the warehouse path (as `html_report.start_page`).
     model_table : `catalog.models(...)` executed, to name models; None names them by key.
     """
-    out.mkdir(parents=True, exist_ok=True)
+    parts = start_page(out, "Contextual invariance (WinoPron)", db,
+                       "Every number is computed from stored evidence; no model was run for this report.")
     settings = tables["_pf"][SETTING].drop_duplicates().sort_values(SETTING).reset_index(drop=True)
     keys = [tuple(row[c] for c in SETTING) for _, row in settings.iterrows()]
     titles = {key: f"{model_title(row['model_key'], model_table)} — {setting_label(row)}"
               for key, (_, row) in zip(keys, settings.iterrows())}
     overlap_labels = dict(zip(settings[SETTING].astype(str).agg(" ".join, axis=1), titles.values()))
     flags = setting_flags(tables["_pf"])
-    parts = [f"<h1>Contextual invariance (WinoPron)</h1><p>Warehouse: {html.escape(db)}. "
-             "Every number is computed from stored evidence; no model was run for this report.</p>",
-             flags_html(flags, titles)]
+    parts.append(flags_html(flags, titles))
     for n, (key, (_, row)) in enumerate(zip(keys, settings.iterrows())):
         slug = f"s{n}"
         parts.append(section_title(row["model_key"], model_table, setting_label(row)))

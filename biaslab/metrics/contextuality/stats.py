@@ -309,50 +309,69 @@ def mutual_information_table(pf: pd.DataFrame, samples: SampleMeasurements | Non
             prob_features = _features(probs.reset_index(drop=True), group)
             template, n_templates = _first_appearance(item[stim])
             for name in FEATURE_NAMES[group]:
-                discrete = name != "stereotype_rating"
-                if discrete:
-                    code = codes[name][stim]
-                    n_codes = int(code.max()) + 1
-                    if len(np.unique(code)) < 2:
-                        continue
-                    counts = np.bincount((template * n_codes + code) * 2 + y,
-                                         minlength=n_templates * n_codes * 2).reshape(n_templates, n_codes, 2)
-                    mi = _mi_sklearn_table_bits(counts.sum(0))
-                    boots = []
-                    for _ in range(bootstrap):
-                        weights = np.bincount(rng.choice(n_templates, n_templates), minlength=n_templates)
-                        table = np.tensordot(weights, counts, axes=1)
-                        if (table.sum(0) == 0).any():
-                            continue
-                        boots.append(mi_table_bits(table))
-                    p_values, _, p_defined = prob_features[name]
-                    plugin = plugin_mutual_information_bits(probs["p_f"].to_numpy()[p_defined], p_values[p_defined])
-                    measured = len(y)
+                if name != "stereotype_rating":
+                    estimate = _discrete_estimate(codes[name][stim], y, template, n_templates, bootstrap, rng,
+                                                  probs, prob_features[name])
                 else:
-                    defined = ~np.isnan(rating[stim])
-                    values, y_def, stim_def = rating[stim][defined], y[defined], stim[defined]
-                    if len(values) > MAX_KNN_MEASUREMENTS:
-                        keep = np.sort(rng.choice(len(values), MAX_KNN_MEASUREMENTS, replace=False))
-                        values, y_def, stim_def = values[keep], y_def[keep], stim_def[keep]
-                    if len(np.unique(values)) < 2 or len(np.unique(y_def)) < 2:
-                        continue
-                    mi = _mi_sklearn_bits(values, y_def, False, seed)
-                    t_def, n_def = _first_appearance(item[stim_def])
-                    order = np.argsort(t_def, kind="stable")
-                    starts = np.searchsorted(t_def[order], np.arange(n_def + 1))
-                    boots = []
-                    for _ in range(bootstrap):
-                        pick = np.concatenate([order[starts[t]:starts[t + 1]] for t in rng.choice(n_def, n_def)])
-                        if len(np.unique(y_def[pick])) < 2:
-                            continue
-                        boots.append(knn_mi_classif_bits(values[pick], y_def[pick], seed))
-                    plugin = np.nan
-                    measured = len(values)
+                    estimate = _continuous_estimate(rating[stim], y, item[stim], bootstrap, rng, seed)
+                if estimate is None:
+                    continue
+                measured, mi, boots, plugin = estimate
                 rows.append({**dict(zip(SETTING, key)), "context_group": group, "feature": name,
                              "measurements": measured, "mi_bits": mi,
                              "mi_se_bits": float(np.std(boots, ddof=1)) if len(boots) > 1 else np.nan,
                              "mi_plugin_bits": plugin})
     return pd.DataFrame(rows)
+
+
+def _discrete_estimate(code: np.ndarray, y: np.ndarray, template: np.ndarray, n_templates: int, bootstrap: int,
+                       rng: np.random.Generator, probs: pd.DataFrame, prob_feature: tuple):
+    """One discrete feature of one setting and context group (`mutual_information_table`): (measurements, the
+    estimator's MI in bits, the bootstrap values over templates, the plug-in MI from the probabilities), or None
+    when the feature takes a single value. `code`, `y`, `template`: per measurement; `prob_feature`: the feature's
+    (values, is_discrete, rows where defined) over the rows of `probs`."""
+    n_codes = int(code.max()) + 1
+    if len(np.unique(code)) < 2:
+        return None
+    counts = np.bincount((template * n_codes + code) * 2 + y,
+                         minlength=n_templates * n_codes * 2).reshape(n_templates, n_codes, 2)
+    mi = _mi_sklearn_table_bits(counts.sum(0))
+    boots = []
+    for _ in range(bootstrap):
+        weights = np.bincount(rng.choice(n_templates, n_templates), minlength=n_templates)
+        table = np.tensordot(weights, counts, axes=1)
+        if (table.sum(0) == 0).any():
+            continue
+        boots.append(mi_table_bits(table))
+    p_values, _, p_defined = prob_feature
+    plugin = plugin_mutual_information_bits(probs["p_f"].to_numpy()[p_defined], p_values[p_defined])
+    return len(y), mi, boots, plugin
+
+
+def _continuous_estimate(rating: np.ndarray, y: np.ndarray, item: np.ndarray, bootstrap: int,
+                         rng: np.random.Generator, seed: int):
+    """The stereotype rating of one setting and context group (`mutual_information_table`): (measurements used, the
+    k-NN estimator's MI in bits, the bootstrap values over templates, NaN for the plug-in value), or None when the
+    rating or the answer takes a single value. Measurements without a rating are left out, and at most
+    MAX_KNN_MEASUREMENTS are kept (seeded subsample). `rating`, `y`, `item`: per measurement."""
+    defined = ~np.isnan(rating)
+    values, y_def, item_def = rating[defined], y[defined], item[defined]
+    if len(values) > MAX_KNN_MEASUREMENTS:
+        keep = np.sort(rng.choice(len(values), MAX_KNN_MEASUREMENTS, replace=False))
+        values, y_def, item_def = values[keep], y_def[keep], item_def[keep]
+    if len(np.unique(values)) < 2 or len(np.unique(y_def)) < 2:
+        return None
+    mi = _mi_sklearn_bits(values, y_def, False, seed)
+    t_def, n_def = _first_appearance(item_def)
+    order = np.argsort(t_def, kind="stable")
+    starts = np.searchsorted(t_def[order], np.arange(n_def + 1))
+    boots = []
+    for _ in range(bootstrap):
+        pick = np.concatenate([order[starts[t]:starts[t + 1]] for t in rng.choice(n_def, n_def)])
+        if len(np.unique(y_def[pick])) < 2:
+            continue
+        boots.append(knn_mi_classif_bits(values[pick], y_def[pick], seed))
+    return len(values), mi, boots, np.nan
 
 
 #: Features that vary WITHIN a template, per context group, for the per-template mutual information: the order of the

@@ -2,7 +2,7 @@
 understand the forced-choice task? Accuracy per model, collection setting and question, from the `meta` protocol's
 stored evidence (`runners collect --dataset winopron --protocol meta`); no model is run.
 
-Per request (one stimulus asked one question, `biaslab.runners.metaprompt`):
+Per request (one stimulus asked one question, the runners' `meta` protocol):
 
 - exact mode: p_gold = P(the sampler + parser answer the gold option), read from `choice_probs` (not renormalized:
   invalid and unresolved mass count as not correct); p_valid = P(option 1) + P(option 2);

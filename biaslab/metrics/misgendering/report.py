@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
-from ..html_report import (MIN_POINTS, image_html, nothing_to_show, plt, save_figure, section_title, table_html,
-                           write_page)
+from ..html_report import (MIN_POINTS, image_html, nothing_to_show, plt, save_figure, section_title, start_page,
+                           table_html, write_page)
 
 PRONOUNS = ("he", "she", "they", "xe")
 #: context -> panel title of the paper's Beta figures ("Prob vs. Pre-[MASK] Gen")
@@ -200,14 +200,12 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
     Parameters
     ----------
     tables : `misgendering_report` output.
-    out : output folder (created).
-    db : the warehouse path, shown on the page.
+    out, db : the report folder and the warehouse path (as `html_report.start_page`).
     model_table : `catalog.models(...)` executed, to name models; None names them by key.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    parts = [f"<h1>Misgendering: probability- vs generation-based evaluation</h1><p>Warehouse: {html.escape(db)}. "
-             "Generation correctness maps continuations without a pronoun to correct (the paper's automatic "
-             "metric); the three outcomes are shown separately.</p>"]
+    parts = start_page(out, "Misgendering: probability- vs generation-based evaluation", db,
+                       "Generation correctness maps continuations without a pronoun to correct (the paper's automatic "
+                       "metric); the three outcomes are shown separately.")
     correctness = tables["correctness"]
     parts += _beta_all_models(tables["disagreement_beta"], out, model_table)
     for model_key in sorted(correctness["model_key"].unique()):

@@ -122,11 +122,27 @@ def agreement(a, b) -> Agreement:
         _emit(notes, DegenerateAgreementWarning)
         return Agreement(0, math.nan, math.nan, math.nan, tuple(notes))
 
-    # python ints: exact arithmetic, no overflow for any n
+    n11, n10, n01, n00 = _two_by_two(a, b)
+    raw, kappa, mcc = _agreement_statistics(n, n11, n10, n01, n00)
+    notes += _constant_notes(a, b, kappa)
+    if notes:
+        _emit(notes, DegenerateAgreementWarning)
+    return Agreement(n, float(raw), float(kappa), float(mcc), tuple(notes), n11, n10, n01, n00)
+
+
+def _two_by_two(a: np.ndarray, b: np.ndarray) -> tuple[int, int, int, int]:
+    """The 2x2 table of two binary arrays as python ints (exact arithmetic, no overflow for any n):
+    (n11, n10, n01, n00), n_ij = the number of pairs with a = i and b = j."""
     n11 = int(np.sum((a == 1) & (b == 1)))
     n00 = int(np.sum((a == 0) & (b == 0)))
     n10 = int(np.sum((a == 1) & (b == 0)))
     n01 = int(np.sum((a == 0) & (b == 1)))
+    return n11, n10, n01, n00
+
+
+def _agreement_statistics(n: int, n11: int, n10: int, n01: int, n00: int) -> tuple[float, float, float]:
+    """(raw agreement, Cohen's kappa, MCC) from the 2x2 table of n > 0 pairs, with exact integer numerators and
+    denominators; a statistic whose denominator is 0 is NaN."""
     na1, nb1 = n11 + n10, n11 + n01  # number of ones in a, in b
     na0, nb0 = n - na1, n - nb1
 
@@ -137,7 +153,13 @@ def agreement(a, b) -> Agreement:
     kappa = (n * (n11 + n00) - expected) / kappa_den if kappa_den else math.nan
     mcc_den = (n11 + n10) * (n11 + n01) * (n00 + n10) * (n00 + n01)
     mcc = (n11 * n00 - n10 * n01) / math.sqrt(mcc_den) if mcc_den else math.nan
+    return raw, kappa, mcc
 
+
+def _constant_notes(a: np.ndarray, b: np.ndarray, kappa: float) -> list[str]:
+    """The notes on a constant method (a, b or both): MCC undefined, and kappa undefined (NaN `kappa`) or 0 by
+    construction; empty when neither is constant."""
+    notes = []
     const_a, const_b = _constant_note("a", a), _constant_note("b", b)
     constant = [c for c in (const_a, const_b) if c]
     if constant:
@@ -147,9 +169,7 @@ def agreement(a, b) -> Agreement:
             notes.append(f"{which}: 1 - p_e = 0, Cohen's kappa is undefined (NaN)")
         else:
             notes.append(f"{which}: Cohen's kappa is 0 by construction (p_o = p_e)")
-    if notes:
-        _emit(notes, DegenerateAgreementWarning)
-    return Agreement(n, float(raw), float(kappa), float(mcc), tuple(notes), n11, n10, n01, n00)
+    return notes
 
 
 def _emit(notes: Sequence[str], category: type[Warning]) -> None:

@@ -149,69 +149,101 @@ def _correlation(cov_re: np.ndarray) -> float:
     return float(cov_re[0, 1]) / denom if denom > 0 else math.nan
 
 
-def _fit_one(frame: pd.DataFrame, re_formula: str | None, fit_kwargs: dict, satterthwaite_df: bool = True) -> dict:
-    """Fit one mixed model; never raises. Returns the per-term table, the cell predictions and the fit
-    diagnostics (see `fit_mixed_model`)."""
+@dataclass
+class _Estimates:
+    """What is read from one statsmodels `MixedLMResults` (while its warnings are recorded): the fixed effects, their
+    per-term table and covariance, the random-effects covariance and its names, convergence, llf and scale."""
+    result: object
+    params: pd.Series
+    terms: pd.DataFrame
+    fe_names: list[str]
+    fe_cov: np.ndarray
+    cov_re: np.ndarray
+    names: list[str]
+    converged: bool
+    llf: float
+    scale: float
+
+
+def _read_result(result) -> _Estimates:
+    """The estimates of a fitted `MixedLM`; the per-term table has NaN Satterthwaite columns (filled in later)."""
+    params = result.fe_params
+    bse = result.bse[params.index]
+    z = result.tvalues[params.index]
+    p = result.pvalues[params.index]
+    ci = result.conf_int(alpha=0.05).loc[params.index]
+    terms = pd.DataFrame({"term": params.index, "estimate": params.to_numpy(), "std_error": bse.to_numpy(),
+                          "z": z.to_numpy(), "p_value": p.to_numpy(),
+                          "df_satterthwaite": math.nan, "p_value_satterthwaite": math.nan,
+                          "ci_low": ci[0].to_numpy(), "ci_high": ci[1].to_numpy()}).set_index("term")
+    fe_names = list(params.index)
+    fe_cov = np.asarray(result.cov_params().loc[fe_names, fe_names], dtype=float)
+    cov = result.cov_re
+    cov_re = np.asarray(cov, dtype=float)
+    names = list(cov.index) if hasattr(cov, "index") else []
+    converged = bool(getattr(result, "converged", False))
+    llf = float(result.llf)
+    scale = float(result.scale)
+    return _Estimates(result, params, terms, fe_names, fe_cov, cov_re, names, converged, llf, scale)
+
+
+def _fit_and_read(frame: pd.DataFrame, re_formula: str | None,
+                  fit_kwargs: dict) -> tuple[_Estimates | None, str | None, list[str]]:
+    """Fit the model and read its estimates with every warning recorded: (estimates, None, warnings), or (None, the
+    error, warnings) when the fit or the reading raised."""
     import statsmodels.formula.api as smf
 
-    out: dict = {"terms": None, "predictions": None, "converged": False, "status": "failed", "error": None,
-                 "warnings": [], "singular": False}
-    notes: list[str] = []
+    error = None
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")  # statsmodels computes lazily: everything read from the result stays inside
         try:
             model = smf.mixedlm(FORMULA, frame, groups=frame["item"], re_formula=re_formula)
             result = model.fit(**fit_kwargs)
-            params = result.fe_params
-            bse = result.bse[params.index]
-            z = result.tvalues[params.index]
-            p = result.pvalues[params.index]
-            ci = result.conf_int(alpha=0.05).loc[params.index]
-            terms = pd.DataFrame({"term": params.index, "estimate": params.to_numpy(), "std_error": bse.to_numpy(),
-                                  "z": z.to_numpy(), "p_value": p.to_numpy(),
-                                  "df_satterthwaite": math.nan, "p_value_satterthwaite": math.nan,
-                                  "ci_low": ci[0].to_numpy(), "ci_high": ci[1].to_numpy()}).set_index("term")
-            fe_names = list(params.index)
-            fe_cov = np.asarray(result.cov_params().loc[fe_names, fe_names], dtype=float)
-            cov = result.cov_re
-            cov_re = np.asarray(cov, dtype=float)
-            names = list(cov.index) if hasattr(cov, "index") else []
-            converged = bool(getattr(result, "converged", False))
-            llf = float(result.llf)
-            scale = float(result.scale)
+            estimates = _read_result(result)
         except Exception as exc:  # noqa: BLE001 - a failed fit is reported, never raised
-            out["error"] = f"{type(exc).__name__}: {exc}"
-            result = None
+            error = f"{type(exc).__name__}: {exc}"
+            estimates = None
         caught = [f"{w.category.__name__}: {w.message}" for w in record]
-    if result is None:
-        out["warnings"] = _dedupe(caught)
-        return out
+    return estimates, error, caught
 
+
+def _covariance_checks(est: _Estimates, notes: list[str]) -> tuple[bool, bool]:
+    """Convergence, standard errors and the random-effects covariance's eigenvalues: appends a note per problem
+    found and returns (degenerate, singular)."""
     degenerate = singular = False
-    if not converged:
+    if not est.converged:
         notes.append("not converged: the optimizer stopped without convergence (estimates are unreliable)")
-    if not np.all(np.isfinite(terms["std_error"].to_numpy(dtype=float))):
+    if not np.all(np.isfinite(est.terms["std_error"].to_numpy(dtype=float))):
         degenerate = True
         notes.append("standard errors undefined for some terms (Hessian not positive definite)")
+    cov_re = est.cov_re
     if cov_re.size:
         if not np.all(np.isfinite(cov_re)):
             degenerate = True
             notes.append("random-effects covariance is not finite")
         else:
             eig = np.linalg.eigvalsh((cov_re + cov_re.T) / 2)
-            size = max(abs(scale), float(np.max(np.abs(eig))), 1e-12)
+            size = max(abs(est.scale), float(np.max(np.abs(eig))), 1e-12)
             if eig.min() <= 1e-6 * size:
                 singular = True
                 notes.append("singular random-effects covariance (boundary fit: a variance component is ~0 or "
                              "the random intercept and slope are perfectly correlated)")
+    return degenerate, singular
 
+
+def _boundary_and_df(est: _Estimates, degenerate: bool, satterthwaite_df: bool, notes: list[str]):
+    """The best (RE)ML optimum found from statsmodels' fit (`satterthwaite.find_optimum`) and its deviance gap, and
+    (with `satterthwaite_df`) the Satterthwaite columns of `est.terms`, filled in place; skipped for a degenerate
+    fit. Appends a note when statsmodels stopped short of the optimum or a step failed. Returns (optimum or None,
+    gap or NaN)."""
     optimum = None
     gap = math.nan
+    scale, cov_re = est.scale, est.cov_re
     usable = (not degenerate and np.isfinite(scale) and scale > 0 and cov_re.size
               and np.all(np.isfinite(cov_re)))
     if usable:
         try:
-            dev = deviance_of_result(result)
+            dev = deviance_of_result(est.result)
             varpar = varpar_from(cov_re, scale)
             optimum = find_optimum(dev, varpar)
             gap = float(optimum.gap)
@@ -220,43 +252,75 @@ def _fit_one(frame: pd.DataFrame, re_formula: str | None, fit_kwargs: dict, satt
                              f"(random-effect correlation there: {optimum.correlation(dev.q):.4f}); lme4 would "
                              "report other estimates")
             if satterthwaite_df:
-                sat = satterthwaite(dev, varpar, params.to_numpy(), np.eye(len(fe_names)))
-                terms["df_satterthwaite"] = sat.df
-                terms["p_value_satterthwaite"] = sat.p_value
+                sat = satterthwaite(dev, varpar, est.params.to_numpy(), np.eye(len(est.fe_names)))
+                est.terms["df_satterthwaite"] = sat.df
+                est.terms["p_value_satterthwaite"] = sat.p_value
                 if sat.note:
                     notes.append(sat.note)
         except Exception as exc:  # noqa: BLE001 - the diagnostics never hide the fit
             notes.append(f"Satterthwaite / boundary check failed: {type(exc).__name__}: {exc}")
-    reasons = _singular_checks(cov_re, names, scale, optimum)
-    if reasons:
-        singular = True
-        notes += reasons
+    return optimum, gap
 
+
+def _predictions(est: _Estimates) -> list[dict]:
+    """The fixed-effects prediction of each condition (paper's order) with its Wald standard error and 95% interval
+    (NaN where the fixed-effects covariance is not finite or gives a negative variance)."""
     predictions = []
     for context, form, c, f in _cells():
-        x = _design_row(c, f, fe_names)
-        value = float(x @ params.to_numpy())
-        var = float(x @ fe_cov @ x) if np.all(np.isfinite(fe_cov)) else math.nan
+        x = _design_row(c, f, est.fe_names)
+        value = float(x @ est.params.to_numpy())
+        var = float(x @ est.fe_cov @ x) if np.all(np.isfinite(est.fe_cov)) else math.nan
         se = math.sqrt(var) if var >= 0 else math.nan  # NaN also for a negative (degenerate) variance
         half = float(stats.norm.ppf(0.975)) * se
         predictions.append({"condition": CONDITION_OF[(context, form)], "context": context, "form": form,
                             "predicted": value, "std_error": se, "ci_low": value - half, "ci_high": value + half})
-    out.update(
-        terms=terms.reindex(TERMS),
-        predictions=predictions,
-        converged=converged,
-        singular=singular,
-        warnings=_dedupe(caught + notes),
-        llf=llf if np.isfinite(llf) else math.nan,
-        residual_var=scale,
+    return predictions
+
+
+def _random_effects(cov_re: np.ndarray, names: list[str]) -> dict[str, float]:
+    """The item variance components of a fit (NaN where the model has none): intercept and context variances, their
+    covariance and correlation."""
+    return dict(
         var_item_intercept=float(cov_re[0, 0]) if cov_re.size else math.nan,
         var_item_context=float(cov_re[names.index("context"), names.index("context")])
         if "context" in names else math.nan,
         cov_item_intercept_context=float(cov_re[0, names.index("context")]) if "context" in names else math.nan,
         re_correlation=_correlation(cov_re) if cov_re.shape == (2, 2) and np.all(np.isfinite(cov_re)) else math.nan,
+    )
+
+
+def _fit_one(frame: pd.DataFrame, re_formula: str | None, fit_kwargs: dict, satterthwaite_df: bool = True) -> dict:
+    """Fit one mixed model; never raises. Returns the per-term table, the cell predictions and the fit
+    diagnostics (see `fit_mixed_model`)."""
+    out: dict = {"terms": None, "predictions": None, "converged": False, "status": "failed", "error": None,
+                 "warnings": [], "singular": False}
+    est, error, caught = _fit_and_read(frame, re_formula, fit_kwargs)
+    if est is None:
+        out["error"] = error
+        out["warnings"] = _dedupe(caught)
+        return out
+
+    notes: list[str] = []
+    degenerate, singular = _covariance_checks(est, notes)
+    optimum, gap = _boundary_and_df(est, degenerate, satterthwaite_df, notes)
+    reasons = _singular_checks(est.cov_re, est.names, est.scale, optimum)
+    if reasons:
+        singular = True
+        notes += reasons
+
+    predictions = _predictions(est)
+    out.update(
+        terms=est.terms.reindex(TERMS),
+        predictions=predictions,
+        converged=est.converged,
+        singular=singular,
+        warnings=_dedupe(caught + notes),
+        llf=est.llf if np.isfinite(est.llf) else math.nan,
+        residual_var=est.scale,
+        **_random_effects(est.cov_re, est.names),
         deviance_gap=gap,
     )
-    out["status"] = ("not converged" if not converged else "degenerate" if degenerate else
+    out["status"] = ("not converged" if not est.converged else "degenerate" if degenerate else
                      "singular" if singular else "warnings" if out["warnings"] else "ok")
     return out
 

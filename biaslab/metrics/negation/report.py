@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ...warehouse.catalog import with_model_names
-from ..html_report import MIN_POINTS, image_html, nothing_to_show, section_title, table_html, write_page
+from ..html_report import (MIN_POINTS, image_html, nothing_to_show, section_title, start_page, table_html, write_page)
 from .model import GROUP, RANDOM_INTERCEPT, RANDOM_SLOPE, _group_columns, _groups
 from .tables import negation_tables
 
@@ -148,6 +148,49 @@ def _flags(model: pd.DataFrame) -> str:
     return "<div class='flags'><p>Fits to read with care:</p><ul>" + "".join(items) + "</ul></div>"
 
 
+def _figure_html(what: str, sentences: int, draw: Callable[[Path], Path], out: Path, name: str) -> str:
+    """The figure `draw(path)` writes to out/name, as an <img>; or, with fewer than MIN_POINTS sentences, the
+    sentence saying so (and nothing is drawn)."""
+    if sentences < MIN_POINTS:
+        return nothing_to_show(what, f"{sentences} sentences; a figure needs at least {MIN_POINTS}")
+    draw(out / name)
+    return image_html(name)
+
+
+def _model_section(tables: dict[str, pd.DataFrame], model_key: str, part: pd.DataFrame, n: int, out: Path,
+                   model_table: pd.DataFrame | None) -> list[str]:
+    """The page fragments of one model (the `n`-th; `part`: its sentences): title, flagged fits, Figure 2, the
+    mixed-model and length-control tables, and the observed condition means as a plot and a table."""
+    model, predicted, means, length = (tables[k] for k in ("mixed_model", "predicted_values", "condition_means",
+                                                            "length_control"))
+    parts = [section_title(model_key, model_table, _settings(part))]
+    mine_model = model[model["model_key"] == model_key].drop(columns="model_key")
+    parts.append(_flags(mine_model))
+    by = [c for c in GROUP[1:] if c in mine_model.columns]
+
+    parts.append("<h3>Figure 2: predicted values of the mixed model</h3>")
+    mine_pred = predicted[predicted["model_key"] == model_key].drop(columns="model_key")
+    finite = int(np.isfinite(mine_pred["predicted"].to_numpy(dtype=float)).sum())
+    sentences = int(pd.to_numeric(mine_pred["n"], errors="coerce").fillna(0).sum())
+    if finite == 0:
+        parts.append(nothing_to_show("predicted-values plot", "the mixed model could not be fitted (see the "
+                                     "status and warnings in the table)"))
+    else:
+        parts.append(_figure_html("predicted-values plot", sentences,
+                                  lambda path: prediction_plot(mine_pred, path, by=by), out, f"figure2_{n}.png"))
+
+    parts.append("<h3>Linear mixed model</h3>" + P_VALUES_NOTE + table_html(mine_model))
+    parts.append("<h3>Length control</h3>" + LENGTH_NOTE
+                 + table_html(length[length["model_key"] == model_key].drop(columns="model_key")))
+
+    mine = means[means["model_key"] == model_key].drop(columns="model_key")
+    parts.append("<h3>Observed condition means</h3>")
+    parts.append(_figure_html("interaction plot", int(mine["n"].sum()),
+                              lambda path: interaction_plot(mine, path, by=by), out, f"interaction_{n}.png"))
+    parts.append(table_html(mine))
+    return parts
+
+
 def write_report(ppl: pd.DataFrame, out: Path, db: str, model_table: pd.DataFrame | None = None) -> Path:
     """Write out/index.html, one Figure 2 (predicted values) and one observed-means plot per model, from
     per-sentence perplexities.
@@ -155,57 +198,22 @@ def write_report(ppl: pd.DataFrame, out: Path, db: str, model_table: pd.DataFram
     Parameters
     ----------
     ppl : `sentence_perplexities` output.
-    out : output folder (created).
-    db : the warehouse path, shown on the page.
+    out, db : the report folder and the warehouse path (as `html_report.start_page`).
     model_table : `catalog.models(...)` executed, to name models; None names them by key.
 
     Returns
     -------
     The index path.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    parts = [f"<h1>Negation bias</h1><p>Warehouse: {html.escape(db)}</p>"]
+    parts = start_page(out, "Negation bias", db)
     if ppl.empty or "model_key" not in ppl.columns:
         parts.append(nothing_to_show("interaction plot", "no negation-bias sentence scores in the warehouse"))
         return write_page(out, "biaslab negation report", parts)
     tables = negation_tables(ppl)
+    for n, (model_key, part) in enumerate(ppl.groupby("model_key", sort=True)):
+        parts += _model_section(tables, model_key, part, n, out, model_table)
     model, predicted, means, length = (tables[k] for k in ("mixed_model", "predicted_values", "condition_means",
                                                             "length_control"))
-    for n, (model_key, part) in enumerate(ppl.groupby("model_key", sort=True)):
-        parts.append(section_title(model_key, model_table, _settings(part)))
-        mine_model = model[model["model_key"] == model_key].drop(columns="model_key")
-        parts.append(_flags(mine_model))
-        by = [c for c in GROUP[1:] if c in mine_model.columns]
-
-        parts.append("<h3>Figure 2: predicted values of the mixed model</h3>")
-        mine_pred = predicted[predicted["model_key"] == model_key].drop(columns="model_key")
-        finite = int(np.isfinite(mine_pred["predicted"].to_numpy(dtype=float)).sum())
-        sentences = int(pd.to_numeric(mine_pred["n"], errors="coerce").fillna(0).sum())
-        if finite == 0:
-            parts.append(nothing_to_show("predicted-values plot", "the mixed model could not be fitted (see the "
-                                         "status and warnings in the table)"))
-        elif sentences < MIN_POINTS:
-            parts.append(nothing_to_show("predicted-values plot", f"{sentences} sentences; a figure needs at least "
-                                         f"{MIN_POINTS}"))
-        else:
-            name = f"figure2_{n}.png"
-            prediction_plot(mine_pred, out / name, by=by)
-            parts.append(image_html(name))
-
-        parts.append("<h3>Linear mixed model</h3>" + P_VALUES_NOTE + table_html(mine_model))
-        parts.append("<h3>Length control</h3>" + LENGTH_NOTE
-                     + table_html(length[length["model_key"] == model_key].drop(columns="model_key")))
-
-        mine = means[means["model_key"] == model_key].drop(columns="model_key")
-        parts.append("<h3>Observed condition means</h3>")
-        if int(mine["n"].sum()) < MIN_POINTS:
-            parts.append(nothing_to_show("interaction plot", f"{int(mine['n'].sum())} sentences; a figure needs at "
-                                         f"least {MIN_POINTS}"))
-        else:
-            name = f"interaction_{n}.png"
-            interaction_plot(mine, out / name, by=by)
-            parts.append(image_html(name))
-        parts.append(table_html(mine))
     if model_table is not None:
         model, predicted, means, length = (with_model_names(t, model_table) for t in (model, predicted, means, length))
     parts += ["<h2>All models: linear mixed model</h2>" + table_html(model),

@@ -22,17 +22,43 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ...engines.base import SamplingSettings
 from ...schema import Stimulus
 
 Progress = Callable[[int], None] | None
+#: the most samples one prompt may ask for (`--samples`): 1,000 x the contextual-invariance paper's 200 per prompt
+MAX_SAMPLES = 200_000
 
 
 class Settings(BaseModel):
     """A protocol's own settings; every field is a `runners collect` option (`--field-name`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Sampling(Settings):
+    """The sampling options every sampling protocol has, declared once; each protocol gives its own defaults
+    (`DEFAULTS`, every field), applied where an option is not given."""
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    samples: int = Field(None, ge=1, le=MAX_SAMPLES)
+    seed: int = None
+    temperature: float = Field(None, gt=0)
+    top_k: int = Field(None, ge=1)
+    top_p: float = Field(None, gt=0, le=1)
+    max_new_tokens: int = Field(None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        return {**cls.DEFAULTS, **data} if isinstance(data, dict) else data
+
+    def sampling(self) -> SamplingSettings:
+        """The engine's sampling settings (no stop suppression)."""
+        return SamplingSettings(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
 
 
 @dataclass

@@ -23,12 +23,10 @@ from ..answers import AnswerParser, decode
 from ..prompting import PromptSpec, render, shared_prefix_ids
 from ..requests import Request, sample_seed
 from ..trie import DEFAULT_MIN_MASS, INVALID, probabilities, walk
-from .base import Progress, Protocol, Settings, Work
+from .base import Progress, Protocol, Sampling, Work
 
 #: prompts explored together in exact mode (`--prompt-batch`): their trie levels share forward passes
 DEFAULT_PROMPT_BATCH = 96
-#: the most samples one prompt may ask for (`--samples`): 1,000 x the paper's 200 per prompt
-MAX_SAMPLES = 200_000
 #: cache slots allowed per prompt for its trie levels, beyond prompt and max_new_tokens, when sizing a batch
 EXPLORE_SLOTS = 64
 
@@ -252,16 +250,13 @@ def collect_samples(wh, backend, pending: Sequence[tuple[ChoiceRequest, list[int
     return added
 
 
-class ChoiceSettings(Settings):
-    """The forced-choice settings (the contextual-invariance paper's are the defaults)."""
+class ChoiceSettings(Sampling):
+    """The forced-choice settings (the contextual-invariance paper's are the defaults: T = 0.5, top_k = 40, 6 new
+    tokens; 200 samples per prompt in sample mode)."""
+
+    DEFAULTS = {"samples": 200, "seed": 0, "temperature": 0.5, "top_k": 40, "top_p": 1.0, "max_new_tokens": 6}
 
     mode: Literal["exact", "sample"] = "exact"
-    samples: int = Field(200, ge=1, le=MAX_SAMPLES)
-    seed: int = 0
-    temperature: float = Field(0.5, gt=0)
-    top_k: int = Field(40, ge=1)
-    top_p: float = Field(1.0, gt=0, le=1)
-    max_new_tokens: int = Field(6, ge=1)
     k_store: int = 64
     prompt: str = "forced_choice_v1"
     prompt_batch: int = Field(DEFAULT_PROMPT_BATCH, ge=1)
@@ -277,9 +272,6 @@ class ChoiceSettings(Settings):
         if not 1 <= self.top_k <= self.k_store:
             raise ValueError(f"--top-k must be between 1 and --k-store ({self.k_store}) in exact mode")
         return self
-
-    def sampling(self) -> SamplingSettings:
-        return SamplingSettings(self.temperature, self.top_k, self.top_p, self.max_new_tokens)
 
     def render_params(self) -> dict:
         """The rendering parameters of a request (part of its id). In exact mode the explored trie depends on the

@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
 from ...engines.base import SamplingSettings
 from ...lexicon.pronoun_detection import vocabulary
@@ -31,8 +31,8 @@ from ...lexicon.pronouns import capitalize
 from ...schema import Stimulus, evidence, request_id
 from ..answers import decode
 from ..requests import Request, sample_seed
-from .base import Progress, Protocol, Settings, Work
-from .choice import MAX_SAMPLES, pending_samples
+from .base import Progress, Protocol, Sampling, Work
+from .choice import pending_samples
 
 GEN_VERSION = "gen-v1"
 
@@ -160,16 +160,12 @@ def collect_generations(wh, backend, requests: Sequence[GenRequest], pending: di
 GEN_ROWS_PER_BATCH = 64
 
 
-class GenSettings(Settings):
+class GenSettings(Sampling):
     """The misgendering meta-evaluation's open generation: 5 continuations of exactly 50 tokens, top_k 50,
     top_p 0.95 (stop tokens impossible before `min_new_tokens`, default `max_new_tokens`)."""
 
-    samples: int = Field(5, ge=1, le=MAX_SAMPLES)
-    seed: int = 0
-    temperature: float = Field(1.0, gt=0)
-    top_k: int = Field(50, ge=1)
-    top_p: float = Field(0.95, gt=0, le=1)
-    max_new_tokens: int = Field(50, ge=1)
+    DEFAULTS = {"samples": 5, "seed": 0, "temperature": 1.0, "top_k": 50, "top_p": 0.95, "max_new_tokens": 50}
+
     min_new_tokens: int | None = None
 
     @model_validator(mode="after")

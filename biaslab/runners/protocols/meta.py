@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from pydantic import Field
 
 from ...lexicon.metaprompt import QUESTIONS, question_options
 from ...schema import Stimulus, request_id
@@ -123,7 +122,8 @@ def meta_requests(stimuli: Sequence[Stimulus], tokenizer, spec: MetaPromptSpec,
 class MetaSettings(ChoiceSettings):
     """The forced-choice settings with the metaprompt's own defaults (room for multi-token nouns as answers)."""
 
-    max_new_tokens: int = Field(8, ge=1)
+    DEFAULTS = {**ChoiceSettings.DEFAULTS, "max_new_tokens": 8}
+
     prompt: str = DEFAULT_META_PROMPT
 
 

@@ -1,0 +1,197 @@
+"""What stored evidence must satisfy, checked the same way wherever rows come from: an export being imported, a shard
+being merged, or a warehouse being checked (`biaslab warehouse check`).
+
+Value rules (one column of one row): probabilities are in [0, 1]; log-probabilities are finite and at most
+`LOGPROB_SLACK` (a log-probability is <= 0; the slack absorbs float rounding of a near-certain token); logsumexps
+and logits are finite; sampling settings are in range (T > 0, top_k >= 1, 0 < top_p <= 1); token counts are not
+negative. Set rules (several rows): the outcomes of one exact-mode request at one setting (options, 'unresolved',
+'invalid') sum to 1 within `SUM_TOLERANCE`; identity keys are unique; every evidence row names a model of `models`,
+a stimulus of `stimuli`, and its parent request; `meta` holds exactly one schema version.
+
+Each rule is SQL written here (no text from the data goes into it) over a table reference that the caller gives
+(`ref(table)`: the warehouse's own table, `shard."table"` of an attached shard, or a staged import), so the rules
+run inside DuckDB on tables of any size and report the first offending row with the number of rows that break the
+rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..schema.evidence import KEYS, SCHEMAS
+from .quoting import identifier, identifiers
+
+#: a stored log-probability may exceed 0 by this much (float rounding of a probability of ~1)
+LOGPROB_SLACK = 1e-6
+#: the outcomes of one exact-mode request sum to 1 within this much
+SUM_TOLERANCE = 1e-6
+
+#: a table reference: table name -> SQL naming it (quoted)
+Ref = Callable[[str], str]
+
+_LOGPROB = f"(isfinite({{c}}) AND {{c}} <= {LOGPROB_SLACK})"
+_PROB = "(isfinite({c}) AND {c} BETWEEN 0 AND 1)"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A value rule: `ok` is an SQL predicate on column `column` of `table` (written `{c}`) that every row meets
+    (NULL meets it: nullability is the schema's business)."""
+
+    table: str
+    column: str
+    text: str
+    ok: str
+
+    def predicate(self) -> str:
+        return self.ok.format(c=f"t.{identifier(self.column)}")
+
+
+def _list_all(predicate: str) -> str:
+    """A predicate on every element `x` of a list column."""
+    return "coalesce(list_bool_and(list_transform({c}, x -> " + predicate.format(c="x") + ")), true)"
+
+
+VALUE_RULES: tuple[Rule, ...] = (
+    Rule("choice_probs", "prob", "a probability in [0, 1]", _PROB),
+    Rule("sequence_scores", "sum_logprob", "a finite log-probability <= 0", _LOGPROB),
+    Rule("sequence_scores", "target_logprob", "a finite log-probability <= 0", _LOGPROB),
+    Rule("sequence_scores", "n_tokens", "a token count >= 0", "{c} >= 0"),
+    Rule("token_scores", "logprob", "a finite log-probability <= 0", _LOGPROB),
+    Rule("choice_nodes", "logsumexp", "a finite logsumexp", "isfinite({c})"),
+    Rule("choice_nodes", "topk_logits", "finite logits", _list_all("isfinite({c})")),
+    Rule("samples", "token_logprobs", "finite log-probabilities <= 0", _list_all(_LOGPROB)),
+    *(Rule(t, "temperature", "a temperature > 0", "(isfinite({c}) AND {c} > 0)") for t in ("choice_probs", "samples")),
+    *(Rule(t, "top_k", "a top_k >= 1", "{c} >= 1") for t in ("choice_probs", "samples")),
+    *(Rule(t, "top_p", "a top_p in (0, 1]", "(isfinite({c}) AND {c} > 0 AND {c} <= 1)")
+      for t in ("choice_probs", "samples")),
+)
+
+#: (child table, parent table, columns): child rows need a parent row with the same values
+PARENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("token_scores", "sequence_scores", ("model_key", "request_id")),
+    ("choice_nodes", "choice_requests", ("model_key", "request_id")),
+    ("choice_edges", "choice_requests", ("model_key", "request_id")),
+    ("choice_probs", "choice_requests", ("model_key", "request_id")),
+)
+#: tables whose rows name a stimulus that must be in `stimuli`
+STIMULUS_TABLES: tuple[str, ...] = ("sequence_scores", "choice_requests", "samples", "gen_requests")
+#: tables whose rows name a model that must be in `models`
+RESULT_TABLES: tuple[str, ...] = ("sequence_scores", "token_scores", "choice_requests", "choice_nodes",
+                                  "choice_edges", "choice_probs", "samples", "gen_requests")
+
+
+@dataclass(frozen=True)
+class Violation:
+    """Rows of `table` that break `rule` (about `column`): how many, and the first one (`example`: its key, or its
+    row number in the file, with the offending value)."""
+
+    table: str
+    column: str
+    rule: str
+    count: int
+    example: str
+
+    def line(self, where: str = "") -> str:
+        """One line: where, table, column, the first offending row, the rule, and how many rows break it."""
+        prefix = f"{where}: " if where else ""
+        more = f" ({self.count} rows break it)" if self.count > 1 else ""
+        return f"{prefix}table {self.table}, column {self.column}, {self.example}: must be {self.rule}{more}"
+
+
+def _row_label(table: str, row: tuple, names: list[str]) -> str:
+    return "row " + ", ".join(f"{n}={v!r}" for n, v in zip(names, row))
+
+
+def _first(con, sql: str, params=()) -> tuple[int, tuple | None]:
+    """(rows matching the query's WHERE, the first of them) for a query selecting `count(*) OVER ()` then columns."""
+    row = con.execute(sql, list(params)).fetchone()
+    return (int(row[0]), row[1:]) if row else (0, None)
+
+
+def value_violations(con, ref: Ref, tables: set[str], label: Callable[[str], list[str]] | None = None
+                     ) -> list[Violation]:
+    """Every value rule broken in the tables of `tables` (referenced with `ref`). `label(table)` names the columns
+    that identify a row in messages (default: the table's identity key)."""
+    out = []
+    for rule in VALUE_RULES:
+        if rule.table not in tables:
+            continue
+        names = (label or (lambda t: list(KEYS[t])))(rule.table)
+        count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(names)}, t.{identifier(rule.column)} "
+                                 f"FROM {ref(rule.table)} AS t WHERE NOT coalesce({rule.predicate()}, true) LIMIT 1")
+        if count:
+            out.append(Violation(rule.table, rule.column, rule.text, count,
+                                 f"{_row_label(rule.table, row[:-1], names)} (got {row[-1]!r})"))
+    return out
+
+
+def sum_violations(con, ref: Ref, tables: set[str]) -> list[Violation]:
+    """Exact-mode outcomes of one request and setting that do not sum to 1 within SUM_TOLERANCE."""
+    if "choice_probs" not in tables:
+        return []
+    group = ["model_key", "request_id", "temperature", "top_k", "top_p"]
+    count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(group)}, total FROM "
+                             f"(SELECT {identifiers(group)}, sum(prob) AS total FROM {ref('choice_probs')} "
+                             f"GROUP BY ALL) WHERE NOT abs(total - 1) <= {SUM_TOLERANCE} LIMIT 1")
+    if not count:
+        return []
+    return [Violation("choice_probs", "prob", f"outcomes of one request summing to 1 (within {SUM_TOLERANCE})",
+                      count, f"{_row_label('choice_probs', row[:-1], group)} (sum {row[-1]!r})")]
+
+
+def key_violations(con, ref: Ref, tables: set[str]) -> list[Violation]:
+    """Identity keys stored more than once."""
+    out = []
+    for table, keys in KEYS.items():
+        if table not in tables:
+            continue
+        count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(keys)} FROM {ref(table)} "
+                                 f"GROUP BY ALL HAVING count(*) > 1 LIMIT 1")
+        if count:
+            out.append(Violation(table, ", ".join(keys), "a unique identity key", count,
+                                 f"{_row_label(table, row, list(keys))} (stored more than once)"))
+    return out
+
+
+def reference_violations(con, ref: Ref, tables: set[str], known: Ref | None = None) -> list[Violation]:
+    """Rows naming a parent request, a model or a stimulus that neither `ref` nor `known` (e.g. the warehouse a
+    shard is merged into) holds."""
+    def present(table: str, columns: tuple[str, ...]) -> str:
+        sources = [f"SELECT {identifiers(columns)} FROM {ref(table)}"] if table in tables else []
+        if known is not None:
+            sources.append(f"SELECT {identifiers(columns)} FROM {known(table)}")
+        return " UNION ALL ".join(sources) or f"SELECT {identifiers(columns)} FROM (SELECT NULL AS x) WHERE false"
+
+    checks = [*PARENTS, *((t, "models", ("model_key",)) for t in RESULT_TABLES),
+              *((t, "stimuli", ("stimulus_id",)) for t in STIMULUS_TABLES)]
+    out = []
+    for child, parent, columns in checks:
+        if child not in tables:
+            continue
+        count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(columns)} FROM {ref(child)} "
+                                 f"ANTI JOIN ({present(parent, columns)}) USING ({identifiers(columns)}) LIMIT 1")
+        if count:
+            out.append(Violation(child, ", ".join(columns), f"a row of {parent}", count,
+                                 f"{_row_label(child, row, list(columns))} (no such {parent} row)"))
+    return out
+
+
+def meta_violations(con, ref: Ref, tables: set[str]) -> list[Violation]:
+    """`meta` must hold exactly one schema_version."""
+    if "meta" not in tables:
+        return []
+    n = con.execute(f"SELECT count(*) FROM {ref('meta')} WHERE key = 'schema_version'").fetchone()[0]
+    if n == 1:
+        return []
+    return [Violation("meta", "key", "one schema_version row", max(n, 1), f"{n} schema_version rows")]
+
+
+def violations(con, ref: Ref, tables: set[str], known: Ref | None = None,
+               label: Callable[[str], list[str]] | None = None) -> list[Violation]:
+    """Every rule of this module broken by the tables `tables` (of biaslab's schema) as referenced by `ref`."""
+    tables = {t for t in tables if t in SCHEMAS}
+    return [*meta_violations(con, ref, tables), *key_violations(con, ref, tables),
+            *value_violations(con, ref, tables, label), *sum_violations(con, ref, tables),
+            *reference_violations(con, ref, tables, known)]

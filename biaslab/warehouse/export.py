@@ -171,8 +171,11 @@ def table_files(folder: Path, manifest: dict) -> dict[str, Path]:
 
 
 def import_export(folder: Path, db: Path) -> dict[str, int]:
-    """Create the warehouse `db` from an export folder: the schema of the export's version, its rows, then the
-    usual migration to this biaslab's version (Warehouse.open). Refuses an existing `db`.
+    """Create the warehouse `db` from an export folder: the schema of the export's version, its rows, every rule of
+    stored evidence checked (`rules`: probabilities in [0, 1], finite log-probabilities <= 0, exact outcomes summing
+    to 1, unique keys, references, one schema version), then the usual migration to this biaslab's version
+    (Warehouse.open). The file is built beside `db` and renamed into place only when everything passed, so a failed
+    import leaves no file behind. Refuses an existing `db`.
 
     Parameters
     ----------
@@ -183,6 +186,8 @@ def import_export(folder: Path, db: Path) -> dict[str, int]:
     -------
     Rows imported per table.
     """
+    import os
+
     from .store import Warehouse
 
     folder, db = Path(folder), Path(db)
@@ -190,25 +195,44 @@ def import_export(folder: Path, db: Path) -> dict[str, int]:
     if db.exists():
         raise WarehouseError(f"{db} exists; import into a new file")
     db.parent.mkdir(parents=True, exist_ok=True)
-    version = int(manifest["schema_version"])
-    counts = {}
-    con = duckdb.connect(str(db))
+    staging = db.with_name(f".{db.name}.importing-{os.getpid()}")
+    try:
+        counts = _load_export(folder, manifest, staging)
+        Warehouse.open(staging).close()  # migrates an older export to this biaslab's schema
+        os.replace(staging, db)
+    finally:
+        for leftover in (staging, staging.with_name(staging.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    return counts
+
+
+def _load_export(folder: Path, manifest: dict, staging: Path) -> dict[str, int]:
+    """The export's tables in the staging file, in one transaction committed only when every rule holds."""
+    from . import rules
+
+    files = table_files(folder, manifest)
+    con = duckdb.connect(str(staging))
     try:
         con.begin()
         for mig in migrations.migrations():
-            if mig.version <= version:
+            if mig.version <= int(manifest["schema_version"]):
                 con.execute(mig.sql)
-        for table, path in table_files(folder, manifest).items():
-            info = manifest["tables"][table]
-            con.execute(f"INSERT INTO {identifier(table)} BY NAME FROM read_parquet(?)", [str(path)])
+        counts = {}
+        for table, path in files.items():
+            try:
+                con.execute(f"INSERT INTO {identifier(table)} BY NAME FROM read_parquet(?)", [str(path)])
+            except duckdb.Error as exc:
+                raise WarehouseError(f"{path}: table {table}: {str(exc).splitlines()[0]}") from None
             counts[table] = con.execute(f"SELECT count(*) FROM {identifier(table)}").fetchone()[0]
-            if counts[table] != info["rows"]:
-                raise WarehouseError(f"{path}: {counts[table]} rows read, the manifest says {info['rows']}")
+            if counts[table] != manifest["tables"][table]["rows"]:
+                raise WarehouseError(f"{path}: {counts[table]} rows read, the manifest says "
+                                     f"{manifest['tables'][table]['rows']}")
+        problems = rules.violations(con, identifier, set(files))
+        if problems:
+            first = problems[0]
+            more = f"; and {len(problems) - 1} more rule(s) broken" if len(problems) > 1 else ""
+            raise WarehouseError(first.line(str(files.get(first.table, folder))) + more + "; nothing was imported")
         con.commit()
-    except BaseException:
+        return counts
+    finally:
         con.close()
-        db.unlink(missing_ok=True)
-        raise
-    con.close()
-    Warehouse.open(db).close()  # migrates an older export to this biaslab's schema
-    return counts

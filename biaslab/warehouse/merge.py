@@ -3,8 +3,10 @@
 Each shard is an ordinary warehouse file written by `runners collect --shard i/n --out-shard DIR`, stamped in its
 `meta` table with what it holds (dataset, protocol, protocol version, model key, shard count). A merge folder must
 hold shards of ONE collection: mixing models, protocols or protocol versions is refused before anything is written.
-Rows are inserted with the same identity-key anti-join as every append, one transaction per shard, so merging twice
-changes nothing and an interrupted merge can simply be run again.
+Every shard is first checked read-only against the value and key rules of stored evidence (`rules`: probabilities in
+[0, 1], finite log-probabilities, unique keys, references, rows of the stamp's model only); then all rows are
+inserted with the same identity-key anti-join as every append, all shards in one transaction, so merging twice
+changes nothing and a merge that fails leaves the target as it was.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import migrations
+from . import migrations, rules
 from .errors import WarehouseError
+from .quoting import identifier, identifiers, literal
 from .store import TABLE_KEYS, Warehouse
 
 #: Parents before children, so a partially merged shard never shows children without parents.
@@ -28,6 +31,30 @@ class Shard:
     identity: dict
 
 
+#: stamp field -> (type, what it holds)
+STAMP = {"dataset": (str, "dataset name"), "protocol": (str, "protocol"), "model_key": (str, "model key"),
+         "protocol_version": ((str, type(None)), "protocol version"), "count": (int, "shard count"),
+         "index": (int, "shard index"), "limit": ((int, type(None)), "--limit of the collection")}
+
+
+def _stamp(path: Path, text: str) -> dict:
+    """A shard's stamp, checked field by field (one line naming the file and the field otherwise)."""
+    try:
+        stamp = json.loads(text)
+    except ValueError:
+        raise WarehouseError(f"{path}: the shard stamp is not JSON") from None
+    if not isinstance(stamp, dict):
+        raise WarehouseError(f"{path}: the shard stamp is not a JSON object")
+    for field, (kind, what) in STAMP.items():
+        value = stamp.get(field)
+        if field not in stamp or isinstance(value, bool) or not isinstance(value, kind):
+            raise WarehouseError(f"{path}: shard stamp field {field!r} ({what}) is missing or not a "
+                                 f"{getattr(kind, '__name__', 'valid value')}: {value!r}")
+    if not 0 <= stamp["index"] < stamp["count"]:
+        raise WarehouseError(f"{path}: shard stamp index {stamp['index']} is not in 0..{stamp['count'] - 1}")
+    return stamp
+
+
 def read_shards(folder: Path) -> list[Shard]:
     """The shard files of a folder with their stamps; refuses unstamped, mixed or wrongly versioned shards."""
     files = sorted(Path(folder).glob("*.duckdb"))
@@ -39,7 +66,7 @@ def read_shards(folder: Path) -> list[Shard]:
             stamp = wh.get_meta("shard")
         if stamp is None:
             raise WarehouseError(f"{path} is not a shard (no shard stamp in its meta table)")
-        shards.append(Shard(path, json.loads(stamp)))
+        shards.append(Shard(path, _stamp(path, stamp)))
     collection = {k: v for k, v in shards[0].identity.items() if k != "index"}
     for shard in shards[1:]:
         other = {k: v for k, v in shard.identity.items() if k != "index"}
@@ -53,23 +80,66 @@ def read_shards(folder: Path) -> list[Shard]:
     return shards
 
 
+def _own_model(con, alias: str, shard: Shard) -> list[rules.Violation]:
+    """Evidence rows of another model than the shard's stamp names."""
+    out = []
+    for table in rules.RESULT_TABLES:
+        count, other = con.execute(f"SELECT count(*), any_value(model_key) FROM {alias}.{identifier(table)} "
+                                   f"WHERE model_key <> ?", [shard.identity["model_key"]]).fetchone()
+        if count:
+            out.append(rules.Violation(table, "model_key", f"the shard's model {shard.identity['model_key']}",
+                                       count, f"row model_key={other!r}"))
+    return out
+
+
+def check_shards(shards: list[Shard], db: Path) -> None:
+    """Every rule of `rules` on every shard (references may point into `db` when it exists), and every evidence row
+    of the stamp's model, read-only; the first problem as one line naming the shard file."""
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        known = None
+        if Path(db).exists():
+            con.execute(f"ATTACH {literal(str(db))} AS target (READ_ONLY)")
+            known = lambda table: f"target.{identifier(table)}"  # noqa: E731
+        for number, shard in enumerate(shards):
+            alias = f"shard_{number}"
+            con.execute(f"ATTACH {literal(str(shard.path))} AS {alias} (READ_ONLY)")
+            tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
+                                                "WHERE table_catalog = ?", [alias]).fetchall()}
+            problems = [*rules.violations(con, lambda t, a=alias: f"{a}.{identifier(t)}", tables, known),
+                        *_own_model(con, alias, shard)]
+            if problems:
+                more = f"; and {len(problems) - 1} more rule(s) broken" if len(problems) > 1 else ""
+                raise WarehouseError(problems[0].line(str(shard.path)) + more + "; nothing was merged")
+            con.execute(f"DETACH {alias}")
+    finally:
+        con.close()
+
+
 def merge_shards(folder: Path, db: Path) -> dict[str, int]:
-    """Insert every shard's rows not yet in `db`; returns rows added per table."""
+    """Insert every shard's rows not yet in `db`, all shards in ONE transaction (a problem in any shard leaves `db`
+    as it was); returns rows added per table. Every shard is checked first (`check_shards`)."""
     shards = read_shards(folder)
+    check_shards(shards, db)
     added = {t: 0 for t in MERGE_ORDER}
     with Warehouse.open(db) as wh:
         if migrations.current_version() != int(wh.get_meta("schema_version")):
             raise WarehouseError(f"{db} is not at schema version {migrations.current_version()}")
-        for shard in shards:
-            wh.con.execute(f"ATTACH '{shard.path}' AS shard (READ_ONLY)")
-            try:
-                with wh.transaction():
+        aliases = [f"shard_{n}" for n in range(len(shards))]
+        for alias, shard in zip(aliases, shards):
+            wh.con.execute(f"ATTACH {literal(str(shard.path))} AS {alias} (READ_ONLY)")
+        try:
+            with wh.transaction():
+                for alias in aliases:
                     for table in MERGE_ORDER:
-                        keys = ", ".join(TABLE_KEYS[table])
+                        keys = identifiers(TABLE_KEYS[table])
                         before = wh.count(table)
-                        wh.con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM shard.{table} "
-                                       f"ANTI JOIN {table} USING ({keys})")
+                        wh.con.execute(f"INSERT INTO {identifier(table)} BY NAME SELECT * FROM "
+                                       f"{alias}.{identifier(table)} ANTI JOIN {identifier(table)} USING ({keys})")
                         added[table] += wh.count(table) - before
-            finally:
-                wh.con.execute("DETACH shard")
+        finally:
+            for alias in aliases:
+                wh.con.execute(f"DETACH {alias}")
     return added

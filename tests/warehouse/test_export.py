@@ -96,8 +96,27 @@ def test_export_refuses_a_non_empty_folder_unless_forced(exported, tmp_path):
     assert forced.exit_code == 0 and (target / "views.sql").is_file() and (target / "keep.txt").is_file()
 
 
+def test_import_refuses_evidence_of_a_model_without_a_record_and_leaves_no_file(exported, tmp_path):
+    db, out = exported  # the synthetic warehouse stores rows of MODEL_B without its `models` record
+    new = tmp_path / "refused.duckdb"
+    result = CliRunner().invoke(cli, ["warehouse", "import", str(out), "--db", str(new)])
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1 and "column model_key" in result.output and "must be a row of models" in \
+        result.output and "nothing was imported" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_import_round_trip_equals_the_warehouse(exported, tmp_path):
-    db, out = exported
+    from open_warehouse_evidence import MODEL_A, MODEL_B
+
+    original, _ = exported
+    db = tmp_path / "complete.duckdb"
+    shutil.copy(original, db)
+    with Warehouse.open(db) as wh:  # every model has its record (an import refuses rows of unknown models)
+        wh.con.execute("INSERT INTO models SELECT * REPLACE (? AS model_key, 'synthetic-b' AS name) FROM models "
+                       "WHERE model_key = ?", [MODEL_B, MODEL_A])
+    out = tmp_path / "out"
+    assert CliRunner().invoke(cli, ["warehouse", "export", str(out), "--db", str(db)]).exit_code == 0
     new = tmp_path / "again.duckdb"
     result = CliRunner().invoke(cli, ["warehouse", "import", str(out), "--db", str(new)], catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..schema import evidence
+from ..sql.quoting import identifier
 from . import macros
 
 
@@ -39,8 +40,9 @@ def statements(temp: bool = True) -> list[tuple[str, str]]:
     temp : TEMP views and macros (a warehouse connection: defined afresh on every connection, so they always match
         the installed code), or plain ones (an export's views.sql).
     """
-    kind = "TEMP " if temp else ""
-    out = [(name, f"CREATE OR REPLACE {kind}VIEW {name} AS\n{sql}") for name, sql in compiled()]
+    temp_sql = "TEMP " if temp else ""
+    out = [(name, f"CREATE OR REPLACE {temp_sql}VIEW {identifier(name)} AS\n{select_sql}")
+           for name, select_sql in compiled()]
     for f in macros.macro_files():
         out.append((f.name, f.sql if temp else macros.without_temp(f.sql)))
     return out

@@ -79,4 +79,4 @@ def macro_files() -> list[SqlFile]:
 
 def without_temp(sql: str) -> str:
     """The file's statements creating plain (not TEMP) objects, for an export's views.sql."""
-    return _TEMP.sub(lambda m: f"CREATE OR REPLACE {m.group(1).upper()}", sql).strip()
+    return _TEMP.sub(lambda m: "CREATE OR REPLACE " + m.group(1).upper(), sql).strip()

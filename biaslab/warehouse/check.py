@@ -14,7 +14,7 @@ from typing import Literal
 import duckdb
 
 from . import migrations, rules
-from .quoting import identifier, identifiers
+from ..sql.quoting import identifier, identifiers
 from .store import TABLE_KEYS, schema_version
 
 Status = Literal["ok", "problem"]
@@ -77,12 +77,12 @@ def _check_schema(con, present: set[str]) -> Finding:
 
 def _check_duplicates(con, table: str, keys: Sequence[str]) -> Finding:
     key_sql, names = identifiers(keys), ", ".join(keys)
-    repeated = f"FROM {identifier(table)} GROUP BY {key_sql} HAVING count(*) > 1"
+    repeated_sql = f"FROM {identifier(table)} GROUP BY {key_sql} HAVING count(*) > 1"
     n_keys, n_extra = con.execute(f"SELECT count(*), coalesce(sum(n - 1), 0) FROM "
-                                  f"(SELECT count(*) AS n {repeated})").fetchone()
+                                  f"(SELECT count(*) AS n {repeated_sql})").fetchone()
     if not n_keys:
         return _finding("duplicate_keys", table, 0, f"no duplicate ({names})", "")
-    examples = con.execute(f"SELECT {key_sql} {repeated} ORDER BY {key_sql} LIMIT {_EXAMPLES}").fetchall()
+    examples = con.execute(f"SELECT {key_sql} {repeated_sql} ORDER BY {key_sql} LIMIT {_EXAMPLES}").fetchall()
     shown = "; ".join(_fmt_key(e) for e in examples)
     return _finding("duplicate_keys", table, n_keys, "",
                     f"{n_keys} key(s) ({names}) stored more than once, {n_extra} extra row(s); e.g. {shown}")
@@ -91,13 +91,13 @@ def _check_duplicates(con, table: str, keys: Sequence[str]) -> Finding:
 def _check_missing(con, check: str, child: str, parent: str, cols: Sequence[str]) -> Finding:
     """Rows of `child` whose `cols` name no row of `parent` (orphans of a parent request, unknown models or
     stimuli)."""
-    col_list = identifiers(cols)
-    missing = f"FROM {identifier(child)} ANTI JOIN {identifier(parent)} USING ({col_list})"
-    n_rows, n_parents = con.execute(f"SELECT count(*), count(DISTINCT ({col_list})) {missing}").fetchone()
+    cols_sql = identifiers(cols)
+    missing_sql = f"FROM {identifier(child)} ANTI JOIN {identifier(parent)} USING ({cols_sql})"
+    n_rows, n_parents = con.execute(f"SELECT count(*), count(DISTINCT ({cols_sql})) {missing_sql}").fetchone()
     names = ", ".join(cols)
     if not n_rows:
         return _finding(check, child, 0, f"every ({names}) is in {parent}", "")
-    examples = con.execute(f"SELECT DISTINCT {col_list} {missing} ORDER BY {col_list} LIMIT {_EXAMPLES}").fetchall()
+    examples = con.execute(f"SELECT DISTINCT {cols_sql} {missing_sql} ORDER BY {cols_sql} LIMIT {_EXAMPLES}").fetchall()
     if check == "orphan_rows":
         shown = "; ".join(_fmt_key(e) for e in examples)
         return _finding(check, child, n_rows, "", f"{n_rows} row(s) without their {parent} parent ({n_parents} "

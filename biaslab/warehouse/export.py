@@ -27,7 +27,7 @@ from .. import __version__
 from ..schema import evidence
 from . import migrations
 from .errors import WarehouseError
-from .quoting import identifier, literal
+from ..sql.quoting import identifier, literal
 
 #: version of the export layout (bump when files or their meaning change)
 EXPORT_FORMAT = 1

@@ -23,7 +23,7 @@ from .. import views as view_defs
 from ..schema import evidence
 from .errors import WarehouseError
 from .export import MANIFEST, read_manifest, table_files
-from .quoting import identifier, literal
+from ..sql.quoting import identifier, literal
 
 ENGINES = ("duckdb", "datafusion")
 
@@ -244,7 +244,7 @@ def _open_export(folder: Path, engine: str) -> WarehouseHandle:
         con = duckdb.connect()
         try:
             for table, path in files.items():
-                con.execute(f"CREATE VIEW {identifier(table)} AS {_current_columns(table, path)}")
+                con.execute(f"CREATE VIEW {identifier(table)} AS {_current_columns_sql(table, path)}")
             for name, sql in view_defs.statements():
                 con.execute(sql)
         except duckdb.Error as exc:
@@ -259,7 +259,7 @@ def _open_export(folder: Path, engine: str) -> WarehouseHandle:
     return handle
 
 
-def _current_columns(table: str, path: Path) -> str:
+def _current_columns_sql(table: str, path: Path) -> str:
     """SELECT of a Parquet file of `table` with the columns of the current schema: a column that an older schema
     version lacked reads as NULL of its stored type (so biaslab's views work on exports of any readable version)."""
     import pyarrow.parquet as pq
@@ -268,7 +268,8 @@ def _current_columns(table: str, path: Path) -> str:
     columns = [identifier(f.name) if f.name in present
                else f"CAST(NULL AS {evidence.duckdb_type(f)}) AS {identifier(f.name)}"
                for f in evidence.SCHEMAS[table]]
-    return f"SELECT {', '.join(columns)} FROM read_parquet({literal(str(path))})"
+    columns_sql = ", ".join(columns)
+    return f"SELECT {columns_sql} FROM read_parquet({literal(str(path))})"
 
 
 __all__ = ["ENGINES", "MANIFEST", "WarehouseHandle", "open_warehouse"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import migrations, rules
 from .errors import WarehouseError
-from .quoting import identifier, identifiers, literal
+from ..sql.quoting import identifier, identifiers, literal
 from .store import TABLE_KEYS, Warehouse
 
 #: Parents before children, so a partially merged shard never shows children without parents.
@@ -80,11 +80,11 @@ def read_shards(folder: Path) -> list[Shard]:
     return shards
 
 
-def _own_model(con, alias: str, shard: Shard) -> list[rules.Violation]:
+def _own_model(con, alias_sql: str, shard: Shard) -> list[rules.Violation]:
     """Evidence rows of another model than the shard's stamp names."""
     out = []
     for table in rules.RESULT_TABLES:
-        count, other = con.execute(f"SELECT count(*), any_value(model_key) FROM {alias}.{identifier(table)} "
+        count, other = con.execute(f"SELECT count(*), any_value(model_key) FROM {alias_sql}.{identifier(table)} "
                                    f"WHERE model_key <> ?", [shard.identity["model_key"]]).fetchone()
         if count:
             out.append(rules.Violation(table, "model_key", f"the shard's model {shard.identity['model_key']}",
@@ -99,21 +99,22 @@ def check_shards(shards: list[Shard], db: Path) -> None:
 
     con = duckdb.connect()
     try:
-        known = None
+        known_sql = None
         if Path(db).exists():
             con.execute(f"ATTACH {literal(str(db))} AS target (READ_ONLY)")
-            known = lambda table: f"target.{identifier(table)}"  # noqa: E731
+            known_sql = lambda table: f"target.{identifier(table)}"  # noqa: E731
         for number, shard in enumerate(shards):
             alias = f"shard_{number}"
-            con.execute(f"ATTACH {literal(str(shard.path))} AS {alias} (READ_ONLY)")
+            con.execute(f"ATTACH {literal(str(shard.path))} AS {identifier(alias)} (READ_ONLY)")
             tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
                                                 "WHERE table_catalog = ?", [alias]).fetchall()}
-            problems = [*rules.violations(con, lambda t, a=alias: f"{a}.{identifier(t)}", tables, known),
-                        *_own_model(con, alias, shard)]
+            problems = [*rules.violations(con, lambda t, a=alias: f"{identifier(a)}.{identifier(t)}", tables,
+                                          known_sql),
+                        *_own_model(con, identifier(alias), shard)]
             if problems:
                 more = f"; and {len(problems) - 1} more rule(s) broken" if len(problems) > 1 else ""
                 raise WarehouseError(problems[0].line(str(shard.path)) + more + "; nothing was merged")
-            con.execute(f"DETACH {alias}")
+            con.execute(f"DETACH {identifier(alias)}")
     finally:
         con.close()
 
@@ -129,17 +130,17 @@ def merge_shards(folder: Path, db: Path) -> dict[str, int]:
             raise WarehouseError(f"{db} is not at schema version {migrations.current_version()}")
         aliases = [f"shard_{n}" for n in range(len(shards))]
         for alias, shard in zip(aliases, shards):
-            wh.con.execute(f"ATTACH {literal(str(shard.path))} AS {alias} (READ_ONLY)")
+            wh.con.execute(f"ATTACH {literal(str(shard.path))} AS {identifier(alias)} (READ_ONLY)")
         try:
             with wh.transaction():
                 for alias in aliases:
                     for table in MERGE_ORDER:
-                        keys = identifiers(TABLE_KEYS[table])
                         before = wh.count(table)
                         wh.con.execute(f"INSERT INTO {identifier(table)} BY NAME SELECT * FROM "
-                                       f"{alias}.{identifier(table)} ANTI JOIN {identifier(table)} USING ({keys})")
+                                       f"{identifier(alias)}.{identifier(table)} ANTI JOIN {identifier(table)} "
+                                       f"USING ({identifiers(TABLE_KEYS[table])})")
                         added[table] += wh.count(table) - before
         finally:
             for alias in aliases:
-                wh.con.execute(f"DETACH {alias}")
+                wh.con.execute(f"DETACH {identifier(alias)}")
     return added

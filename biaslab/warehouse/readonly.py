@@ -31,7 +31,7 @@ from pathlib import Path
 import duckdb
 
 from .errors import WarehouseError
-from .quoting import literal
+from ..sql.quoting import literal
 from .store import Warehouse
 
 #: DuckDB statement types that only read. SHOW / DESCRIBE / SUMMARIZE / PIVOT ... IN (...) / PRAGMA table_info

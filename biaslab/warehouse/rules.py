@@ -9,7 +9,7 @@ negative. Set rules (several rows): the outcomes of one exact-mode request at on
 a stimulus of `stimuli`, and its parent request; `meta` holds exactly one schema version.
 
 Each rule is SQL written here (no text from the data goes into it) over a table reference that the caller gives
-(`ref(table)`: the warehouse's own table, `shard."table"` of an attached shard, or a staged import), so the rules
+(`table_sql(table)`: the warehouse's own table, `shard."table"` of an attached shard, or a staged import), so the rules
 run inside DuckDB on tables of any size and report the first offending row with the number of rows that break the
 rule.
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..schema.evidence import KEYS, SCHEMAS
-from .quoting import identifier, identifiers
+from ..sql.quoting import identifier, identifiers
 
 #: a stored log-probability may exceed 0 by this much (float rounding of a probability of ~1)
 LOGPROB_SLACK = 1e-6
@@ -44,7 +44,7 @@ class Rule:
     text: str
     ok: str
 
-    def predicate(self) -> str:
+    def predicate_sql(self) -> str:
         return self.ok.format(c=f"t.{identifier(self.column)}")
 
 
@@ -110,9 +110,9 @@ def _first(con, sql: str, params=()) -> tuple[int, tuple | None]:
     return (int(row[0]), row[1:]) if row else (0, None)
 
 
-def value_violations(con, ref: Ref, tables: set[str], label: Callable[[str], list[str]] | None = None
+def value_violations(con, table_sql: Ref, tables: set[str], label: Callable[[str], list[str]] | None = None
                      ) -> list[Violation]:
-    """Every value rule broken in the tables of `tables` (referenced with `ref`). `label(table)` names the columns
+    """Every value rule broken in the tables of `tables` (referenced with `table_sql`). `label(table)` names the columns
     that identify a row in messages (default: the table's identity key)."""
     out = []
     for rule in VALUE_RULES:
@@ -120,20 +120,20 @@ def value_violations(con, ref: Ref, tables: set[str], label: Callable[[str], lis
             continue
         names = (label or (lambda t: list(KEYS[t])))(rule.table)
         count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(names)}, t.{identifier(rule.column)} "
-                                 f"FROM {ref(rule.table)} AS t WHERE NOT coalesce({rule.predicate()}, true) LIMIT 1")
+                                 f"FROM {table_sql(rule.table)} AS t WHERE NOT coalesce({rule.predicate_sql()}, true) LIMIT 1")
         if count:
             out.append(Violation(rule.table, rule.column, rule.text, count,
                                  f"{_row_label(rule.table, row[:-1], names)} (got {row[-1]!r})"))
     return out
 
 
-def sum_violations(con, ref: Ref, tables: set[str]) -> list[Violation]:
+def sum_violations(con, table_sql: Ref, tables: set[str]) -> list[Violation]:
     """Exact-mode outcomes of one request and setting that do not sum to 1 within SUM_TOLERANCE."""
     if "choice_probs" not in tables:
         return []
     group = ["model_key", "request_id", "temperature", "top_k", "top_p"]
     count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(group)}, total FROM "
-                             f"(SELECT {identifiers(group)}, sum(prob) AS total FROM {ref('choice_probs')} "
+                             f"(SELECT {identifiers(group)}, sum(prob) AS total FROM {table_sql('choice_probs')} "
                              f"GROUP BY ALL) WHERE NOT abs(total - 1) <= {SUM_TOLERANCE} LIMIT 1")
     if not count:
         return []
@@ -141,13 +141,13 @@ def sum_violations(con, ref: Ref, tables: set[str]) -> list[Violation]:
                       count, f"{_row_label('choice_probs', row[:-1], group)} (sum {row[-1]!r})")]
 
 
-def key_violations(con, ref: Ref, tables: set[str]) -> list[Violation]:
+def key_violations(con, table_sql: Ref, tables: set[str]) -> list[Violation]:
     """Identity keys stored more than once."""
     out = []
     for table, keys in KEYS.items():
         if table not in tables:
             continue
-        count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(keys)} FROM {ref(table)} "
+        count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(keys)} FROM {table_sql(table)} "
                                  f"GROUP BY ALL HAVING count(*) > 1 LIMIT 1")
         if count:
             out.append(Violation(table, ", ".join(keys), "a unique identity key", count,
@@ -155,13 +155,13 @@ def key_violations(con, ref: Ref, tables: set[str]) -> list[Violation]:
     return out
 
 
-def reference_violations(con, ref: Ref, tables: set[str], known: Ref | None = None) -> list[Violation]:
-    """Rows naming a parent request, a model or a stimulus that neither `ref` nor `known` (e.g. the warehouse a
+def reference_violations(con, table_sql: Ref, tables: set[str], known_sql: Ref | None = None) -> list[Violation]:
+    """Rows naming a parent request, a model or a stimulus that neither `table_sql` nor `known_sql` (e.g. the warehouse a
     shard is merged into) holds."""
-    def present(table: str, columns: tuple[str, ...]) -> str:
-        sources = [f"SELECT {identifiers(columns)} FROM {ref(table)}"] if table in tables else []
-        if known is not None:
-            sources.append(f"SELECT {identifiers(columns)} FROM {known(table)}")
+    def present_sql(table: str, columns: tuple[str, ...]) -> str:
+        sources = [f"SELECT {identifiers(columns)} FROM {table_sql(table)}"] if table in tables else []
+        if known_sql is not None:
+            sources.append(f"SELECT {identifiers(columns)} FROM {known_sql(table)}")
         return " UNION ALL ".join(sources) or f"SELECT {identifiers(columns)} FROM (SELECT NULL AS x) WHERE false"
 
     checks = [*PARENTS, *((t, "models", ("model_key",)) for t in RESULT_TABLES),
@@ -170,28 +170,28 @@ def reference_violations(con, ref: Ref, tables: set[str], known: Ref | None = No
     for child, parent, columns in checks:
         if child not in tables:
             continue
-        count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(columns)} FROM {ref(child)} "
-                                 f"ANTI JOIN ({present(parent, columns)}) USING ({identifiers(columns)}) LIMIT 1")
+        count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(columns)} FROM {table_sql(child)} "
+                                 f"ANTI JOIN ({present_sql(parent, columns)}) USING ({identifiers(columns)}) LIMIT 1")
         if count:
             out.append(Violation(child, ", ".join(columns), f"a row of {parent}", count,
                                  f"{_row_label(child, row, list(columns))} (no such {parent} row)"))
     return out
 
 
-def meta_violations(con, ref: Ref, tables: set[str]) -> list[Violation]:
+def meta_violations(con, table_sql: Ref, tables: set[str]) -> list[Violation]:
     """`meta` must hold exactly one schema_version."""
     if "meta" not in tables:
         return []
-    n = con.execute(f"SELECT count(*) FROM {ref('meta')} WHERE key = 'schema_version'").fetchone()[0]
+    n = con.execute(f"SELECT count(*) FROM {table_sql('meta')} WHERE key = 'schema_version'").fetchone()[0]
     if n == 1:
         return []
     return [Violation("meta", "key", "one schema_version row", max(n, 1), f"{n} schema_version rows")]
 
 
-def violations(con, ref: Ref, tables: set[str], known: Ref | None = None,
+def violations(con, table_sql: Ref, tables: set[str], known_sql: Ref | None = None,
                label: Callable[[str], list[str]] | None = None) -> list[Violation]:
-    """Every rule of this module broken by the tables `tables` (of biaslab's schema) as referenced by `ref`."""
+    """Every rule of this module broken by the tables `tables` (of biaslab's schema) as referenced by `table_sql`."""
     tables = {t for t in tables if t in SCHEMAS}
-    return [*meta_violations(con, ref, tables), *key_violations(con, ref, tables),
-            *value_violations(con, ref, tables, label), *sum_violations(con, ref, tables),
-            *reference_violations(con, ref, tables, known)]
+    return [*meta_violations(con, table_sql, tables), *key_violations(con, table_sql, tables),
+            *value_violations(con, table_sql, tables, label), *sum_violations(con, table_sql, tables),
+            *reference_violations(con, table_sql, tables, known_sql)]

@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from ..schema.evidence import KEYS
+from ..sql.quoting import identifier, identifiers
 from . import migrations
 from .errors import SchemaVersionError, WarehouseError
 from .process import current_process
@@ -281,18 +282,15 @@ class Warehouse:
         view = f"_incoming_{table}"
         self.con.register(view, data)
         try:
-            key_list = ", ".join(keys)
-            source = f"SELECT * FROM {view}"
+            table_sql, keys_sql = identifier(table), identifiers(keys)
+            source_sql = f"SELECT * FROM {identifier(view)}"
             if only_keys is not None:
-                source += f" SEMI JOIN {only_keys[0]} USING ({', '.join(only_keys[1])})"
-            sql = (
-                f"INSERT INTO {table} BY NAME "
-                f"SELECT * FROM ({source}) AS incoming ANTI JOIN {table} USING ({key_list}) "
-                f"QUALIFY row_number() OVER (PARTITION BY {key_list}) = 1"
-            )
-            before = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            self.con.execute(sql)
-            after = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                source_sql += f" SEMI JOIN {identifier(only_keys[0])} USING ({identifiers(only_keys[1])})"
+            before = self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
+            self.con.execute(f"INSERT INTO {table_sql} BY NAME "
+                             f"SELECT * FROM ({source_sql}) AS incoming ANTI JOIN {table_sql} USING ({keys_sql}) "
+                             f"QUALIFY row_number() OVER (PARTITION BY {keys_sql}) = 1")
+            after = self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
             return after - before
         finally:
             self.con.unregister(view)
@@ -333,13 +331,13 @@ class Warehouse:
         data = _to_arrow(parent_rows)
         if data.num_rows == 0:
             return 0
-        key_list = ", ".join(keys)
+        keys_sql, parent_sql = identifiers(keys), identifier(parent)
         with self.transaction():
             self.con.register("_parent_incoming", data.select(list(keys)))
             try:
                 self.con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE _new_keys AS SELECT DISTINCT {key_list} "
-                    f"FROM _parent_incoming ANTI JOIN {parent} USING ({key_list})"
+                    f"CREATE OR REPLACE TEMP TABLE _new_keys AS SELECT DISTINCT {keys_sql} "
+                    f"FROM _parent_incoming ANTI JOIN {parent_sql} USING ({keys_sql})"
                 )
             finally:
                 self.con.unregister("_parent_incoming")
@@ -376,12 +374,12 @@ class Warehouse:
             raise WarehouseError(f"stored: {unknown} are not key columns of {table} ({sorted(allowed)})")
         if not request_ids:
             return set()
-        where = "".join(f" AND {c} = ?" for c in equal)
+        where_sql = "".join(f" AND {identifier(c)} = ?" for c in equal)
         self.con.register("_wanted", pa.table({"request_id": pa.array(list(request_ids), pa.string())}))
         try:
             return set(self.con.execute(
-                f"SELECT DISTINCT {', '.join(columns)} FROM {table} SEMI JOIN _wanted USING (request_id) "
-                f"WHERE model_key = ?{where}", [model_key, *equal.values()]).fetchall())
+                f"SELECT DISTINCT {identifiers(columns)} FROM {identifier(table)} SEMI JOIN _wanted USING (request_id) "
+                f"WHERE model_key = ?{where_sql}", [model_key, *equal.values()]).fetchall())
         finally:
             self.con.unregister("_wanted")
 
@@ -435,12 +433,10 @@ class Warehouse:
         ).fetchall()
         return [r[0] for r in rows]
 
-    def count(self, table: str, where: str | None = None, params: Sequence[Any] = ()) -> int:
-        """Rows of `table` (a known table name), optionally those matching `where` (SQL text written by biaslab,
-        values as bound `params`)."""
-        from .quoting import identifier
-
-        sql = f"SELECT count(*) FROM {identifier(table)}" + (f" WHERE {where}" if where else "")
+    def count(self, table: str, where_sql: str | None = None, params: Sequence[Any] = ()) -> int:
+        """Rows of `table`, optionally those matching `where_sql` (SQL text written by biaslab, values as bound
+        `params`)."""
+        sql = f"SELECT count(*) FROM {identifier(table)}" + (f" WHERE {where_sql}" if where_sql else "")
         return self.con.execute(sql, list(params)).fetchone()[0]
 
     def query(self, sql: str, params: Sequence[Any] | None = None):
@@ -453,8 +449,6 @@ class Warehouse:
 
     def columns(self, table: str) -> list[str]:
         """The column names of a table of this warehouse (in stored order)."""
-        from .quoting import identifier
-
         return [d[0] for d in self.con.execute(f"SELECT * FROM {identifier(table)} LIMIT 0").description]
 
     def ibis(self):

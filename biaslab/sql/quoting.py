@@ -9,14 +9,18 @@ A NUL character is refused (DuckDB would end the text there).
 
 from __future__ import annotations
 
-from .errors import WarehouseError
+
+
+
+class QuotingError(ValueError):
+    """A name or path that cannot go into SQL text (not text, or with a NUL character)."""
 
 
 def _check(text: str, what: str) -> str:
     if not isinstance(text, str):
-        raise WarehouseError(f"{what} must be text, got {type(text).__name__}")
+        raise QuotingError(f"{what} must be text, got {type(text).__name__}")
     if "\0" in text:
-        raise WarehouseError(f"{what} {text!r} contains a NUL character")
+        raise QuotingError(f"{what} {text!r} contains a NUL character")
     return text
 
 

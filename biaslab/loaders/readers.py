@@ -2,7 +2,9 @@
 
 What every reader here refuses (each error names the file and the line, and the field where there is one):
 
-* a file that is missing, empty or not UTF-8 (a UTF-8 BOM is dropped);
+* a file that is missing, not a regular file (a directory, FIFO or device: never opened), empty or not UTF-8 (a
+  UTF-8 BOM is dropped);
+* a header that names a column twice (which cell holds the value would be a guess);
 * a pinned upstream file whose bytes differ from the pinned sha256, when read inside `DatasetInfo.load` (see
   `verify`; `accept_modified` loads it as a modified copy instead);
 * a bare carriage return (CR not followed by LF) outside a quoted field;
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,8 +89,10 @@ class Text:
 def load_text(path: Path) -> Text:
     """The file's text and sha256; see `read_text`."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise DataError(path, "file not found")
+    if not path.is_file():  # checked before opening: reading a FIFO would wait forever, a device never ends
+        raise DataError(path, f"not a regular file ({_kind(path)}); give the path of a file")
     raw = path.read_bytes()
     sha, _ = observe(path, raw)  # the checksum comes first: a damaged pinned file is named as such
     if not raw.strip():
@@ -98,6 +103,16 @@ def load_text(path: Path) -> Text:
         line = raw[: exc.start].count(b"\n") + 1
         raise DataError(path, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})", line=line) from None
     return Text(path, text.replace("\r\n", "\n"), sha)
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a regular file is, in words."""
+    mode = path.stat().st_mode
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return word
+    return "not a plain file"
 
 
 def read_text(path: Path) -> str:
@@ -266,6 +281,10 @@ def read_table(path: Path, required: Sequence[str], *, delimiter: str = ",", all
     lines, terminated = text.lines()
     cells, k = _read_record(path, lines, 0, delimiter, None, multiline=multiline)
     header = [h.strip() for h in cells] or [""]  # a blank first line: one unnamed column
+    for index, name in enumerate(header):
+        if name and name in header[:index]:
+            raise DataError(path, f"column {name!r} appears twice in the header (columns {header.index(name) + 1} "
+                                  f"and {index + 1}); which one holds the value would be a guess", line=1, field=name)
     for column in required:
         if column not in header:
             raise DataError(path, f"missing column (header has {header})", line=1, field=column)

@@ -108,3 +108,33 @@ def test_report_renders_in_headless_chromium(misgendering_warehouse, tmp_path):
                           "--dump-dom", (out / "index.html").as_uri()], capture_output=True, text=True,
                          timeout=120).stdout
     assert f'data-images-loaded="{len(images)}/{len(images)}"' in dom
+
+
+def test_annotation_sheet_has_no_formula_cells_and_round_trips(misgendering_warehouse, tmp_path):
+    """A continuation or note starting with =, +, -, @ is written with a leading ' (no spreadsheet formula) and read
+    back as it was (OWASP CSV injection)."""
+    import duckdb
+
+    db = tmp_path / "w.duckdb"
+    shutil.copy(misgendering_warehouse, db)
+    with duckdb.connect(str(db)) as con:  # continuations a model could write
+        con.execute("UPDATE samples SET text = '=HYPERLINK(\"http://evil\",\"x\")' WHERE sample_index = 0")
+        con.execute("UPDATE samples SET text = '-1+2' WHERE sample_index = 1")
+    sheet = tmp_path / "sheet.csv"
+    assert run("annotate", "export", "--db", str(db), "--out", str(sheet), "--n", "6").exit_code == 0
+    rows = list(csv.DictReader(sheet.open(newline="")))
+    texts = {r["text"] for r in rows}
+    assert "'=HYPERLINK(\"http://evil\",\"x\")" in texts and "'-1+2" in texts
+    cells = [v for r in rows for v in r.values()]
+    assert not [v for v in cells if v[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    for row in rows:
+        row.update(label="correct", extraneous_gendered="false", annotator="'@bob", note="'=2*3")
+    with sheet.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    result = run("annotate", "import", str(sheet), "--db", str(db))
+    assert result.exit_code == 0, result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        stored = con.execute("SELECT DISTINCT annotator, note FROM annotations WHERE annotator <> 'a1'").fetchall()
+    assert stored == [("@bob", "=2*3")]  # (a1: the labels of the round-trip test, copied with the warehouse)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import itertools
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,6 +34,7 @@ import pyarrow as pa
 
 from ...loaders.errors import DataError
 from ...loaders.readers import read_table
+from ...loaders.sheet_cells import neutralize, restore
 from .stats import Z95, kappa_asymptotic_se, standard_error_of_mean
 
 LABELS = ("correct", "misgendering", "no_pronoun", "plural_they")
@@ -91,7 +93,9 @@ def export_sheet(handle, out: Path, n: int = 25, seed: int = 0, dataset: str | N
     """Write a CSV to label: per model x dataset x declared pronoun x context cell, `n` continuations drawn at random
     (`stratified_sample`; the paper: 25 per model, pronoun and pre / post cell). Columns `SHEET_COLUMNS`: the
     model's name, the prompt and continuation, and empty label / extraneous_gendered / note / annotator columns;
-    the heuristic's outcome is NOT shown. Returns the number of rows written.
+    the heuristic's outcome is NOT shown. A cell a spreadsheet would read as a formula (starting with =, +, -, @,
+    tab or CR) gets a leading `'` (`loaders.sheet_cells.neutralize`; `read_annotations` removes it). Returns the
+    number of rows written.
 
     Raises ValueError when the warehouse (or `dataset`) has no generated samples."""
     from ...warehouse.catalog import model_names_of
@@ -106,7 +110,8 @@ def export_sheet(handle, out: Path, n: int = 25, seed: int = 0, dataset: str | N
     chosen = stratified_sample(frame, n, seed)
     names = model_names_of(chosen["model_key"], handle.models())["model_name"].to_numpy()
     chosen = chosen.assign(model=names, label="", extraneous_gendered="", note="", annotator="")
-    chosen[list(SHEET_COLUMNS)].to_csv(out, index=False, quoting=csv.QUOTE_NONNUMERIC)
+    sheet = chosen[list(SHEET_COLUMNS)].map(neutralize)  # no cell is a spreadsheet formula (loaders.sheet_cells)
+    sheet.to_csv(out, index=False, quoting=csv.QUOTE_NONNUMERIC)
     return len(chosen)
 
 
@@ -114,10 +119,12 @@ def read_annotations(path: Path, known: set[str]) -> list[dict]:
     """Validated rows of an annotation CSV (an exported sheet, filled in): sample_id, label (one of `LABELS`,
     any case), extraneous_gendered (true/false, 1/0, yes/no), annotator (not empty), and `note` (free text, may be
     empty) when the file has that column; other columns (model, prompt, text, ...) are ignored. Any bad row raises
-    DataError naming file, line and field; a (sample, annotator) twice is an error naming both lines."""
+    DataError naming file, line and field; a (sample, annotator) twice is an error naming both lines. A cell the
+    export neutralized (`'=...`) is read restored (`loaders.sheet_cells.restore`)."""
     rows = []
     seen: dict[tuple[str, str], int] = {}
     for rec in read_table(path, COLUMNS, allow_extra_cells=False):
+        rec = replace(rec, values={k: restore(v) for k, v in rec.values.items()})  # undo the export's `'`
         sample_id = rec.get("sample_id").strip()
         if sample_id not in known:
             raise rec.error(f"unknown sample_id {sample_id!r} (not a stored generated sample in this warehouse)",

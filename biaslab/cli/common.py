@@ -11,7 +11,7 @@ import math
 import sys
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 import click
@@ -172,21 +172,12 @@ def unique_names(columns: Sequence[str]) -> list[str]:
     return out
 
 
-def cursor_batches(cursor: duckdb.DuckDBPyConnection, size: int = 2048) -> Iterator[list[tuple]]:
-    """The rows of an executed DuckDB cursor, `size` at a time (streamed: never all in memory at once)."""
-    while True:
-        batch = cursor.fetchmany(size)
-        if not batch:
-            return
-        yield batch
-
-
 # ---------------------------------------------------------------------------------------------------- output
 class ResultPrinter:
     """Print one or more query results to stdout as tables, CSV or JSON, streaming the rows.
 
-    table: one table per result, each capped at `max_rows` rows (None or 0: no cap) and then one line saying how
-        many rows were not shown. Text is shown literally: no rich markup, emoji codes or highlighting.
+    table: one table per result, each capped at `max_rows` rows (None or 0: no cap) and then one line saying that
+        more rows were not shown (the rows after the cap are not read, so they are not counted). Text is shown literally: no rich markup, emoji codes or highlighting.
     csv: header and rows per result, a blank line between results. Never capped.
     json: a list of objects per result; with `multiple=True` a list of those lists. Strict JSON (see
         `json_value`). Never capped.
@@ -255,21 +246,23 @@ class ResultPrinter:
         for c in columns:
             table.add_column(Text(table_text(c)))
         cap = self.max_rows
-        shown = hidden = 0
+        shown, more = 0, False
         for batch in batches:
             if cap is not None and shown >= cap:
-                hidden += len(batch)
-                continue
+                more = bool(batch)  # the rest is never read: a huge result prints at once
+                break
             take = batch if cap is None else batch[:cap - shown]
             for row in take:
                 table.add_row(*[Text(table_text(v)) for v in row])
             shown += len(take)
-            hidden += len(batch) - len(take)
+            if len(take) < len(batch):
+                more = True
+                break
         console = Console(file=self.out, width=None if self.out.isatty() else 200, markup=False, emoji=False,
                           highlight=False)
         console.print(table)
-        if hidden:
-            self.out.write(f"... {hidden:,} more rows not shown ({shown:,} shown); use --format csv for all rows "
+        if more:
+            self.out.write(f"... more rows not shown (the first {shown:,} shown); use --format csv for all rows "
                            f"(or --max-rows 0)\n")
 
 

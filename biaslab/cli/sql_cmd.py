@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 import duckdb
 
-from .common import ResultPrinter, cursor_batches, db_option, emit, format_option
+from ..warehouse.guard import Stopped
+from .common import ResultPrinter, db_option, emit, format_option
 
 #: rows fetched from DuckDB at a time
 BATCH_ROWS = 4096
@@ -26,7 +27,7 @@ def _query_text(query: str | None, query_file: str | None) -> str:
     if query_file == "-":
         return sys.stdin.read()
     try:
-        return Path(query_file).read_text(encoding="utf-8")
+        return Path(query_file).read_text(encoding="utf-8")  # a NUL byte in it: refused by read_statements
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise click.ClickException(f"cannot read the SQL file {query_file}: {reason}") from None
@@ -42,10 +43,15 @@ def _query_text(query: str | None, query_file: str | None) -> str:
               help="Let queries read files under DIR (read_csv, read_parquet, read_json, glob, ...). Repeatable. "
                    "Nothing can be written there either.")
 @click.option("--max-rows", type=click.IntRange(min=0), default=1000, show_default=True,
-              help="Table format: show at most this many rows per result, then say how many were not shown "
+              help="Table format: show at most this many rows per result, then say that more were not shown "
                    "(0: no cap). csv and json are never capped.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=300, show_default=True, metavar="SECONDS",
+              help="Stop the script after this many seconds (all statements together; 0: no limit).")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="DuckDB memory limit for the queries, e.g. 4GB (default: half the machine's memory). Nothing "
+                   "spills to disk: a query that needs more stops with an out-of-memory error.")
 def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, allow_paths: tuple[str, ...],
-                max_rows: int) -> None:
+                max_rows: int, timeout: float, memory_limit: str | None) -> None:
     """Run read-only SQL against the warehouse and print the results.
 
     The SQL is the QUERY argument or the contents of -f FILE (-f - reads standard input); give exactly one. SQL
@@ -70,8 +76,11 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
     statement is checked and planned before the first one runs, so a refused statement, a missing table or an
     unreadable file anywhere in the script prints only the error.
 
-    Table format shows at most --max-rows rows per result (default 1000), then one line saying how many were
-    not shown; use --format csv or json for all rows. Text is shown literally (no markup or emoji codes). JSON
+    Table format shows at most --max-rows rows per result (default 1000), then one line saying that more rows
+    were not shown (they are not read, so a huge result prints at once); use --format csv or json for all rows.
+
+    Ctrl-C stops a running query at once (exit status 130), and --timeout (default 300 s) stops a script that runs
+    longer (exit status 1), each with one line. Text is shown literally (no markup or emoji codes). JSON
     is strict: NaN and Infinity become null, blobs base64 strings, dates and timestamps ISO 8601 strings,
     decimals numbers, JSON columns the JSON values they hold.
 
@@ -80,18 +89,23 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
     from ..warehouse.readonly import read_only
 
     sql = _query_text(query, query_file)
-    with read_only(db, allow_paths) as session:
-        statements = session.statements(sql)
+    with read_only(db, allow_paths, timeout=timeout, memory_limit=memory_limit) as session:
         try:
+            statements = session.statements(sql)
             printer = ResultPrinter(fmt, max_rows=max_rows, multiple=len(statements) > 1)
             for statement in statements:
                 cursor = session.execute(statement)
                 if cursor.description is None:  # not expected for SELECT / EXPLAIN; print an empty result
                     printer.result([], [])
                     continue
-                printer.result([d[0] for d in cursor.description], cursor_batches(cursor, BATCH_ROWS),
+                printer.result([d[0] for d in cursor.description], session.batches(cursor, BATCH_ROWS),
                                types=[d[1] for d in cursor.description])
             printer.finish()
+        except Stopped as exc:
+            _stop(exc.exit_code, str(exc))
+        except KeyboardInterrupt:  # Ctrl-C while printing, between two fetches
+            session.guard.stop()
+            _stop(130, "interrupted (Ctrl-C); nothing was written")
         except duckdb.PermissionException as exc:
             hint = "" if allow_paths else " (files can be read only under an --allow-path DIR)"
             raise click.ClickException(str(exc).strip().splitlines()[0] + hint) from None
@@ -104,6 +118,13 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             raise SystemExit(0) from None
+
+
+def _stop(code: int, message: str) -> None:
+    """End the command with one line on stderr and exit status `code` (what was printed so far stays)."""
+    sys.stdout.flush()
+    click.echo(f"Error: {message}", err=True)
+    raise SystemExit(code)
 
 
 @click.command("info")

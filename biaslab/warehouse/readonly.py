@@ -14,7 +14,15 @@ enforced by DuckDB itself.
 * a SELECT can still call table functions that change the connection or write files even with the configuration
   locked (``enable_logging(storage='file', storage_path=...)``, ``enable_profiling(save_location=...)``,
   ``checkpoint()``, ``query('...')`` running a string); calls to those (`SIDE_EFFECT_FUNCTIONS`) are found in the
-  statement's parse tree (``json_serialize_sql``, DuckDB's parser again) and refused.
+  statement's parse tree (``json_serialize_sql``, DuckDB's parser again) and refused; so are the table functions
+  that read a Python object from a memory address (every function with a POINTER parameter: pandas_scan,
+  arrow_scan, python_map_function, ...; a NULL address crashes the process), and Python variables are not
+  tables (``python_enable_replacements = false``);
+* IMPORT DATABASE is refused from DuckDB's tokens before the script is parsed (DuckDB's parser itself reads the
+  folder's schema.sql and load.sql to expand it);
+* resources: ``memory_limit`` (default half the machine's memory), no spilling to disk (``temp_directory = ''``:
+  a read-only command writes no temporary files either), and a `Guard` (Ctrl-C and --timeout stop the query
+  with DuckDB's own interrupt).
 
 `read_only(db, allow_paths)` opens such a connection; `ReadOnly.statements(sql)` checks a script before any of it
 runs.
@@ -30,8 +38,9 @@ from pathlib import Path
 
 import duckdb
 
-from .errors import WarehouseError
 from ..sql.quoting import literal
+from .errors import WarehouseError
+from .guard import Guard
 from .store import Warehouse
 
 #: DuckDB statement types that only read. SHOW / DESCRIBE / SUMMARIZE / PIVOT ... IN (...) / PRAGMA table_info
@@ -52,7 +61,12 @@ CONNECT_CONFIG = {
     "autoload_known_extensions": False,
     "allow_community_extensions": False,
     "allow_persistent_secrets": False,
+    "python_enable_replacements": False,  # a Python variable's name is not a table
+    "temp_directory": "",  # never spill to disk: nothing is written, also no temporary file
 }
+
+#: statements refused from their first keyword, before DuckDB parses the script (see `_refused_keywords`)
+REFUSED_KEYWORDS = {"import": "IMPORT DATABASE"}
 
 #: rows fetched from DuckDB at a time
 BATCH_ROWS = 4096
@@ -71,12 +85,33 @@ def allowed_directory(path: str) -> str:
     return str(p.resolve()).rstrip(os.sep) + os.sep
 
 
-def connect_config(allow_paths: Sequence[str]) -> dict:
-    """Options for `duckdb.connect`. Without --allow-path, external access is switched off already at connect."""
+def default_memory_limit() -> str:
+    """Half the machine's physical memory, in MiB, as a DuckDB size ("12288MiB"); DuckDB's default where the
+    machine does not say."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return ""
+    return f"{max(1, total // 2 // 2**20)}MiB"
+
+
+def connect_config(allow_paths: Sequence[str], memory_limit: str | None = None) -> dict:
+    """Options for `duckdb.connect`. Without --allow-path, external access is switched off already at connect.
+    `memory_limit`: a DuckDB size such as "4GB" (None: `default_memory_limit()`)."""
     config = dict(CONNECT_CONFIG)
+    limit = default_memory_limit() if memory_limit is None else memory_limit
+    if limit:
+        config["memory_limit"] = limit
     if not allow_paths:
         config["enable_external_access"] = False
     return config
+
+
+def pointer_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
+    """Lower-case names of the functions that take a POINTER (a memory address of a Python object)."""
+    return frozenset(r[0] for r in con.execute(
+        "SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
+        "WHERE list_contains(parameter_types, 'POINTER')").fetchall())
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, allow_dirs: Sequence[str]) -> None:
@@ -176,8 +211,23 @@ def _type_name(kind) -> str:
     return {29: "UPDATE EXTENSIONS"}.get(kind.value, f"type #{kind.value}")  # duckdb 1.5 leaves 29 unnamed
 
 
-def refusal(con: duckdb.DuckDBPyConnection, statement) -> str | None:
-    """Why `statement` (from `extract_statements`) is not run, or None if it only reads."""
+def _refused_keywords(sql: str) -> str | None:
+    """The `REFUSED_KEYWORDS` name of the first statement of `sql` that starts with one of them, from DuckDB's
+    tokenizer (a statement starts at the first token and after each `;`)."""
+    tokens = duckdb.tokenize(sql)
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    starts_statement = True
+    for (start, kind), end in zip(tokens, ends):
+        word = _identifier(sql[start:end])
+        if starts_statement and kind == duckdb.token_type.keyword and word in REFUSED_KEYWORDS:
+            return REFUSED_KEYWORDS[word]
+        starts_statement = kind == duckdb.token_type.operator and sql[start] == ";"
+    return None
+
+
+def refusal(con: duckdb.DuckDBPyConnection, statement, pointers: frozenset[str] = frozenset()) -> str | None:
+    """Why `statement` (from `extract_statements`) is not run, or None if it only reads. `pointers`: the
+    functions that read Python objects (`pointer_functions`)."""
     kind = statement.type
     if kind not in READ_STATEMENT_TYPES:
         if not statement.query.strip():  # a statement DuckDB adds itself
@@ -192,19 +242,30 @@ def refusal(con: duckdb.DuckDBPyConnection, statement) -> str | None:
         if inner.type != duckdb.StatementType.SELECT:
             return f"EXPLAIN of a statement of type {_type_name(inner.type)}, which EXPLAIN ANALYZE would run"
         sql = inner.query
-    bad = sorted(called_functions(con, sql) & SIDE_EFFECT_FUNCTIONS)
+    called = called_functions(con, sql)
+    bad = sorted(called & SIDE_EFFECT_FUNCTIONS)
     if bad:
         return f"it calls {bad[0]}(), which changes settings, writes files or runs SQL from a string"
+    bad = sorted(called & pointers)
+    if bad:
+        return f"it calls {bad[0]}(), which reads a Python object from a memory address"
     return None
 
 
-def read_statements(con: duckdb.DuckDBPyConnection, sql: str) -> list:
+def read_statements(con: duckdb.DuckDBPyConnection, sql: str, pointers: frozenset[str] = frozenset()) -> list:
     """The statements of `sql`, every one checked before any runs; raises Refused naming the first refused one."""
+    if "\0" in sql:
+        line = sql[:sql.index("\0")].count("\n") + 1
+        raise Refused(f"the SQL holds a NUL byte (line {line}); DuckDB would silently stop reading there; "
+                      f"nothing was run")
+    keyword = _refused_keywords(sql)
+    if keyword:
+        raise Refused(f"biaslab sql is read-only: refused a statement of type {keyword}; nothing was run")
     statements = con.extract_statements(sql)
     if not statements:
         raise Refused("no SQL statement given")
     for number, statement in enumerate(statements, 1):
-        why = refusal(con, statement)
+        why = refusal(con, statement, pointers)
         if why:
             text = _short(statement.query)
             if len(statements) > 1:
@@ -226,29 +287,40 @@ def bind_all(con: duckdb.DuckDBPyConnection, statements: Sequence) -> None:
 
 
 class ReadOnly:
-    """A locked-down connection (see the module docstring): check a script, plan it, run its statements."""
+    """A locked-down connection (see the module docstring): check a script, plan it, run its statements, each
+    DuckDB call under one `Guard` (Ctrl-C, `timeout` seconds for the whole script; None: no limit)."""
 
-    def __init__(self, warehouse: Warehouse, allow_dirs: Sequence[str]) -> None:
+    def __init__(self, warehouse: Warehouse, allow_dirs: Sequence[str], timeout: float | None = None) -> None:
         self.warehouse, self.allow_dirs = warehouse, list(allow_dirs)
         self.con = warehouse.con
+        self.pointers = pointer_functions(self.con)
         lock_down(self.con, self.allow_dirs)
+        self.guard = Guard(self.con, timeout)
 
     def statements(self, sql: str) -> list:
         """The statements of `sql`, every one checked before any runs (`read_statements`), and, for a script of
         several, every one planned (`bind_all`)."""
-        statements = read_statements(self.con, sql)
+        statements = read_statements(self.con, sql, self.pointers)
         if len(statements) > 1:
-            bind_all(self.con, statements)
+            self.guard.call(bind_all, self.con, statements)
         return statements
 
     def execute(self, statement):
         """Run one checked statement; returns the DuckDB cursor (its `description` names the columns)."""
-        return self.con.execute(statement)
+        return self.guard.call(self.con.execute, statement)
+
+    def batches(self, cursor, size: int = BATCH_ROWS) -> Iterator[list[tuple]]:
+        """The rows of an executed cursor, `size` at a time, each fetch under the guard (streamed)."""
+        while batch := self.guard.call(cursor.fetchmany, size):
+            yield batch
 
 
 @contextmanager
-def read_only(db: str | os.PathLike, allow_paths: Sequence[str] = ()) -> Iterator[ReadOnly]:
-    """A `ReadOnly` connection to the warehouse `db`; files under `allow_paths` (folders) may be read."""
+def read_only(db: str | os.PathLike, allow_paths: Sequence[str] = (), *, timeout: float | None = None,
+              memory_limit: str | None = None) -> Iterator[ReadOnly]:
+    """A `ReadOnly` connection to the warehouse `db`; files under `allow_paths` (folders) may be read; `timeout`
+    seconds for all its queries together (None: no limit); `memory_limit` a DuckDB size (None: half the
+    machine's memory)."""
     allow_dirs = [allowed_directory(p) for p in allow_paths]
-    with Warehouse.open(Path(db), read_only=True, config=connect_config(allow_dirs)) as wh:
-        yield ReadOnly(wh, allow_dirs)
+    with Warehouse.open(Path(db), read_only=True, config=connect_config(allow_dirs, memory_limit)) as wh:
+        yield ReadOnly(wh, allow_dirs, timeout)

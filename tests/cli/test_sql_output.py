@@ -77,7 +77,8 @@ def test_table_is_capped_at_1000_rows_by_default_with_one_line_saying_so(db):
     rows = table_rows(result.output)
     assert [r[0] for r in rows] == [str(i) for i in range(1000)]
     lines = result.output.rstrip("\n").splitlines()
-    assert lines[-1] == "... 49,000 more rows not shown (1,000 shown); use --format csv for all rows (or --max-rows 0)"
+    assert lines[-1] == ("... more rows not shown (the first 1,000 shown); use --format csv for all rows "
+                         "(or --max-rows 0)")
     assert sum("more rows not shown" in line for line in lines) == 1
 
 
@@ -88,7 +89,7 @@ def test_max_rows_option(db, cap, total, shown):
     assert [r[0] for r in table_rows(result.output)] == [str(i) for i in range(shown)]
     hidden = total - shown
     if hidden:
-        assert f"... {hidden:,} more rows not shown ({shown:,} shown)" in result.output
+        assert f"... more rows not shown (the first {shown:,} shown)" in result.output
     else:
         assert "not shown" not in result.output
 

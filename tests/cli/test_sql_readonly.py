@@ -204,6 +204,15 @@ HOSTILE = [
     "explain /* c */ analyze create temp view sequence_metrics as select 42",
     "EXPLAIN ANALYZE select * from enable_logging(storage='file', storage_path='{allowed}/logs3')",
     "EXPLAIN COPY (select 1) TO 'x.csv'",
+    # IMPORT DATABASE (DuckDB's parser reads the folder's schema.sql / load.sql to expand it)
+    "IMPORT DATABASE '{allowed}'",
+    "select 1; /* c */ import database '{allowed}'",
+    # table functions that read a Python object from a memory address (a NULL one crashes the process)
+    "select * from pandas_scan(NULL)",
+    "select * from arrow_scan(NULL, NULL, NULL)",
+    "select * from arrow_scan_dumb(NULL, NULL, NULL)",
+    "select * from python_map_function((select 1), NULL, NULL)",
+    "with t as (select * from PANDAS_SCAN(0)) select * from t",
 ]
 
 
@@ -282,6 +291,8 @@ def test_refusal_names_the_statement_type(env, monkeypatch):
         "select * from enable_logging()": "(it calls enable_logging()",
         "EXPLAIN ANALYZE COPY (select 1) TO 'x.csv'": "(EXPLAIN of a statement of type COPY",
         "pivot (select 1 a) on a": "statement of type CREATE for it: a PIVOT without an IN (...) list",
+        "IMPORT DATABASE 'd'": "refused a statement of type IMPORT DATABASE",
+        "select * from pandas_scan(NULL)": "(it calls pandas_scan(), which reads a Python object from a memory",
     }
     for sql, reason in cases.items():
         line = assert_refused(run("sql", sql, "--db", str(env["db"])), before, env)
@@ -421,3 +432,89 @@ def test_function_calls_are_found_without_the_json_parse_tree(env, monkeypatch):
     assert "(it calls enable_logging()" in line
     ok = run("sql", "select 1 as query", "--db", str(env["db"]), "--format", "csv")
     assert ok.exit_code == 0 and ok.output.splitlines() == ["query", "1"]
+
+
+# --------------------------------------------------------------------------------------------- limits and stops
+def console_script() -> list[str]:
+    exe = Path(sys.executable).with_name("biaslab")
+    return [str(exe)] if exe.exists() else [sys.executable, "-c", "from biaslab.cli.main import biaslab; biaslab()"]
+
+
+def test_nul_byte_in_a_script_file_is_refused(env, monkeypatch):
+    monkeypatch.chdir(env["cwd"])
+    script = env["root"] / "nul.sql"
+    script.write_bytes(b"select 1;\nselect 2;\x00 select 3")
+    before = snapshot(env)
+    line = assert_refused(run("sql", "-f", str(script), "--db", str(env["db"])), before, env)
+    assert "NUL byte (line 2)" in line and "nothing was run" in line
+    line = assert_refused(run("sql", "-f", "-", "--db", str(env["db"]), input="select 1;\x00"), before, env)
+    assert "NUL byte" in line
+    script.unlink()
+
+
+def test_a_huge_result_prints_its_first_rows_without_reading_the_rest(env, monkeypatch):
+    """10^12 rows: the table shows --max-rows of them and says more were not shown; --timeout 60 turns a full
+    read (minutes) into a failure instead of a hang."""
+    monkeypatch.chdir(env["cwd"])
+    result = run("sql", "select range as i from range(1000000000000)", "--db", str(env["db"]), "--max-rows", "3",
+                 "--timeout", "60")
+    assert result.exit_code == 0, result.output
+    assert "... more rows not shown (the first 3 shown)" in result.output
+    assert [line.split("│")[1].strip() for line in result.output.splitlines() if line.count("│") == 2] == \
+        ["0", "1", "2"]
+
+
+def test_timeout_stops_a_long_query_with_one_line(env, monkeypatch):
+    import time
+
+    monkeypatch.chdir(env["cwd"])
+    before = snapshot(env)
+    started = time.monotonic()
+    result = run("sql", "select count(*) from range(1000000000000) t(a), range(10) u(b) where a * b % 7 = 3",
+                 "--db", str(env["db"]), "--timeout", "1.5")
+    elapsed = time.monotonic() - started
+    line = assert_refused(result, before, env)
+    assert line == "Error: query stopped after 1.5 s (--timeout); give a larger --timeout, or --timeout 0 for no limit"
+    assert elapsed < 30  # stopped, not run to the end (hours)
+
+
+def test_memory_limit_default_and_option(env, monkeypatch):
+    monkeypatch.chdir(env["cwd"])
+    from biaslab.warehouse.readonly import default_memory_limit
+
+    half = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    assert default_memory_limit() == f"{half // 2**20}MiB"
+    sql = "select current_setting('memory_limit') as m, current_setting('temp_directory') as t"
+    out = json.loads(run("sql", sql, "--db", str(env["db"]), "--format", "json").output)[0]
+    value, unit = out["m"].split()
+    assert unit == "GiB" and abs(float(value) * 2**30 - half) < 0.01 * half and out["t"] == ""
+    out = json.loads(run("sql", sql, "--db", str(env["db"]), "--format", "json", "--memory-limit", "64MB").output)
+    assert out[0]["m"] == "61.0 MiB"
+    before = snapshot(env)
+    line = assert_refused(run("sql", "select max(length(s)) from (select list(range) s from range(30000000))",
+                              "--db", str(env["db"]), "--memory-limit", "64MB"), before, env)
+    assert "Out of Memory" in line
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX signals")
+@pytest.mark.parametrize("fmt, sql", [
+    ("table", "select count(*) from range(1000000000000) t(a), range(10) u(b) where a * b % 7 = 3"),
+    ("csv", "select range as i from range(1000000000000)"),  # Ctrl-C while rows stream out
+])
+def test_ctrl_c_stops_the_query_at_once_with_one_line(env, fmt, sql):
+    """A real SIGINT to the installed console script: exit status 130 within seconds, one line on stderr."""
+    import signal
+    import time
+
+    for attempt in range(3):
+        proc = subprocess.Popen([*console_script(), "sql", sql, "--db", str(env["db"]), "--format", fmt],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=env["cwd"])
+        time.sleep(3 + attempt)  # started, query running (or streaming)
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        assert time.monotonic() - started < 20
+        text = err.decode()
+        assert proc.returncode == 130, text
+        assert text.count("\n") == 1 and "Traceback" not in text
+        assert text.startswith("Error: interrupted (Ctrl-C)"), text

@@ -31,9 +31,16 @@ def _allowed(node: ast.expr) -> bool:
     return name is not None and (name.isupper() or name.endswith("_sql"))
 
 
+#: a value pasted into a hand-written SQL literal: `column = '{value}'`, `IN ('{value}'`, `LIKE '{value}'`
+LITERAL = re.compile(r"(=|<>|\bIN \(|\bLIKE) ?'$", re.IGNORECASE)
+
+
 def _is_sql(node: ast.JoinedStr) -> bool:
     text = "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
-    return bool(SQL.search(text)) and text.upper() != text.lower()  # letters, not only punctuation
+    if SQL.search(text) and text.upper() != text.lower():  # letters, not only punctuation
+        return True
+    return any(isinstance(before, ast.Constant) and isinstance(before.value, str) and LITERAL.search(before.value)
+               for before, after in zip(node.values, node.values[1:]) if isinstance(after, ast.FormattedValue))
 
 
 def offences(path: Path, root: Path = PACKAGE.parent) -> list[str]:
@@ -60,6 +67,7 @@ def test_the_lint_itself(tmp_path):
                    '    b = f"ATTACH \'{path}\' AS s"\n'
                    '    c = f"SELECT * FROM {identifier(table)} LIMIT {int(n)}"\n'
                    '    d = f"{where_sql} AND x = {LIMIT}"\n'
-                   '    e = f"no sql here: {table}"\n')
+                   '    e = f"no sql here: {table}"\n'
+                   '    g = f"dataset = \'{name}\'"\n')
     found = offences(bad, root=tmp_path)
-    assert [o.split(": ", 1)[1] for o in found] == ["{table}", "{path}"]
+    assert [o.split(": ", 1)[1] for o in found] == ["{table}", "{path}", "{name}"]

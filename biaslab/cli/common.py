@@ -20,11 +20,20 @@ import duckdb
 from ..loaders.errors import DataError
 from ..warehouse import DEFAULT_DB, WarehouseError
 
-#: Exceptions that are the user's input, not a bug: shown as one line, exit status 1.
-EXPECTED_ERRORS = (DataError, WarehouseError, duckdb.Error, ValueError, FileNotFoundError, PermissionError)
+#: Exceptions that are the user's input or machine, not a bug: shown as one line, exit status 1. OSError: a path
+#: the system refuses (name too long, not a folder, no space left, permission, ...).
+EXPECTED_ERRORS = (DataError, WarehouseError, duckdb.Error, ValueError, OSError)
+
+
+def _short_path(path: str, limit: int = 100) -> str:
+    return path if len(path) <= limit else f"{path[:limit // 2 - 2]}...{path[-(limit // 2 - 1):]}"
 
 
 def one_line(exc: BaseException) -> str:
+    """The first line of an error's message; an OSError as "PATH: reason" (a long path shortened)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{_short_path(str(exc.filename))}: " if exc.filename is not None else ""
+        return f"{where}{exc.strerror}"
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
 

@@ -66,11 +66,11 @@ def load_command(dataset: str, db: str, data_dir: str | None, subset, pronouns, 
     if accept_modified:
         params["accept_modified"] = True
         params["modified_files"] = {c.rel: c.sha256 for c in loaded.modified}
-    with Warehouse.open(db) as wh:
+    with Warehouse.open(db) as wh, wh.transaction():  # the run row and the stimuli: both stored or neither
         run_id = wh.start_run(f"biaslab data load {dataset}", params)
         added = wh.append("stimuli", rows)
         wh.finish_run(run_id, rows_added=added)
-        total = wh.count("stimuli", f"dataset = '{info.name}'")
+        total = wh.count("stimuli", "dataset = ?", [info.name])
     for note in loaded.notes():
         click.echo(note)
     click.echo(f"{dataset}: {len(stimuli)} stimuli read, {added} new; {total} {info.name} stimuli in {db}")

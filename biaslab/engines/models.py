@@ -13,6 +13,7 @@ from typing import Any
 
 from ..schema import ModelSpec
 from .aliases import ALIASES
+from .hub import hub_access
 
 MASKED_MODEL_TYPES = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2", "xlm-roberta",
                       "camembert", "mpnet", "modernbert"}
@@ -151,6 +152,7 @@ class ModelSource:
     source: str
     revision: str | None
     gguf_file: str | None = None
+    hub: bool = False
 
 
 def resolve_source(name: str, revision: str | None = None) -> ModelSource:
@@ -176,7 +178,27 @@ def resolve_source(name: str, revision: str | None = None) -> ModelSource:
     if name.startswith(("/", ".", "~")) or Path(name).suffix in WEIGHT_SUFFIXES:
         raise ValueError(f"--model: no model folder or file at {name} (and it is not a built-in alias: "
                          f"{', '.join(sorted(ALIASES))})")
-    return ModelSource(name, name, None)  # hub id: needs a reachable hub
+    return ModelSource(name, name, None, hub=True)  # hub id: needs the cache or a reachable hub (`hub.hub_access`)
+
+
+#: the fixed part of a GGUF file: magic "GGUF", version (uint32), tensor count and metadata count (uint64 each)
+GGUF_HEADER_BYTES = 24
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse in one line a file that is not a GGUF file or is shorter than a GGUF header (`GGUF_HEADER_BYTES`)."""
+    with open(path, "rb") as f:
+        head = f.read(GGUF_HEADER_BYTES)
+    if head[:4] != b"GGUF":
+        raise ValueError(f"--model {path}: not a GGUF file (it starts with {head[:4]!r}, a GGUF file with b'GGUF')")
+    if len(head) < GGUF_HEADER_BYTES:
+        raise ValueError(f"--model {path}: GGUF file cut short ({len(head)} bytes; its header alone is "
+                         f"{GGUF_HEADER_BYTES}): download it again")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 @dataclass
@@ -217,6 +239,10 @@ def read_model(name: str, *, dtype: str, quant: str = "none", kind: str | None =
         read["trust_remote_code"] = True
     if revision is not None:
         read["revision"] = revision
+    if where.gguf_file:
+        check_gguf(Path(where.folder) / where.gguf_file)
+    if where.hub:
+        read.update(hub_access(name, revision))
     try:
         from transformers import AutoConfig, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -225,9 +251,12 @@ def read_model(name: str, *, dtype: str, quant: str = "none", kind: str | None =
         config = AutoConfig.from_pretrained(where.folder, **read)
         tokenizer = AutoTokenizer.from_pretrained(where.folder, **read)
     except OSError as exc:
-        raise ValueError(f"--model {name}: cannot load ({str(exc).splitlines()[0]})") from None
+        raise ValueError(f"--model {name}: cannot load ({_first_line(exc)})") from None
     except ValueError as exc:  # e.g. custom code without trust_remote_code=true
-        raise ValueError(f"--model {name}: {str(exc).splitlines()[0]}") from None
+        raise ValueError(f"--model {name}: {_first_line(exc)}") from None
+    except Exception as exc:  # a damaged file breaks the readers in their own ways (struct.error, KeyError, ...)
+        raise ValueError(f"--model {name}: cannot read its config or tokenizer ({type(exc).__name__}: "
+                         f"{_first_line(exc)})") from None
     shipped = shipped_quantization(config) if not where.gguf_file else None
     if shipped is not None:
         if quant == "nf4":

@@ -2,8 +2,9 @@
 resumable and idempotent.
 
 Order of work: validate every argument (`CollectConfig.validate`: the dataset, the engine's options, the protocol's
-settings) before anything is read; find the stimuli; resolve the model without weights (`prepare`) and refuse a
-missing capability; find what is not stored yet; register the model and the run; load the weights only when
+settings) before anything is read; resolve the model without weights (`prepare`) and refuse a missing capability
+(before the warehouse is opened: a model that cannot be read leaves no file behind); find the stimuli; find what
+is not stored yet; register the model and the run; load the weights only when
 something is pending; let the protocol write chunk by chunk; mark the run finished (or failed / interrupted).
 """
 
@@ -78,16 +79,16 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     from ..engines.threads import use_threads
 
     protocol, module = config.validate()
-    # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab sql`,
-    # `info`, `metrics` and `report` can read the warehouse while the model computes
-    with Warehouse.open(config.database(), shared=True) as wh:
-        found, notes = stimuli_of.dataset_stimuli(wh, config)
-        selected = stimuli_of.select(found, config)
-        handle = _handle(config, module, loaded)
-        try:
-            capabilities = handle.backend.capabilities if handle.backend is not None else module.CAPABILITIES
-            require(config.backend, capabilities, protocol.capability(handle.spec.kind))
-            protocol.check_engine(handle.prepared)
+    handle = _handle(config, module, loaded)  # a model that cannot be read stops here: no warehouse file is touched
+    try:
+        capabilities = handle.backend.capabilities if handle.backend is not None else module.CAPABILITIES
+        require(config.backend, capabilities, protocol.capability(handle.spec.kind))
+        protocol.check_engine(handle.prepared)
+        # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
+        # sql`, `info`, `metrics` and `report` can read the warehouse while the model computes
+        with Warehouse.open(config.database(), shared=True) as wh:
+            found, notes = stimuli_of.dataset_stimuli(wh, config)
+            selected = stimuli_of.select(found, config)
             selected, note = protocol.stimuli(wh, loaders.get(config.dataset), handle.model_key, selected)
             requests = protocol.requests(selected, handle.prepared)
             runs.register_model(wh, handle.spec)
@@ -98,7 +99,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
                 advance = progress(len(requests), len(requests) - work.count) if progress else None
                 stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
                                               on_progress=advance)
-        finally:
-            handle.close()
+    finally:
+        handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
                          tuple(notes))

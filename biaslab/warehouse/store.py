@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -94,6 +95,35 @@ def _is_lock_conflict(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 
+#: DuckDB options of every warehouse connection: never download or load an extension on the fly (a SQLite or
+#: Parquet path given as --db must not make DuckDB reach for the network)
+SAFE_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+#: (magic bytes, offset, what the file is) of files that are not DuckDB databases but are given as --db by mistake
+FOREIGN_FILES = ((b"SQLite format 3\x00", 0, "SQLite file"), (b"PAR1", 0, "Parquet file"),
+                 (b"PK\x03\x04", 0, "zip archive"), (b"GGUF", 0, "GGUF model file"))
+#: DuckDB's magic bytes and where they stand in its file header
+DUCKDB_MAGIC, DUCKDB_MAGIC_AT = b"DUCK", 8
+
+
+def refuse_foreign_file(path: Path) -> None:
+    """Raise WarehouseError when `path` exists, is not empty and is not a DuckDB database (its header lacks
+    DuckDB's magic bytes), naming what it is when known ("not a biaslab warehouse (SQLite file)")."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):  # checked before opening: a FIFO would block, a device never end
+        what = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, device or socket)"
+        raise WarehouseError(f"{path}: {what}, not a warehouse file (give --db the path of a file)")
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if not head or head[DUCKDB_MAGIC_AT:DUCKDB_MAGIC_AT + len(DUCKDB_MAGIC)] == DUCKDB_MAGIC:
+        return
+    what = next((name for magic, at, name in FOREIGN_FILES if head[at:at + len(magic)] == magic),
+                "not a DuckDB file")
+    raise WarehouseError(f"{path}: not a biaslab warehouse ({what}); nothing was changed")
+
+
 def connect(path: Path, read_only: bool, config: Mapping[str, Any] | None = None,
             wait: float = 0.0) -> duckdb.DuckDBPyConnection:
     """`duckdb.connect`, retrying for up to `wait` seconds while another process holds the file's lock.
@@ -101,11 +131,13 @@ def connect(path: Path, read_only: bool, config: Mapping[str, Any] | None = None
     Raises WarehouseError with a one-line message (naming the holding process) when the lock is still held
     after `wait` seconds, or when the file is not a DuckDB database.
     """
+    refuse_foreign_file(path)
+    config = {**SAFE_CONFIG, **(config or {})}
     deadline = time.monotonic() + max(0.0, wait)
     delay = 0.02
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only, config=dict(config or {}))
+            return duckdb.connect(str(path), read_only=read_only, config=config)
         except duckdb.IOException as exc:
             if not _is_lock_conflict(exc):
                 raise WarehouseError(f"cannot open {path}: {str(exc).splitlines()[0]}") from None
@@ -249,8 +281,12 @@ class Warehouse:
     # ------------------------------------------------------------------ writing
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """All statements inside commit together or not at all."""
+        """All statements inside commit together or not at all. Nested: an inner `transaction()` joins the outer
+        one (its statements commit or roll back with it)."""
         self._require_writer()
+        if self._in_transaction:
+            yield
+            return
         con = self.con
         con.begin()
         self._in_transaction = True

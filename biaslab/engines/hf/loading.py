@@ -7,6 +7,7 @@ file hash, dtype, quantization, the tokenizer's identity and the BOS policy (`mo
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +81,12 @@ class PreparedModel(Identified):
 
         hf_logging.disable_progress_bar()
         auto = AutoModelForMaskedLM if self.spec.kind == "masked" else AutoModelForCausalLM
-        model = auto.from_pretrained(self.folder, **self.load_kwargs)
+        try:
+            model = auto.from_pretrained(self.folder, **self.load_kwargs)
+        except (OSError, ValueError, RuntimeError, KeyError, EOFError, struct.error) as exc:  # damaged weights
+            text = str(exc).strip().splitlines()
+            raise ValueError(f"--model {self.spec.name}: cannot load its weights ({type(exc).__name__}: "
+                             f"{text[0] if text else 'no message'})") from None
         if self.spec.quant not in ("none", "nf4") and getattr(model, "hf_quantizer", None) is None:
             raise ValueError(f"--model {self.spec.name}: shipped {self.spec.quant}-quantized, but transformers loaded "
                              f"it dequantized here (missing kernels for this device?); its evidence would not be "
@@ -132,8 +138,9 @@ def _load_kwargs(info, dtype: str, quant: str, device: str | None, model_args) -
         from transformers import GgufConfig
 
         kwargs.update(gguf_file=info.where.gguf_file, quantization_config=GgufConfig(dequantize=True))
-    if "revision" in info.read_kwargs:
-        kwargs["revision"] = info.read_kwargs["revision"]
+    for key in ("revision", "local_files_only"):
+        if key in info.read_kwargs:
+            kwargs[key] = info.read_kwargs[key]
     if quant == "nf4":
         from transformers import BitsAndBytesConfig
 

@@ -107,12 +107,13 @@ def test_coding_matches_the_paper_on_a_balanced_design():
     assert row["context:form"] == pytest.approx(sa - sn - na + nn, abs=1e-6)
 
 
-def test_constant_perplexities_report_convergence_problems_without_raising():
+def test_constant_perplexities_are_degenerate_without_raising():
     df = simulate(seed=2, items=10).assign(perplexity=50.0)
     table = fit_mixed_model(df)
     assert len(table) == 4 and set(table["random_effects"]) == {RANDOM_SLOPE}  # no silent fallback
-    assert table["status"].iloc[0] in FAILED
+    assert set(table["status"]) == {"degenerate"} and "degenerate" in FAILED
     report = table["warnings"].iloc[0]
+    assert report.startswith("degenerate: constant response (all 40 values equal 50): zero variance")
     assert "ConvergenceWarning: " in report and "standard errors undefined" in report
     assert "singular random-effects covariance" in report
 
@@ -129,7 +130,7 @@ def test_a_failing_fit_is_a_row_not_an_exception_and_the_fallback_is_labelled():
     assert list(both["random_effects"]) == [RANDOM_SLOPE] * 4 + [RANDOM_INTERCEPT] * 4
     assert list(both["fallback"]) == [False] * 4 + [True] * 4
     assert both["warnings"].iloc[4].startswith("FALLBACK: random-intercept-only model")
-    assert both["status"].iloc[0] in FAILED  # the failed paper model stays in the table
+    assert both["status"].iloc[0] == "degenerate"  # the failed paper model stays in the table
 
     good = fit_mixed_model(simulate(seed=2), intercept_only_on_failure=True)
     assert len(good) == 4 and not good["fallback"].any()  # no refit when the paper's model is fine

@@ -301,6 +301,7 @@ def _fit_one(frame: pd.DataFrame, re_formula: str | None, fit_kwargs: dict, satt
         return out
 
     notes: list[str] = []
+    constant = constant_response(frame["perplexity"])
     degenerate, singular = _covariance_checks(est, notes)
     optimum, gap = _boundary_and_df(est, degenerate, satterthwaite_df, notes)
     reasons = _singular_checks(est.cov_re, est.names, est.scale, optimum)
@@ -314,15 +315,27 @@ def _fit_one(frame: pd.DataFrame, re_formula: str | None, fit_kwargs: dict, satt
         predictions=predictions,
         converged=est.converged,
         singular=singular,
-        warnings=_dedupe(caught + notes),
+        warnings=_dedupe(([constant] if constant else []) + caught + notes),  # the reason first
         llf=est.llf if np.isfinite(est.llf) else math.nan,
         residual_var=est.scale,
         **_random_effects(est.cov_re, est.names),
         deviance_gap=gap,
     )
-    out["status"] = ("not converged" if not est.converged else "degenerate" if degenerate else
-                     "singular" if singular else "warnings" if out["warnings"] else "ok")
+    out["status"] = ("degenerate" if constant is not None else "not converged" if not est.converged else
+                     "degenerate" if degenerate else "singular" if singular else
+                     "warnings" if out["warnings"] else "ok")
     return out
+
+
+def constant_response(values: pd.Series, rtol: float = 1e-12) -> str | None:
+    """The note for a response with zero variance (max - min <= rtol x max(1, |values|)), else None: nothing to
+    model, so the fit is 'degenerate' (statsmodels reports it as a convergence failure)."""
+    v = values.to_numpy(dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0 or np.ptp(v) > rtol * max(1.0, float(np.abs(v).max())):
+        return None
+    return (f"degenerate: constant response (all {v.size} values equal {v[0]:.6g}): zero variance, nothing to "
+            f"estimate")
 
 
 @dataclass
@@ -459,7 +472,8 @@ def fit_mixed_model(df: pd.DataFrame, *, by: Sequence[str] | None = None, respon
     stopped before the optimum).
 
     `status` is 'ok' (no warning), 'warnings' (converged, something was warned about), 'singular' (converged, but
-    singular: see below), 'degenerate' (standard errors or random-effects covariance undefined), 'not converged', or
+    singular: see below), 'degenerate' (a constant response, or standard errors or random-effects covariance
+    undefined), 'not converged', or
     'failed' (statsmodels raised; the rows' statistics are NaN). `singular` is True, whatever the status, when
     the random-effects covariance has an eigenvalue ~0, |re_correlation| > `SINGULAR_CORRELATION` (0.99), a
     variance below `SINGULAR_VARIANCE_RATIO` (1e-4) times the residual variance, or the (RE)ML optimum lies on the

@@ -318,8 +318,17 @@ def test_a_k_store_above_the_engines_k_is_refused_before_any_run_row():
 
     config = CollectConfig(dataset="winopron", protocol="choice", backend="openai", dtype="fp32", k_store=128,
                            engine_args={"base_url": "http://x/v1"}).plugin()
-    with pytest.raises(ValueError, match="--k-store 128 exceeds the 100 top log-probabilities"):
+    with pytest.raises(ValueError, match=r"--k-store 128 exceeds the 100 top log-probabilities this engine returns: "
+                                         r"give --k-store between 64 and 100 .* or raise the engine's limit .*"
+                                         r"--max-logprobs 128; --backend vllm: --engine-arg max_logprobs=128"):
         config.check_engine(SimpleNamespace(max_top_k=100))
+    default = CollectConfig(dataset="winopron", protocol="choice", backend="openai", dtype="fp32",
+                            engine_args={"base_url": "http://x/v1"}).plugin()
+    with pytest.raises(ValueError) as refused:  # vLLM's default max_logprobs: no --k-store can work
+        default.check_engine(SimpleNamespace(max_top_k=20))
+    message = str(refused.value)
+    assert "returns at most 20" in message and "no --k-store works here" in message
+    assert "--max-logprobs 64" in message and "lower --k-store" not in message
     config.check_engine(SimpleNamespace(max_top_k=128))   # equal: fine
     config.check_engine(SimpleNamespace(max_top_k=None))  # no limit (hf): fine
     sample = CollectConfig(dataset="winopron", protocol="choice", backend="openai", dtype="fp32", mode="sample",

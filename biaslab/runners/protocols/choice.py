@@ -250,6 +250,10 @@ def collect_samples(wh, backend, pending: Sequence[tuple[ChoiceRequest, list[int
     return added
 
 
+#: the fewest top tokens exact mode stores per trie node (DESIGN.md section 4)
+MIN_K_STORE = 64
+
+
 class ChoiceSettings(Sampling):
     """The forced-choice settings (the contextual-invariance paper's are the defaults: T = 0.5, top_k = 40, 6 new
     tokens; 200 samples per prompt in sample mode)."""
@@ -257,7 +261,7 @@ class ChoiceSettings(Sampling):
     DEFAULTS = {"samples": 200, "seed": 0, "temperature": 0.5, "top_k": 40, "top_p": 1.0, "max_new_tokens": 6}
 
     mode: Literal["exact", "sample"] = "exact"
-    k_store: int = 64
+    k_store: int = MIN_K_STORE
     prompt: str = "forced_choice_v1"
     prompt_batch: int = Field(DEFAULT_PROMPT_BATCH, ge=1)
 
@@ -267,8 +271,8 @@ class ChoiceSettings(Sampling):
             return self
         if self.top_p != 1.0:
             raise ValueError("--mode exact computes top-k / temperature sampling: use --top-p 1.0 (or --mode sample)")
-        if self.k_store < 64:
-            raise ValueError("--k-store must be at least 64 (DESIGN.md section 4)")
+        if self.k_store < MIN_K_STORE:
+            raise ValueError(f"--k-store must be at least {MIN_K_STORE} (DESIGN.md section 4)")
         if not 1 <= self.top_k <= self.k_store:
             raise ValueError(f"--top-k must be between 1 and --k-store ({self.k_store}) in exact mode")
         return self
@@ -299,10 +303,17 @@ class Choice(Protocol):
         self.spec = PromptSpec.load(self.settings.prompt)
 
     def check_engine(self, prepared) -> None:
-        k = prepared.max_top_k
-        if self.settings.mode == "exact" and k is not None and self.settings.k_store > k:
-            raise ValueError(f"--k-store {self.settings.k_store} exceeds the {k} top log-probabilities the engine "
-                             f"returns here; lower --k-store (>= 64) or raise the engine's limit")
+        k, k_store = prepared.max_top_k, self.settings.k_store
+        if self.settings.mode != "exact" or k is None or k_store <= k:
+            return
+        raise_limit = ("raise the engine's limit (an OpenAI-compatible vLLM server: restart it with "
+                       f"--max-logprobs {k_store}; --backend vllm: --engine-arg max_logprobs={k_store})")
+        if k < MIN_K_STORE:
+            raise ValueError(f"exact mode stores the top {MIN_K_STORE} or more tokens per step (DESIGN.md section 4) "
+                             f"but this engine returns at most {k} (vLLM's default max_logprobs is 20), so no "
+                             f"--k-store works here: {raise_limit}, or use --mode sample")
+        raise ValueError(f"--k-store {k_store} exceeds the {k} top log-probabilities this engine returns: give "
+                         f"--k-store between {MIN_K_STORE} and {k} (with --top-k <= --k-store), or {raise_limit}")
 
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[ChoiceRequest]:
         self.engine = prepared.label

@@ -17,12 +17,14 @@ from typing import Any, TextIO
 import click
 import duckdb
 
+from ..engines.base import EngineError
 from ..loaders.errors import DataError
 from ..warehouse import DEFAULT_DB, WarehouseError
 
 #: Exceptions that are the user's input or machine, not a bug: shown as one line, exit status 1. OSError: a path
-#: the system refuses (name too long, not a folder, no space left, permission, ...).
-EXPECTED_ERRORS = (DataError, WarehouseError, duckdb.Error, ValueError, OSError)
+#: the system refuses (name too long, not a folder, no space left, permission, ...); EngineError: a server's
+#: failure after its retries.
+EXPECTED_ERRORS = (DataError, WarehouseError, duckdb.Error, ValueError, OSError, EngineError)
 
 
 def _short_path(path: str, limit: int = 100) -> str:

@@ -54,6 +54,11 @@ PROTOCOL_NEEDS: dict[str, frozenset[str]] = {
 }
 
 
+class EngineError(RuntimeError):
+    """An engine failed for good while serving requests (e.g. a server's error after its retries): one line, and
+    the run is marked failed; nothing of the chunk in flight is stored."""
+
+
 class Unsupported(ValueError, RuntimeError):
     """The backend cannot serve this method (e.g. PLL on vLLM); one line, raised before any work is done.
 
@@ -188,6 +193,13 @@ class Prepared(Protocol):
     max_top_k: int | None
     label: str
 
+    def verify(self, needs: frozenset[str]) -> None:
+        """Check that the engine serves every capability in `needs` (`PROTOCOL_NEEDS` of the protocol about to
+        run) the way the protocols rely on, before any run row is written; raise `Unsupported` in one line naming
+        what is missing. In-process engines have nothing to check (`PreparedBase`); a server is asked (see
+        `biaslab.engines.openai`), and `max_top_k` is known once TOP_K is verified."""
+        ...
+
     def load(self) -> "Backend": ...
 
 
@@ -204,6 +216,14 @@ class Identified:
     @property
     def kind(self) -> str:
         return self.spec.kind
+
+
+class PreparedBase(Identified):
+    """What every engine's prepared model shares: its identity (`Identified`) and `verify`, which checks nothing
+    for an in-process engine (its capabilities are its code's)."""
+
+    def verify(self, needs: frozenset[str]) -> None:  # noqa: D102 - see `Prepared.verify`
+        return None
 
 
 class Expander(Protocol):
@@ -314,9 +334,10 @@ class Backend(PrefixSharing, Protocol):
         ...
 
 
-class EngineBase(Identified):
+class EngineBase(PreparedBase):
     """The neutral `PrefixSharing` and `expander` of an engine without a prompt cache of its own (each level
-    re-submits prompt + path through `top_k`; engines with prefix caching, such as vLLM, make the repeat free)."""
+    re-submits prompt + path through `top_k`; engines with prefix caching, such as vLLM, make the repeat free).
+    A loaded backend also stands for its prepared model (`verify`: nothing to check in-process)."""
 
     #: prompts explored together by one `expander` when nothing caps them
     UNCAPPED = 1 << 30

@@ -1,15 +1,17 @@
 """The OpenAI-compatible server backend (`--backend openai --base-url URL [--api-key-env VAR]`).
 
-Any server with the `/v1/completions` endpoint (vLLM, SGLang, llama.cpp server, TGI) is a `Backend` through
-plain HTTP (httpx; no `openai` package). Prompts are sent as token-id lists (the completions API takes a list of
-ints), built with the tokenizer of `--model` loaded locally (the folder or alias of the served model), so the ids
-the server scores are the ids stored; nothing is re-tokenized.
+A server with the `/v1/completions` endpoint is a `Backend` through plain HTTP (httpx; no `openai` package) when it
+does what `server_checks` asks before any run row (token-id prompts; per protocol: causal echoed log-probabilities,
+top log-probabilities keyed by token id, seeded samples returned as ids); tested: vLLM's OpenAI-compatible server.
+A server lacking something is refused in one line naming it. Prompts are sent as token-id lists (the completions
+API takes a list of ints), built with the tokenizer of `--model` loaded locally (the folder or alias of the served
+model), so the ids the server scores are the ids stored; nothing is re-tokenized.
 
 - `score` (prob): `echo=true, logprobs=1, max_tokens=1`: the server returns the log-probability of every prompt
   token given the tokens before it (`token_logprobs`, the first one null); the generated token is dropped.
 - `top_k` (choice exact): one new token with `logprobs=K` (greedy, so the sampled token is the top one); the K
   log-probabilities are normalized, so `TopK.logits` = z - logsumexp(z) and `TopK.logsumexp` = 0 (DESIGN.md
-  section 10). K is what the server returns: `prepare` probes it (a request asking for `PROBE_K`, read from the
+  section 10). K is what the server returns: `verify` probes it (a request asking for `PROBE_K`, read from the
   returned count or the refusal's "max allowed: N"), and a K above it is refused in one line that says the
   server's K. `expander`: the `StatelessExpander` (each trie level re-submits prompt + path; a server with prefix
   caching makes the repeated prompt cheap).
@@ -20,9 +22,10 @@ the server scores are the ids stored; nothing is re-tokenized.
 - Token ids of returned tokens come from vLLM's `return_tokens_as_token_ids` ("token_id:N"); a server that returns
   only token strings cannot serve `top_k` or `sample` (one line).
 
-Requests run `max_concurrency` at a time (a thread pool over one `httpx.Client`), each with a timeout, and are
-retried with exponential backoff (`BACKOFF_S` * 2^attempt, at most `BACKOFF_CAP_S`, or the server's
-Retry-After) on 429, 5xx and connection errors, `retries` times. A request that still fails makes the whole call
+Requests run `max_concurrency` at a time (`openai_http.Client`: a thread pool over one `httpx.Client`), each with
+a timeout, and are retried with exponential backoff (`BACKOFF_S` * 2^attempt, at most `BACKOFF_CAP_S`, or the
+server's Retry-After) on 429, 5xx (not a 500 that says the request is invalid) and connection errors, `retries`
+times. A request that still fails makes the whole call
 raise `ServerError`: nothing is returned, so the chunk in flight is not stored, and a rerun completes it (the
 runner writes chunk by chunk). The model key holds the backend, the server's reported version (`GET /version`,
 vLLM) and the served model's name (`GET /v1/models`); the base URL is not part of it.
@@ -30,30 +33,30 @@ vLLM) and the served model's name (`GET /v1/models`); the base URL is not part o
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import threading
-import time
-from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Identified, Sample, SamplingSettings, TopK,
+from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, PreparedBase, Sample, SamplingSettings, TopK,
                    Unsupported, engine_options)
 from .models import served_token_ids
+from .openai_http import (BACKOFF_CAP_S, BACKOFF_S, RETRY_STATUSES, Client, ServerError,
+                          error_message, token_id)
+from .server_checks import PROBE_K, ServerChecks, known_ids, probe_top_k
+
+__all__ = ["NAME", "CAPABILITIES", "Options", "installed", "engine_settings", "validate_options", "prepare",
+           "OpenAIPrepared", "OpenAIBackend", "server_identity", "make_client",
+           # the HTTP side and the server checks, used through this module
+           "BACKOFF_CAP_S", "BACKOFF_S", "RETRY_STATUSES", "Client", "ServerError", "error_message", "token_id",
+           "PROBE_K", "ServerChecks", "known_ids", "probe_top_k"]
 
 NAME = "openai"
 CAPABILITIES = frozenset({SCORE, TOP_K, SAMPLE})
-#: how many top log-probabilities `prepare` asks for when probing the server's K
-PROBE_K = 256
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
-BACKOFF_S = 0.5
-BACKOFF_CAP_S = 30.0
 
 
 class Options(BaseModel):
@@ -75,14 +78,6 @@ class Options(BaseModel):
         if value is not None and not re.match(r"^https?://", value):
             raise ValueError("must start with http:// or https://")
         return value.rstrip("/") if value else value
-
-
-_TOKEN_ID = re.compile(r"^token_id:(\d+)$")
-_MAX_ALLOWED = re.compile(r"max(?:imum)?(?: allowed)?[^0-9]{0,20}(\d+)", re.IGNORECASE)
-
-
-class ServerError(RuntimeError):
-    """A request that failed for good (after its retries), or a server answer this backend cannot use."""
 
 
 def installed() -> tuple[bool, str]:
@@ -121,115 +116,6 @@ def validate_options(options: BackendOptions) -> None:
                          "part of the model key and which the server does not report")
 
 
-# ---------------------------------------------------------------------------------------------------- HTTP
-class Client:
-    """Bounded-concurrency JSON requests with timeouts and retries (see the module docstring).
-
-    Parameters
-    ----------
-    base_url : str
-        The server's base URL (".../v1").
-    api_key : str | None
-        Sent as `Authorization: Bearer`.
-    max_concurrency, timeout_s, retries : see `ENGINE_ARGS`.
-    sleep : callable
-        `time.sleep`, replaceable in tests.
-    """
-
-    def __init__(self, base_url: str, api_key: str | None = None, *, max_concurrency: int = 8,
-                 timeout_s: float = 120.0, retries: int = 5, sleep: Callable[[float], None] = time.sleep) -> None:
-        import httpx
-
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.base_url, self.retries, self.sleep = base_url, retries, sleep
-        self.max_concurrency = max_concurrency
-        self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
-                                 limits=httpx.Limits(max_connections=max_concurrency))
-        self.attempts = 0  # requests sent, retries included (tests, diagnostics)
-        self._lock = threading.Lock()
-
-    def url(self, path: str) -> str:
-        """`path` under the base URL ("completions"), or under the server root when it starts with "/"."""
-        if path.startswith("/"):
-            root = self.base_url[:-3] if self.base_url.endswith("/v1") else self.base_url
-            return root + path
-        return f"{self.base_url}/{path}"
-
-    def request(self, method: str, path: str, body: dict | None = None) -> Any:
-        """One request, retried on 429 / 5xx / connection errors; returns the decoded JSON or raises
-        `ServerError` (one line: what was asked, what came back)."""
-        import httpx
-
-        for attempt in range(self.retries + 1):
-            with self._lock:
-                self.attempts += 1
-            retry_after = None
-            try:
-                response = self.http.request(method, self.url(path), json=body)
-            except httpx.TransportError as exc:  # connection refused / reset, timeouts
-                problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
-            else:
-                if response.status_code < 400:
-                    try:
-                        return response.json()
-                    except ValueError:
-                        raise ServerError(f"{method} {self.url(path)}: the answer is not JSON") from None
-                problem = f"HTTP {response.status_code}: {error_message(response)}"
-                if response.status_code not in RETRY_STATUSES and response.status_code < 500:
-                    raise ServerError(f"{method} {self.url(path)} refused: {problem}")
-                retry_after = _retry_after(response)
-            if attempt == self.retries:
-                raise ServerError(f"{method} {self.url(path)} failed after {self.retries + 1} attempts ({problem})")
-            self.sleep(retry_after if retry_after is not None else min(BACKOFF_CAP_S, BACKOFF_S * 2 ** attempt))
-        raise AssertionError("unreachable")
-
-    def map(self, path: str, bodies: Sequence[dict]) -> list[Any]:
-        """POST every body, `max_concurrency` at a time; answers in input order. The first failure cancels what
-        has not started and is raised (nothing is returned)."""
-        if len(bodies) <= 1:
-            return [self.request("POST", path, b) for b in bodies]
-        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(bodies))) as pool:
-            futures = [pool.submit(self.request, "POST", path, b) for b in bodies]
-            try:
-                return [f.result() for f in futures]
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
-
-    def close(self) -> None:
-        self.http.close()
-
-
-def error_message(response: Any) -> str:
-    """The server's error text in one line (OpenAI's {"error": {"message": ...}}, vLLM's, or the raw body)."""
-    try:
-        data = response.json()
-    except ValueError:
-        text = response.text
-    else:
-        error = data.get("error", data) if isinstance(data, dict) else data
-        text = error.get("message", json.dumps(error)) if isinstance(error, dict) else str(error)
-    return " ".join(str(text).split())[:300] or "(empty body)"
-
-
-def _retry_after(response: Any) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return min(BACKOFF_CAP_S, max(0.0, float(value))) if value is not None else None
-    except ValueError:
-        return None
-
-
-def token_id(token: str) -> int:
-    """The id in vLLM's "token_id:N" token representation (`return_tokens_as_token_ids`)."""
-    match = _TOKEN_ID.match(token)
-    if match is None:
-        raise Unsupported(f"the server returned the token {token!r} as text, not as an id: --backend openai needs "
-                          f"token ids for choice and sampling (vLLM's return_tokens_as_token_ids)")
-    return int(match.group(1))
-
-
 # ---------------------------------------------------------------------------------------------------- prepare
 def server_identity(client: Client, model: str, folder: str, wanted: str | None) -> tuple[str, str]:
     """(served model name, server version): GET /v1/models and GET /version (vLLM; "unknown" elsewhere)."""
@@ -257,26 +143,11 @@ def server_identity(client: Client, model: str, folder: str, wanted: str | None)
     return served, version
 
 
-def probe_top_k(client: Client, served: str, prompt: list[int], want: int = PROBE_K) -> int:
-    """The number of top log-probabilities per token the server returns (its K): asked for `want`, the count it
-    returns, or the N of its refusal ("... max allowed: N")."""
-    body = {"model": served, "prompt": prompt, "max_tokens": 1, "temperature": 0.0, "logprobs": want,
-            "return_tokens_as_token_ids": True}
-    try:
-        answer = client.request("POST", "completions", body)
-    except ServerError as exc:
-        match = _MAX_ALLOWED.search(str(exc))
-        if match is None:
-            raise ServerError(f"cannot find the server's top-logprobs limit: {exc}") from None
-        return int(match.group(1))
-    top = (answer["choices"][0].get("logprobs") or {}).get("top_logprobs") or [None]
-    return min(want, len(top[0] or {}))
-
-
 def prepare(model: str, options: BackendOptions) -> "OpenAIPrepared":
-    """Load the tokenizer of `model` (alias or folder of the served model) locally, ask the server what it serves
-    and its K, and compute the model key. No weights load here or anywhere."""
-    from .models import bos_token_id, read_model
+    """Load the tokenizer of `model` (alias or folder of the served model) locally, ask the server what it serves,
+    and compute the model key. No weights load here or anywhere; what the protocol needs is checked by
+    `OpenAIPrepared.verify` (`server_checks`)."""
+    from .models import read_model
 
     validate_options(options)
     s = engine_settings(options)
@@ -286,31 +157,49 @@ def prepare(model: str, options: BackendOptions) -> "OpenAIPrepared":
     client = make_client(s)
     try:
         served, version = server_identity(client, model, hf.folder, s["served_model"])
-        k = probe_top_k(client, served, [bos_token_id(hf.tokenizer)[0]])
     finally:
         client.close()
     spec = hf.spec.model_copy(update={"backend": NAME, "backend_version": version, "dtype": options.dtype,
                                       "engine_args": {"served_model": served}})
-    return OpenAIPrepared(spec=spec, tokenizer=hf.tokenizer, folder=hf.folder, settings=s, served=served,
-                          max_top_k=k)
+    return OpenAIPrepared(spec=spec, tokenizer=hf.tokenizer, folder=hf.folder, settings=s, served=served)
 
 
-def make_client(settings: dict[str, Any]) -> Client:
+def make_client(settings: dict[str, Any], retries: int | None = None) -> Client:
     key = os.environ.get(settings["api_key_env"]) if settings["api_key_env"] else None
     return Client(settings["base_url"], key, max_concurrency=settings["max_concurrency"],
-                  timeout_s=settings["timeout_s"], retries=settings["retries"])
+                  timeout_s=settings["timeout_s"], retries=settings["retries"] if retries is None else retries)
 
 
-class OpenAIPrepared(Identified):
+class OpenAIPrepared(PreparedBase):
+    """The tokenizer and identity of a served model; `verify(needs)` asks the server what the protocol needs
+    (`server_checks`; the server's K for `top_k` is known from then on); `load()` opens the connection pool (no
+    weights)."""
+
     label = EngineBase.label
 
-    """The tokenizer and identity of a served model; `load()` opens the connection pool (no weights)."""
-
     def __init__(self, *, spec: Any, tokenizer: Any, folder: str, settings: dict[str, Any], served: str,
-                 max_top_k: int) -> None:
+                 max_top_k: int | None = None) -> None:
         self.spec, self.tokenizer, self.folder, self.settings = spec, tokenizer, folder, settings
         self.served, self.max_top_k = served, max_top_k
         self.device = settings["base_url"]
+        self.verified: frozenset[str] = frozenset()
+
+    def verify(self, needs: frozenset[str]) -> None:
+        """Run the server checks of `needs` not run yet (one line naming what the server lacks)."""
+        todo = frozenset(needs) - self.verified
+        if not todo:
+            return
+        from .models import bos_token_id
+
+        client = make_client(self.settings, retries=min(1, self.settings["retries"]))
+        try:
+            checks = ServerChecks(client, self.served, known_ids(self.tokenizer, bos_token_id(self.tokenizer)[0]))
+            k = checks.run(todo)
+        finally:
+            client.close()
+        if k is not None:
+            self.max_top_k = k
+        self.verified |= todo
 
     def load(self) -> "OpenAIBackend":
         return OpenAIBackend(self)
@@ -329,6 +218,11 @@ class OpenAIBackend(EngineBase):
         self.client = client or make_client(prepared.settings)
         self.stop_ids, self.bos_id, self.pad_id = served_token_ids(prepared.folder, self.tokenizer)
 
+    def verify(self, needs: frozenset[str]) -> None:
+        """The server checks of `needs` (`OpenAIPrepared.verify`); the server's K from then on."""
+        self.prepared.verify(needs)
+        self.max_top_k = self.prepared.max_top_k
+
     def _body(self, prompt: Sequence[int], **fields: Any) -> dict:
         return {"model": self.served, "prompt": [int(t) for t in prompt], "return_tokens_as_token_ids": True,
                 **fields}
@@ -344,7 +238,7 @@ class OpenAIBackend(EngineBase):
                 raise Unsupported(f"the server returned no log-probabilities for the prompt tokens (echo with "
                                   f"logprobs): got {len(values)} values for {len(seq)} prompt tokens")
             tokens = lp.get("tokens") or []
-            if tokens and _TOKEN_ID.match(tokens[0]) and [token_id(t) for t in tokens[:len(seq)]] != list(seq):
+            if tokens and tokens[0].startswith("token_id:") and [token_id(t) for t in tokens[:len(seq)]] != list(seq):
                 raise ServerError("the server echoed other token ids than the ones sent")
             out.append(np.asarray(values[1:len(seq)], dtype=np.float64))
         return out
@@ -354,6 +248,8 @@ class OpenAIBackend(EngineBase):
 
     def top_k(self, prefixes: Sequence[Sequence[int]], k: int) -> TopK:
         """The `k` most probable next tokens after each prefix (normalized log-probabilities, logsumexp 0)."""
+        if self.max_top_k is None:  # not verified yet (a backend used directly, not through collect)
+            self.verify(frozenset({TOP_K}))
         if not 1 <= k <= self.max_top_k:
             raise Unsupported(f"the server at {self.client.base_url} returns K = {self.max_top_k} top "
                               f"log-probabilities per token; K = {k} asked (vLLM: start it with --max-logprobs {k})")

@@ -44,7 +44,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Identified, Sample, SamplingSettings, TopK,
+from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, PreparedBase, Sample, SamplingSettings, TopK,
                    Unsupported, engine_options)
 from .models import served_token_ids
 
@@ -194,7 +194,7 @@ def prepare(model: str, options: BackendOptions) -> "VLLMPrepared":
                         revision=options.revision, trust_remote_code=bool(hf.read_kwargs.get("trust_remote_code")))
 
 
-class VLLMPrepared(Identified):
+class VLLMPrepared(PreparedBase):
     label = EngineBase.label
 
     """A resolved model for vLLM: identity (`spec`) and tokenizer, no engine yet; `load()` starts the engine."""

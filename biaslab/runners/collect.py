@@ -2,8 +2,9 @@
 resumable and idempotent.
 
 Order of work: validate every argument (`CollectConfig.validate`: the dataset, the engine's options, the protocol's
-settings) before anything is read; resolve the model without weights (`prepare`) and refuse a missing capability
-(before the warehouse is opened: a model that cannot be read leaves no file behind); find the stimuli; find what
+settings) before anything is read; resolve the model without weights (`prepare`), refuse a missing capability and
+let the engine verify what the protocol needs (a server is asked: `Prepared.verify`), all before the warehouse is
+opened (a model or server that cannot serve leaves no file behind); find the stimuli; find what
 is not stored yet; register the model and the run; load the weights only when
 something is pending; let the protocol write chunk by chunk; mark the run finished (or failed / interrupted).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..engines.base import require
+from ..engines.base import PROTOCOL_NEEDS, require
 from ..warehouse import Warehouse
 from . import runs, stimuli as stimuli_of
 from .config import CollectConfig
@@ -82,7 +83,9 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     handle = _handle(config, module, loaded)  # a model that cannot be read stops here: no warehouse file is touched
     try:
         capabilities = handle.backend.capabilities if handle.backend is not None else module.CAPABILITIES
-        require(config.backend, capabilities, protocol.capability(handle.spec.kind))
+        needed = protocol.capability(handle.spec.kind)
+        require(config.backend, capabilities, needed)
+        handle.prepared.verify(PROTOCOL_NEEDS[needed])  # a server is asked what the protocol needs
         protocol.check_engine(handle.prepared)
         # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
         # sql`, `info`, `metrics` and `report` can read the warehouse while the model computes

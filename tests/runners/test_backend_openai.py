@@ -6,6 +6,7 @@ are checked against scripted failures. The run against a real `vllm serve` is in
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,7 +16,7 @@ import torch
 
 from biaslab.engines import BackendOptions
 from biaslab.engines import openai as oa
-from biaslab.engines.base import SamplingSettings, Unsupported
+from biaslab.engines.base import SAMPLE, SCORE, TOP_K, SamplingSettings, Unsupported
 
 
 class FakeServer:
@@ -25,8 +26,15 @@ class FakeServer:
     larger `logprobs` like vLLM; `delay_s` delays every answer; `fail_after` answers 503 from that many
     completions on (a server going away)."""
 
-    def __init__(self, model=None, *, max_logprobs: int = 64, served: str = "tiny", version: str = "0.0-fake"):
+    def __init__(self, model=None, *, max_logprobs: int = 64, served: str = "tiny", version: str = "0.0-fake",
+                 token_id_prompts: bool = True, text_tokens: bool = False, echo_shift: str | None = None,
+                 honour_seed: bool = True):
         self.model, self.max_logprobs, self.served, self.version = model, max_logprobs, served, version
+        # how a server may differ from vLLM (llama-cpp-python's server: the first three): token-id prompts refused
+        # with a 500 validation error; tokens as text; echoed values shifted by one ("lead": a value for the first
+        # token, "inner": None first, then shifted); seeds ignored
+        self.token_id_prompts, self.text_tokens, self.echo_shift = token_id_prompts, text_tokens, echo_shift
+        self.honour_seed = honour_seed
         self.script: list[tuple[int, object, dict]] = []
         self.delay_s = 0.0
         self.fail_after: int | None = None
@@ -90,14 +98,23 @@ class FakeServer:
         if k is not None and k > self.max_logprobs:
             return 400, {"error": {"message": f"Requested sample logprobs of {k}, which is greater than max "
                                               f"allowed: {self.max_logprobs}"}}
-        prompt = list(body["prompt"])
+        if isinstance(body["prompt"], list) and not self.token_id_prompts:
+            return 500, {"error": {"message": "1 validation error for CreateCompletionRequest\nprompt\n  Input "
+                                              "should be a valid string", "type": "internal_server_error"}}
+        prompt = list(body["prompt"]) if isinstance(body["prompt"], list) else [ord(c) % 50 for c in body["prompt"]]
         tokens, values, tops = [], [], []
         if body.get("echo"):
             table = self.logprobs(prompt)
             tokens += prompt
-            values += [None] + [float(table[i - 1, prompt[i]]) for i in range(1, len(prompt))]
+            if self.echo_shift is None:
+                values += [None] + [float(table[i - 1, prompt[i]]) for i in range(1, len(prompt))]
+            else:  # value i = log p(token i+1 | tokens <= i)
+                shifted = [float(table[i, prompt[i + 1]]) for i in range(len(prompt) - 1)]
+                after = float(table[-1].max())  # the log-probability of the greedy next token
+                values += shifted + [after] if self.echo_shift == "lead" else [None] + shifted[1:] + [after]
             tops += [None] * len(prompt)
-        generator = torch.Generator().manual_seed(int(body.get("seed") or 0))
+        seed = int(body.get("seed") or 0) if self.honour_seed else int(torch.randint(0, 2**31, ()))
+        generator = torch.Generator().manual_seed(seed)
         stops, reason, seq = set(body.get("stop_token_ids") or []), "length", list(prompt)
         for step in range(body.get("max_tokens", 16)):
             lp = torch.from_numpy(self.logprobs(seq)[-1])
@@ -116,7 +133,9 @@ class FakeServer:
             if token in stops:
                 reason = "stop"
                 break
-        logprobs = {"tokens": [f"token_id:{t}" for t in tokens], "token_logprobs": values, "top_logprobs": tops}
+        name = (lambda t: f"tok{t}") if self.text_tokens else (lambda t: f"token_id:{t}")
+        tops = [{name(int(k.split(":")[1])): v for k, v in top.items()} if top else top for top in tops]
+        logprobs = {"tokens": [name(t) for t in tokens], "token_logprobs": values, "top_logprobs": tops}
         return 200, {"choices": [{"index": 0, "text": "", "finish_reason": reason,
                                   "logprobs": logprobs if k is not None else None}]}
 
@@ -151,6 +170,8 @@ def sequences(tokenizer) -> list[list[int]]:
 # ------------------------------------------------------------------------------------ against the hf backend
 def test_prepare_keys_the_served_model_and_probes_k(fake, tiny_gpt2_dir, tiny_gpt2):
     prepared = oa.prepare(str(tiny_gpt2_dir), options(fake.url))
+    assert prepared.max_top_k is None                    # asked only when a protocol needs top-K
+    prepared.verify(frozenset({TOP_K}))
     assert prepared.max_top_k == 64                      # from the refusal "max allowed: 64" of the 256 probe
     assert prepared.spec.backend == "openai" and prepared.spec.backend_version == "0.0-fake"
     assert prepared.spec.engine_args == {"served_model": "tiny"}
@@ -208,7 +229,7 @@ def test_collect_through_the_server_equals_hf_and_a_dying_server_leaves_no_parti
                            engine_args={"base_url": fake.url, "retries": 1})
     key = oa.prepare(str(tiny_gpt2_dir), options(fake.url)).model_key
     fake.completions = 0
-    fake.fail_after = 1 + 4 + 2   # the top-k probe, the first chunk (4 requests), then 2 of the second chunk
+    fake.fail_after = 3 + 4 + 2   # the checks (id prompt, 2 echoes), the first chunk (4 requests), 2 of the next
     with pytest.raises(oa.ServerError, match="failed after 2 attempts"):
         collect(config)
     with Warehouse.open(db, read_only=True) as wh:
@@ -286,10 +307,11 @@ def test_one_failure_fails_the_whole_batch(scripted):
 
 
 def test_the_servers_k_comes_from_its_refusal_or_its_answer(scripted, tiny_gpt2):
+    top = {"choices": [{"logprobs": {"top_logprobs": [{f"token_id:{i}": -1.0 for i in range(20)}]}}]}
     scripted.script = [(400, {"error": {"message": "Requested sample logprobs of 256, which is greater than max "
-                                                   "allowed: 20"}}, {})]
+                                                   "allowed: 20"}}, {}), (200, top, {})]
     c, _ = client(scripted)
-    assert oa.probe_top_k(c, "tiny", [1]) == 20
+    assert oa.probe_top_k(c, "tiny", [1]) == 20 and c.attempts == 2  # the limit, then its keys checked
     scripted.script = [(200, {"choices": [{"logprobs": {"top_logprobs": [{f"token_id:{i}": -1.0 for i in
                                                                              range(5)}]}}]}, {})]
     assert oa.probe_top_k(c, "tiny", [1]) == 5
@@ -341,3 +363,115 @@ def test_the_api_key_is_sent_as_a_bearer_token(scripted):
     c, _ = client(scripted, api_key="sekret")
     c.request("POST", "completions", {})
     assert scripted.headers["Authorization"] == "Bearer sekret"
+
+
+# ------------------------------------------------------------------------------------ servers that differ from vLLM
+@pytest.fixture
+def stub(tiny_gpt2):
+    """A server factory: FakeServer(tiny model, **differences); closed after the test."""
+    made = []
+
+    def make(**differences):
+        made.append(FakeServer(tiny_gpt2.model, **differences))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+def checks(server, tiny_gpt2_dir) -> oa.OpenAIPrepared:
+    return oa.prepare(str(tiny_gpt2_dir), options(server.url, retries=5))
+
+
+@pytest.mark.parametrize("needs", [{SCORE}, {TOP_K}, {SAMPLE}])
+def test_a_server_refusing_token_id_prompts_is_named_at_once(stub, tiny_gpt2_dir, needs):
+    """llama-cpp-python's server answers a token-id prompt with HTTP 500 (a validation error): refused in one
+    line, without the retries (one id request, one text request to tell the two apart)."""
+    server = stub(token_id_prompts=False)
+    prepared = checks(server, tiny_gpt2_dir)
+    server.completions = 0
+    with pytest.raises(Unsupported) as refused:
+        prepared.verify(frozenset(needs))
+    assert "does not accept prompts as token-id lists (it answers text prompts" in str(refused.value)
+    assert "validation error" in str(refused.value) and "\n" not in str(refused.value)
+    assert server.completions == 2
+
+
+@pytest.mark.parametrize("shift, reason", [
+    ("lead", "echoes a log-probability for the first prompt token"),
+    ("inner", "not log p(token | the tokens before it)"),
+])
+def test_shifted_echo_log_probabilities_are_refused_for_prob(stub, tiny_gpt2_dir, shift, reason):
+    server = stub(echo_shift=shift)
+    with pytest.raises(Unsupported, match=re.escape(reason)):
+        checks(server, tiny_gpt2_dir).verify(frozenset({SCORE}))
+    checks(server, tiny_gpt2_dir).verify(frozenset({TOP_K, SAMPLE}))  # what prob needs only
+
+
+def test_token_text_instead_of_ids_is_refused_where_ids_are_needed(stub, tiny_gpt2_dir):
+    server = stub(text_tokens=True)
+    checks(server, tiny_gpt2_dir).verify(frozenset({SCORE}))  # prob reads only the echoed values: fine
+    with pytest.raises(Unsupported, match=r"keys its top log-probabilities by token text \('tok"):
+        checks(server, tiny_gpt2_dir).verify(frozenset({TOP_K}))
+    with pytest.raises(Unsupported, match=r"returns sampled tokens as text \(\['tok"):
+        checks(server, tiny_gpt2_dir).verify(frozenset({SAMPLE}))
+
+
+def test_a_server_ignoring_seeds_is_refused_for_sampling(stub, tiny_gpt2_dir):
+    server = stub(honour_seed=False)
+    with pytest.raises(Unsupported, match="per-request seeds are not honoured"):
+        checks(server, tiny_gpt2_dir).verify(frozenset({SAMPLE}))
+
+
+def test_the_vllm_like_server_passes_every_check_once(fake, tiny_gpt2_dir):
+    prepared = checks(fake, tiny_gpt2_dir)
+    fake.completions = 0
+    prepared.verify(frozenset({SCORE, TOP_K, SAMPLE}))
+    assert prepared.max_top_k == 64 and fake.completions == 1 + 2 + 2 + 2  # ids, echo, top-K, seeds
+    prepared.verify(frozenset({SCORE}))
+    assert fake.completions == 7  # verified once
+
+
+@pytest.mark.parametrize("protocol, extra", [("prob", []), ("choice", []), ("gen", ["--samples", "1"])])
+def test_collect_against_a_llama_cpp_like_server_refuses_before_any_run_row(stub, tiny_gpt2_dir, data_dir,
+                                                                            dataset_folder, tmp_path, protocol,
+                                                                            extra):
+    from click.testing import CliRunner
+
+    from biaslab.cli.runners_cli import runners
+
+    dataset = {"prob": "winogender", "choice": "winopron", "gen": "misgendered"}[protocol]
+    dataset_folder(dataset)
+    server = stub(token_id_prompts=False, text_tokens=True, echo_shift="lead")
+    db = tmp_path / "w.duckdb"
+    result = CliRunner().invoke(runners, ["collect", "--dataset", dataset, "--protocol", protocol, "--backend",
+                                          "openai", "--base-url", server.url, "--model", str(tiny_gpt2_dir),
+                                          "--dtype", "fp32", "--db", str(db), "--data-dir", str(data_dir), *extra])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith("Error: --backend openai: the server at http://127.0.0.1:")
+    assert "does not accept prompts as token-id lists" in lines[0]
+    assert not db.exists()  # no warehouse, so no run row
+
+
+def test_a_server_failing_mid_run_is_one_line_and_the_run_is_marked_failed(stub, tiny_gpt2_dir, data_dir,
+                                                                          dataset_folder, tmp_path):
+    from click.testing import CliRunner
+
+    from biaslab.cli.runners_cli import runners
+    from biaslab.warehouse import Warehouse
+
+    dataset_folder("winogender")
+    server = stub()
+    server.fail_after = 3  # the checks pass, then every completion answers 503
+    db = tmp_path / "w.duckdb"
+    result = CliRunner().invoke(runners, ["collect", "--dataset", "winogender", "--backend", "openai", "--base-url",
+                                          server.url, "--model", str(tiny_gpt2_dir), "--dtype", "fp32", "--db",
+                                          str(db), "--data-dir", str(data_dir), "--limit", "4",
+                                          "--engine-arg", "retries=1"])
+    lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith(" ")]
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert lines[-1].startswith("Error: POST http://127.0.0.1:") and "failed after 2 attempts (HTTP 503" in lines[-1]
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT status FROM runs") == [("failed",)] and wh.count("sequence_scores") == 0

@@ -119,6 +119,19 @@ def test_openai_backend_equals_vllm_backend(vllm_backend, vllm_server, data_dir,
     assert max(worst.values()) < 1e-4
 
 
+def test_the_vllm_server_passes_every_server_check(vllm_server):
+    """What each protocol needs of a server (engines/server_checks.py), asked of a real vLLM server: token-id
+    prompts, causal echoed log-probabilities, top-K keyed by id, seeded samples returned as ids."""
+    from biaslab.engines import BackendOptions
+    from biaslab.engines import openai as oa
+    from biaslab.engines.base import SAMPLE, SCORE, TOP_K
+
+    url, _ = vllm_server
+    prepared = oa.prepare(MODEL, BackendOptions(dtype="fp32", engine_args=(("base_url", url),)))
+    prepared.verify(frozenset({SCORE, TOP_K, SAMPLE}))
+    assert prepared.max_top_k >= 64
+
+
 def test_a_killed_server_leaves_no_partial_chunk_and_a_rerun_completes(vllm_server, data_dir, dataset_folder,
                                                                        tmp_path, tmp_path_factory):
     """Runs last (it kills the session's server): the server dies after the first chunk is written."""

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..base import (PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Identified, Sample, SamplingSettings, TopK,
+from ..base import (PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, PreparedBase, Sample, SamplingSettings, TopK,
                     Unsupported)
 from ..models import bos_token_id, stop_token_ids
 from .tree import HFExpander, head_top_k
@@ -85,7 +85,7 @@ def prepare(model: str, options: BackendOptions, *, kind: str | None = None) -> 
     return HFPrepared(prepared, options.batch_tokens)
 
 
-class HFPrepared(Identified):
+class HFPrepared(PreparedBase):
     """A resolved model (tokenizer and identity; no weights yet). Wraps `loading.PreparedModel` or, for tests and
     benchmarks that reuse one model, an already `loading.LoadedModel`."""
 

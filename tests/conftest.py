@@ -19,6 +19,20 @@ def data_root() -> Path | None:
     return sibling if sibling.is_dir() else None
 
 
+@pytest.fixture(scope="session", autouse=True)
+def biaslab_cache(tmp_path_factory) -> Path:
+    """The suite's own cache folder (the measured default dtype): nothing is written under the user's home. Subprocesses
+    inherit it through the environment."""
+    folder = tmp_path_factory.mktemp("biaslab-cache")
+    previous = os.environ.get("BIASLAB_CACHE")
+    os.environ["BIASLAB_CACHE"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("BIASLAB_CACHE", None)
+    else:
+        os.environ["BIASLAB_CACHE"] = previous
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     root = data_root()

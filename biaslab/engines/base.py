@@ -185,6 +185,8 @@ class Prepared(Protocol):
     max_top_k : the largest K the engine's `top_k` returns (None: the vocabulary); exact mode's --k-store is
         refused above it before any run row is written.
     label : how this engine computes forced-choice evidence, recorded in each run's parameters.
+    provenance : what else a run records about how the engine set the model up (JSON values; e.g. the hf
+        backend's measured default dtype, `dtype_choice`).
     """
 
     spec: Any
@@ -192,6 +194,7 @@ class Prepared(Protocol):
     device: Any
     max_top_k: int | None
     label: str
+    provenance: dict[str, Any]
 
     def verify(self, needs: frozenset[str]) -> None:
         """Check that the engine serves every capability in `needs` (`PROTOCOL_NEEDS` of the protocol about to
@@ -219,8 +222,12 @@ class Identified:
 
 
 class PreparedBase(Identified):
-    """What every engine's prepared model shares: its identity (`Identified`) and `verify`, which checks nothing
-    for an in-process engine (its capabilities are its code's)."""
+    """What every engine's prepared model shares: its identity (`Identified`), `verify`, which checks nothing
+    for an in-process engine (its capabilities are its code's), and `provenance` (nothing to add by default)."""
+
+    @property
+    def provenance(self) -> dict[str, Any]:  # noqa: D102 - see `Prepared.provenance`
+        return {}
 
     def verify(self, needs: frozenset[str]) -> None:  # noqa: D102 - see `Prepared.verify`
         return None

@@ -162,13 +162,13 @@ def validate_options(options: BackendOptions) -> None:
     engine_settings(options)
 
 
-def default_dtype() -> str:
-    """bf16 on GPUs; on CPUs the hf backend's default (bf16 with AVX512-BF16 / AMX, else fp32)."""
+def default_dtype(config=None) -> str:
+    """bf16 on GPUs; on CPUs the measured choice for `config`'s shapes, as the hf backend (`dtype_choice`)."""
     if _on_gpu():
         return "bf16"
-    from .models import cpu_supports_bf16
+    from .dtype_choice import choose_cpu_dtype
 
-    return "bf16" if cpu_supports_bf16() else "fp32"
+    return choose_cpu_dtype(config).dtype
 
 
 def prepare(model: str, options: BackendOptions) -> "VLLMPrepared":
@@ -181,10 +181,11 @@ def prepare(model: str, options: BackendOptions) -> "VLLMPrepared":
     if model.endswith(".gguf"):
         raise ValueError(f"--backend vllm: {model} is a GGUF file; give the model's folder (the built-in alias "
                          f"smollm2-135m converts its GGUF to one)")
-    dtype = options.dtype or default_dtype()
     args = {k: v for k, v in options.model_args if k == "trust_remote_code"}
-    hf = read_model(model, dtype=dtype, revision=options.revision, model_args=args, backend=NAME,
+    hf = read_model(model, dtype=options.dtype or "fp32", revision=options.revision, model_args=args, backend=NAME,
                     backend_version=engine_version())
+    if options.dtype is None:  # measured on CPUs for this model's shapes (`dtype_choice`)
+        hf.spec = hf.spec.model_copy(update={"dtype": default_dtype(hf.config)})
     if hf.spec.kind == "masked":
         raise Unsupported(f"--backend vllm cannot score masked LMs ({model} is one: pseudo-log-likelihood needs "
                           f"--backend hf)")

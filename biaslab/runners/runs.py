@@ -26,7 +26,7 @@ def start_run(wh, config, prepared, protocol, threads: int) -> str:
         stamp_shard(wh, config, prepared.spec.model_key, extra)
     params = {**config.model_dump(exclude={"db"}), **protocol.settings.model_dump(),
               "protocol": protocol.name, "threads": threads, "backend_version": prepared.spec.backend_version,
-              **extra}
+              **prepared.provenance, **extra}
     return wh.start_run(config.command_line(), params, generation_config=generation,
                         device=str(prepared.device or config.backend), model_key=prepared.spec.model_key)
 

@@ -96,6 +96,11 @@ class HFPrepared(PreparedBase):
         self.inner, self.batch_tokens = inner, batch_tokens
         self.spec, self.tokenizer, self.device = inner.spec, inner.tokenizer, inner.device
 
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """The measured default dtype (`dtype_choice`) when --dtype was not given."""
+        return self.inner.provenance
+
     def load(self) -> "HFBackend":
         from .loading import LoadedModel
 

@@ -8,14 +8,15 @@ file hash, dtype, quantization, the tokenizer's identity and the BOS policy (`mo
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ...schema import ModelSpec
 from ..base import Identified
-from ..models import cpu_supports_bf16, parse_model_args, read_model
+from ..models import parse_model_args, read_model
+from ..dtype_choice import choose_cpu_dtype
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -28,6 +29,7 @@ class LoadedModel(Identified):
     tokenizer: Any
     spec: ModelSpec
     device: torch.device
+    provenance: dict[str, Any] = field(default_factory=dict)
 
 
 def default_device() -> torch.device:
@@ -57,11 +59,20 @@ def resolve_device(device: str | None) -> torch.device:
     return dev
 
 
-def default_dtype(device: torch.device) -> str:
-    """bf16 on GPUs and on CPUs with native bf16 (AVX512-BF16 / AMX), else fp32."""
+def default_dtype(device: torch.device, config: Any = None) -> str:
+    """bf16 on GPUs (fp16 where bf16 is not supported); on CPUs the measured choice (`dtype_choice`: fp32 without
+    native bf16, else whichever runs a block of `config`'s shapes faster)."""
+    return default_dtype_choice(device, config)[0]
+
+
+def default_dtype_choice(device: torch.device, config: Any = None) -> tuple[str, dict | None]:
+    """(dtype, the CPU measurement to record in the run or None) of `default_dtype`."""
     if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "bf16" if cpu_supports_bf16() else "fp32"
+        return ("bf16" if torch.cuda.is_bf16_supported() else "fp16"), None
+    if device.type != "cpu":
+        return "fp32", None
+    choice = choose_cpu_dtype(config)
+    return choice.dtype, choice.record()
 
 
 @dataclass
@@ -73,6 +84,8 @@ class PreparedModel(Identified):
     tokenizer: Any
     spec: ModelSpec
     device: torch.device
+    #: what a run records about how this model was set up (the measured default dtype: `dtype_choice`)
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     def load(self) -> LoadedModel:
         """Load the weights onto the device, in eval mode."""
@@ -94,7 +107,8 @@ class PreparedModel(Identified):
         if self.spec.quant != "nf4" and "device_map" not in self.load_kwargs:
             model.to(self.device)
         model.eval()
-        return LoadedModel(model=model, tokenizer=self.tokenizer, spec=self.spec, device=self.device)
+        return LoadedModel(model=model, tokenizer=self.tokenizer, spec=self.spec, device=self.device,
+                           provenance=self.provenance)
 
 
 def prepare_model(name: str, *, dtype: str | None = None, quant: str = "none", device: str | None = None,
@@ -114,17 +128,21 @@ def prepare_model(name: str, *, dtype: str | None = None, quant: str = "none", d
     import transformers
 
     dev = resolve_device(device)
-    dtype = dtype or default_dtype(dev)
-    if dtype not in DTYPES:
+    if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"--dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if quant not in ("none", "nf4"):
         raise ValueError(f"--quant must be 'none' or 'nf4', got {quant!r}")
     if quant == "nf4" and dev.type != "cuda":
         raise ValueError("--quant nf4 needs a CUDA GPU (bitsandbytes); use --dtype bf16 on CPU")
-    info = read_model(name, dtype=dtype, quant=quant, kind=kind, revision=revision, model_args=model_args,
+    info = read_model(name, dtype=dtype or "fp32", quant=quant, kind=kind, revision=revision, model_args=model_args,
                       backend="hf", backend_version=transformers.__version__)
+    measured = None
+    if dtype is None:  # the default: measured on this CPU for this model's shapes (recorded in the run)
+        dtype, measured = default_dtype_choice(dev, info.config)
+        info.spec = info.spec.model_copy(update={"dtype": dtype})
     return PreparedModel(folder=info.folder, load_kwargs=_load_kwargs(info, dtype, quant, device, model_args),
-                         tokenizer=info.tokenizer, spec=info.spec, device=dev)
+                         tokenizer=info.tokenizer, spec=info.spec, device=dev,
+                         provenance={"dtype_choice": measured} if measured else {})
 
 
 def _load_kwargs(info, dtype: str, quant: str, device: str | None, model_args) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 Python API (docs/python-api.md): ``wh = biaslab.open("warehouse/biaslab.duckdb")``; ``wh.tables()``,
 ``wh.table(name)`` and ``wh.sql(query)`` give Ibis expressions; ``biaslab.contextuality(wh)``,
-``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)`` and ``biaslab.metaprompt(wh)``
-return a study's tables (the same functions the `biaslab metrics` commands call).
+``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)``, ``biaslab.metaprompt(wh)`` and
+``biaslab.options(wh, "my-study", by=["context"])`` return a study's tables (the same functions the `biaslab metrics` commands call).
 Imported on first use, so ``import biaslab`` stays light.
 """
 
@@ -17,6 +17,7 @@ _LAZY = {
     "negation": ("biaslab.metrics.studies", "negation"),
     "calibration": ("biaslab.metrics.studies", "calibration"),
     "metaprompt": ("biaslab.metrics.studies", "metaprompt"),
+    "options": ("biaslab.metrics.studies", "options"),
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -28,9 +28,24 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @data_group.command("load")
-@click.argument("dataset")
+@click.argument("dataset", required=False)
 @db_option
 @data_dir_option
+@click.option("--file", "user_file", type=click.Path(dir_okay=False), default=None,
+              help="Your own stimuli: a .csv, .tsv, .jsonl or .parquet file whose columns are stimulus fields "
+                   "(text, item_id, slot, options, option_labels, gold, context, ...; other columns go to attrs). "
+                   "Needs --name.")
+@click.option("--spec", "spec_file", type=click.Path(dir_okay=False), default=None,
+              help="Your own stimuli from a template spec (.yaml or .toml): templates, fillers, options, contexts, "
+                   "orders, protocols (docs/your-own-study.md). `biaslab data expand` shows its rows.")
+@click.option("--name", default=None, help="The name of your dataset (--file; with --spec it overrides `name:`).")
+@click.option("--protocols", default=None, metavar="LIST",
+              help="--file: the protocols it is asked with, comma-separated, the default first (prob, choice, gen; "
+                   "default prob).")
+@click.option("--prompt", "prompt_file", type=click.Path(dir_okay=False), default=None,
+              help="--file: your forced-choice prompt (JSON with the fields of the built-in forced_choice_v1).")
+@click.option("--families", "families_file", type=click.Path(dir_okay=False), default=None,
+              help="--file: the gen protocol's pronoun families, a JSON or YAML mapping family -> case -> forms.")
 @click.option("--subset", default=None, help="Dataset subset, e.g. 'type2' for winobias.")
 @click.option("--pronouns", default=None, help="Pronoun families, e.g. 'all' for tango.")
 @click.option("--seed", type=int, default=None, help="Seed for datasets that draw a sample (misgendered names).")
@@ -39,20 +54,40 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
               help="Load files that differ from their pinned upstream sha256 (edited or re-saved copies) instead of "
                    "refusing them; their stimuli record the file's own sha256 as upstream_version, so they never mix "
                    "with stimuli of the upstream file. Malformed rows are refused all the same.")
-def load_command(dataset: str, db: str, data_dir: str | None, subset, pronouns, seed, extra,
-                 accept_modified: bool) -> None:
-    """Load DATASET's stimuli into the warehouse's stimuli table.
+def load_command(dataset: str | None, db: str, data_dir: str | None, user_file, spec_file, name, protocols,
+                 prompt_file, families_file, subset, pronouns, seed, extra, accept_modified: bool) -> None:
+    """Load DATASET's stimuli into the warehouse's stimuli table, or your own with --file or --spec.
 
-    Every file the loader reads is first checked against the sha256 pinned for the dataset (the checksums that
-    `biaslab data list` shows): a modified, truncated or re-encoded file is refused, naming it, unless
-    --accept-modified is given. Files are also checked row by row: a row cut short, a repeated row, an unterminated
-    quote or a file that ends mid-row is refused with file and line. Datasets you supply yourself (no pinned
-    checksum, e.g. negation, winoqueer) get the row checks only.
+    Built-in datasets: every file the loader reads is first checked against the sha256 pinned for the dataset (the
+    checksums that `biaslab data list` shows): a modified, truncated or re-encoded file is refused, naming it,
+    unless --accept-modified is given. Files are also checked row by row: a row cut short, a repeated row, an
+    unterminated quote or a file that ends mid-row is refused with file and line. Datasets you supply yourself (no
+    pinned checksum, e.g. negation, winoqueer) get the row checks only.
+
+    Your own dataset (--file FILE --name NAME, or --spec SPEC): every row is validated with the stimulus schema
+    (a bad row: one line naming file, line or row, field and reason); the dataset's protocols, prompt and pronoun
+    families are stored with it, so `runners collect --dataset NAME` and `biaslab metrics options --dataset NAME`
+    need nothing else. Loading an edited file adds new stimuli for the changed rows only and makes that version
+    current; the old rows keep their evidence.
 
     The whole dataset is read and validated first, then appended in one transaction: bad input leaves the
     warehouse unchanged, and loading twice adds nothing (stimuli are keyed by a hash of their content).
     `biaslab data list` shows the known dataset names.
     """
+    given = [x for x in (dataset, user_file, spec_file) if x]
+    if len(given) != 1:
+        raise click.UsageError("give one of: a built-in DATASET, --file FILE --name NAME, or --spec SPEC")
+    if dataset is None:
+        _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file)
+        return
+    for flag, value in (("--name", name), ("--protocols", protocols), ("--prompt", prompt_file),
+                        ("--families", families_file)):
+        if value is not None:
+            raise click.UsageError(f"{flag} belongs to --file (your own dataset), not to built-in {dataset}")
+    _load_builtin(dataset, db, data_dir, subset, pronouns, seed, extra, accept_modified)
+
+
+def _load_builtin(dataset, db, data_dir, subset, pronouns, seed, extra, accept_modified) -> None:
     info = loaders.get(dataset)
     options = {"subset": subset, "pronouns": pronouns, "seed": seed, **parse_options(extra)}
     options = {k: v for k, v in options.items() if v is not None}
@@ -76,12 +111,65 @@ def load_command(dataset: str, db: str, data_dir: str | None, subset, pronouns, 
     click.echo(f"{dataset}: {len(stimuli)} stimuli read, {added} new; {total} {info.name} stimuli in {db}")
 
 
+def _read_user(user_file, spec_file, name, protocols, prompt_file, families_file):
+    """The user dataset of --file or --spec, validated (its prompt too) before anything is written."""
+    from ..loaders.user.dataset import from_file, from_spec, read_families
+    from ..runners.prompting import PromptSpec
+
+    if spec_file:
+        for flag, value in (("--protocols", protocols), ("--prompt", prompt_file), ("--families", families_file)):
+            if value is not None:
+                raise click.UsageError(f"{flag} belongs to --file; a spec declares it (`{flag[2:]}:`)")
+        dataset = from_spec(spec_file, name)
+    else:
+        families = read_families(families_file) if families_file else None
+        dataset = from_file(user_file, name, protocols=protocols, prompt=prompt_file, pronouns=families)
+    if dataset.declaration.prompt is not None:
+        PromptSpec.from_mapping(dataset.declaration.prompt, prompt_file or f"{spec_file}: prompt")
+    return dataset
+
+
+def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file) -> None:
+    from ..warehouse.user_datasets import store
+
+    dataset = _read_user(user_file, spec_file, name, protocols, prompt_file, families_file)
+    decl = dataset.declaration
+    command = (f"biaslab data load --spec {spec_file}" if spec_file else
+               f"biaslab data load --file {user_file} --name {decl.name}")
+    with Warehouse.open(db) as wh:
+        added, version, changed = store(wh, decl, dataset.stimuli, command)
+    state = "now its current version" if changed else "already its current version"
+    click.echo(f"{decl.name}: {len(dataset.stimuli)} stimuli read, {added} new; version {version} ({state}); "
+               f"protocols {', '.join(decl.protocols)}; in {db}")
+
+
+@data_group.command("expand")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
+              help="Write the rows here (.jsonl or .csv; default: print them as JSON lines).")
+@click.option("--name", default=None, help="Dataset name (default: the spec's `name:`).")
+def expand_command(spec: str, out: str | None, name: str | None) -> None:
+    """Show the stimuli a template spec expands to, one JSON object per line (the fields `--file` reads back), with
+    a summary line on stderr. Nothing is written to any warehouse."""
+    from ..loaders.user.dataset import from_spec
+    from ..loaders.user.files import write_rows
+
+    dataset = from_spec(spec, name)
+    count = write_rows(dataset.stimuli, out)
+    labels = sorted({lab for s in dataset.stimuli for lab in (s.option_labels or ())})
+    items = len({s.item_id for s in dataset.stimuli})
+    click.echo(f"{dataset.declaration.name}: {count} stimuli, {items} items, options {labels}, protocols "
+               f"{', '.join(dataset.declaration.protocols)}" + (f"; written to {out}" if out else ""), err=True)
+
+
 @data_group.command("list")
 @data_dir_option
+@db_option
 @format_option
 @click.option("--count/--no-count", default=True, show_default=True, help="Load present datasets to count stimuli.")
-def list_command(data_dir: str | None, fmt: str, count: bool) -> None:
-    """Every known dataset: folder, whether its files are present, checksum status, licence, stimulus count."""
+def list_command(data_dir: str | None, db: str, fmt: str, count: bool) -> None:
+    """Every known dataset: the built-in ones (folder, whether their files are present, checksum status, licence,
+    stimulus count) and your own loaded into --db (source file, protocols, stimuli of the current version)."""
     root = default_data_dir(data_dir)
     rows = []
     for name, info in sorted(loaders.datasets().items()):
@@ -97,8 +185,24 @@ def list_command(data_dir: str | None, fmt: str, count: bool) -> None:
                 n = len(info.load(root, accept_modified=True))  # a mismatch shows in the files column
             except Exception as exc:  # a broken dataset must not hide the others; show why
                 n = f"error: {str(exc).splitlines()[0][:80]}"
-        rows.append((name, info.folder, files, info.licence, n))
-    emit(["dataset", "folder", "files", "licence", "stimuli"], rows, fmt, title=f"datasets in {root}")
+        rows.append((name, "built-in", info.folder, files, info.licence, ", ".join(info.protocols), n))
+    rows += _user_rows(db)
+    emit(["dataset", "source", "folder", "files", "licence", "protocols", "stimuli"], rows, fmt,
+         title=f"datasets in {root} and {db}")
+
+
+def _user_rows(db: str) -> list[tuple]:
+    """One row per user dataset of the warehouse `db` (none when it does not exist)."""
+    from pathlib import Path
+
+    from ..warehouse.user_datasets import names
+
+    if not Path(db).is_file():
+        return []
+    with Warehouse.open(db, read_only=True) as wh:
+        found = names(wh)
+    return [(name, f"your {d.declaration.source}", d.declaration.path, f"sha256 {d.declaration.file_sha256[:12]}",
+             "-", ", ".join(d.declaration.protocols), len(d.stimulus_ids)) for name, d in found]
 
 
 @data_group.command("fetch")

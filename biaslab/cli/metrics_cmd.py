@@ -336,6 +336,86 @@ def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: 
     click.echo(f"wrote {index}")
 
 
+def _options_flags(f):
+    """The options shared by `metrics options` and `report options`."""
+    for decorator in reversed([
+        click.option("--dataset", required=True, help="The dataset: built in, or your own (biaslab data load)."),
+        click.option("--by", "by", default="", metavar="COL[,COL...]",
+                     help="Group by these columns of stimuli (context, option_order, grammatical_case, occupation, "
+                          "...) or keys of its attrs (e.g. a spec filler's attribute), comma-separated."),
+        click.option("--contrast", default=None, metavar="COL=A:B",
+                     help="Paired difference between two values of a column for the same item (e.g. "
+                          "context=primed_f:unprimed), with its bootstrap interval and a sign-flip permutation "
+                          "p-value."),
+        click.option("--reference", default=None, metavar="VALUE",
+                     help="KL divergence of each group's option distribution to this group (one --by column)."),
+        click.option("--spearman", default=None, metavar="COL",
+                     help="Spearman correlation of each option's probability with this numeric column over items "
+                          "(e.g. stereotype_rating or a filler attribute)."),
+        click.option("--bootstrap", type=click.IntRange(min=100), default=1000, show_default=True,
+                     help="Bootstrap resamples of the intervals."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and permutations."),
+        click.option("--all-versions", is_flag=True,
+                     help="Your dataset at every version loaded, not only the current one."),
+    ]):
+        f = decorator(f)
+    return f
+
+
+def _by(text: str) -> list[str]:
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+@metrics_group.command("options")
+@db_option
+@format_option
+@_options_flags
+@_OUT
+def options_command(db: str, fmt: str, dataset: str, by: str, contrast, reference, spearman, bootstrap: int,
+                    seed: int, all_versions: bool, out: str | None) -> None:
+    """Generic metrics of any dataset with options (your own study or a built-in one), from stored evidence of every
+    protocol that measures an option (prob, choice exact, choice sample): per collection and group, the mean
+    probability of each option label over items (renormalized over the valid options; the invalid share as
+    invalid_mass) with a 95% bootstrap interval and the number of items; --contrast, --reference, --spearman as
+    below; calibration (accuracy, ECE, Brier) where stimuli have a gold option. Also `biaslab.options(...)` in
+    Python and the view option_probs in SQL.
+
+    Example: biaslab metrics options --dataset my-study --by context --contrast context=primed_f:unprimed
+    """
+    from ..metrics.studies import options
+
+    with _open(db) as handle:
+        tables = options(handle, dataset, by=_by(by), contrast=contrast, reference=reference, spearman=spearman,
+                         bootstrap=bootstrap, seed=seed, all_versions=all_versions)
+        if out:
+            _results_artifact(handle, "options", tables, [dataset],
+                              {"dataset": dataset, "by": _by(by), "contrast": contrast, "reference": reference,
+                               "spearman": spearman, "bootstrap": bootstrap, "seed": seed}, out)
+    _emit_tables(tables, fmt)
+
+
+@report_group.command("options")
+@db_option
+@click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Output folder.")
+@_options_flags
+def options_report_command(db: str, out: str, dataset: str, by: str, contrast, reference, spearman,
+                           bootstrap: int, seed: int, all_versions: bool) -> None:
+    """Write OUT/index.html for a dataset with options: per collection, bars of each option's mean probability per
+    group with 95% intervals, the paired contrast per item (--contrast), a reliability diagram where stimuli have a
+    gold option, and the tables of `biaslab metrics options`."""
+    from ..metrics.options.report import write_report
+    from ..metrics.options.tables import parse_contrast
+    from ..metrics.studies import options
+
+    with _open(db) as handle:
+        tables = options(handle, dataset, by=_by(by), contrast=contrast, reference=reference, spearman=spearman,
+                         bootstrap=bootstrap, seed=seed, all_versions=all_versions, private=True)
+        names = handle.models()
+    index = write_report(tables, Path(out), db, dataset, _by(by), parse_contrast(contrast) if contrast else None,
+                         names)
+    click.echo(f"wrote {index}")
+
+
 @click.group("annotate", cls=Group)
 def annotate_group() -> None:
     """Human labels of generated continuations (misgendering): export a sheet, import the labels."""

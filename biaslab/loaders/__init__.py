@@ -2,6 +2,6 @@
 
 from .dataset import DatasetInfo
 from .errors import DataError
-from .registry import datasets, default_data_dir, get
+from .registry import MODULES, datasets, default_data_dir, get
 
-__all__ = ["DataError", "DatasetInfo", "datasets", "default_data_dir", "get"]
+__all__ = ["DataError", "DatasetInfo", "MODULES", "datasets", "default_data_dir", "get"]

@@ -1,5 +1,5 @@
 """One function per study, taking a `biaslab.open` handle: `contextuality`, `misgendering`, `negation`, `calibration`,
-`metaprompt`. The `biaslab metrics` and `biaslab report` commands call these same functions, so the command line and
+`metaprompt`, and `options` (any dataset with options, e.g. a user's own study). The `biaslab metrics` and `biaslab report` commands call these same functions, so the command line and
 the Python API give the same tables.
 
 Each function reads the study's relational part through the views (`biaslab.views`) on the handle's engine (the
@@ -174,3 +174,33 @@ def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> di
 def to_json_ready(tables: dict) -> dict:
     """Tables as lists of records in strict JSON (NaN / infinity as null)."""
     return {name: json.loads(frame.to_json(orient="records")) for name, frame in tables.items()}
+
+
+def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | None = None,
+            reference: str | None = None, spearman: str | None = None, bootstrap: int = 1000, seed: int = 0,
+            all_versions: bool = False, output: str = "pandas", private: bool = False) -> dict:
+    """Generic metrics of any dataset with options (`biaslab metrics options`), built in or a user's own: means (per
+    group and option label: items, mean p, 95% bootstrap interval over items, invalid mass); with `contrast`
+    ("COLUMN=A:B") the paired difference per item with its interval and sign-flip permutation p-value; with
+    `reference` (a value of the one `by` column) the KL divergence of each group to it; with `spearman` (a numeric
+    column) Spearman's rho per group; calibration (ECE, Brier, accuracy) where stimuli have a gold option.
+
+    Parameters
+    ----------
+    handle : from `biaslab.open`.
+    dataset : the dataset's name.
+    by : grouping columns: columns of `stimuli` or keys of its `attrs`.
+    contrast, reference, spearman : see above.
+    bootstrap, seed : resamples and seed of the intervals and permutation tests.
+    all_versions : a user dataset at every loaded version, not only its current one.
+    output, private : see the module docstring.
+
+    Returns
+    -------
+    dict table name -> DataFrame.
+    """
+    from .options.tables import option_tables
+
+    tables = option_tables(handle, dataset, by=by, contrast=contrast, reference=reference, spearman=spearman,
+                           bootstrap=bootstrap, seed=seed, all_versions=all_versions)
+    return _finish(handle, tables, output, private)

@@ -76,7 +76,6 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     `loaded` (an `engines.hf.loading.LoadedModel` or a `Backend`) skips model loading, for tests and benchmarks that reuse
     one model.
     """
-    from .. import loaders
     from ..engines.threads import use_threads
 
     protocol, module = config.validate()
@@ -92,7 +91,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         with Warehouse.open(config.database(), shared=True) as wh:
             found, notes = stimuli_of.dataset_stimuli(wh, config)
             selected = stimuli_of.select(found, config)
-            selected, note = protocol.stimuli(wh, loaders.get(config.dataset), handle.model_key, selected)
+            selected, note = protocol.stimuli(wh, handle.model_key, selected)
             requests = protocol.requests(selected, handle.prepared)
             runs.register_model(wh, handle.spec)
             work = protocol.pending(wh, handle.model_key, requests)

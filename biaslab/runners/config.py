@@ -13,9 +13,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from .. import loaders
 from ..engines.base import BackendOptions
 from ..schema.errors import first_error
 from . import protocols
@@ -70,6 +69,7 @@ class CollectConfig(BaseModel):
     out_shard: str | None = None                                      # folder of the shard warehouses
     accept_modified: bool = False                                     # load modified copies of pinned files
     loader_options: dict[str, Any] = Field(default_factory=dict)      # --option key=value of the loader
+    _dataset: Any = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -87,14 +87,22 @@ class CollectConfig(BaseModel):
             object.__setattr__(self, "accept_modified", flag_value)
         return self
 
-    # ------------------------------------------------------------------ the protocol
+    # ------------------------------------------------------------------ the dataset and the protocol
+    def dataset_ref(self):
+        """The dataset (`runners.datasets.resolve`: built in, or a user's loaded into --db), resolved once."""
+        if self._dataset is None:
+            from .datasets import resolve
+
+            self._dataset = resolve(self.dataset, self.db)
+        return self._dataset
+
     def options(self) -> dict[str, Any]:
         """The protocol settings given (every keyword argument that is not a common field)."""
         return dict(self.model_extra or {})
 
     def resolved_protocol(self) -> str:
         """--protocol, else the dataset's default; refused in one line when the dataset does not offer it."""
-        supported = loaders.get(self.dataset).protocols
+        supported = self.dataset_ref().protocols
         name = self.protocol or supported[0]
         if name not in supported:
             available = "not available" if name in protocols.NAMES else "unknown"
@@ -109,6 +117,7 @@ class CollectConfig(BaseModel):
         except ValidationError as exc:
             raise one_line(exc, list(cls.settings_model.model_fields), cls.name) from None
         plugin = cls(settings)
+        plugin.bind(self.dataset_ref())
         plugin.check()
         return plugin
 
@@ -168,7 +177,7 @@ class CollectConfig(BaseModel):
     def validate(self):
         """Refuse absurd parameters before any model is loaded; returns (the protocol plug-in, the backend module).
         """
-        loaders.get(self.dataset)  # unknown dataset -> ValueError naming the known ones
+        self.dataset_ref()  # unknown dataset -> ValueError naming the built-in ones and how to load one
         module = self.backend_module()  # unknown or not installed: one line, before anything is read or loaded
         module.validate_options(self.backend_options())
         plugin = self.plugin()

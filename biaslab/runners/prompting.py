@@ -57,6 +57,13 @@ class PromptSpec:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+        return cls.from_mapping(data, where)
+
+    @classmethod
+    def from_mapping(cls, data: object, where: str) -> "PromptSpec":
+        """A prompt from its fields (a prompt file's JSON object, or a user dataset's declared prompt); ValueError
+        in one line naming `where` for a value that is not an object, a missing or non-string field, and a user
+        template without the {passage}, {option_1} and {option_2} placeholders."""
         if not isinstance(data, dict):
             raise ValueError(f"{where}: a prompt file holds one JSON object, got {type(data).__name__}")
         fields = ("version", "system", "user", "prefill", "closing")

@@ -4,6 +4,7 @@ the files, read back from the warehouse; in one canonical order; limited and sha
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from .. import loaders
 from ..loaders.errors import DataError
@@ -19,11 +20,17 @@ def shard_stimuli(stimuli: list[Stimulus], index: int, count: int) -> list[Stimu
     return [s for s in stimuli if shard_of(s.stimulus_id, count) == index]
 
 
-def stimuli_from_warehouse(wh, dataset: str) -> list[Stimulus]:
-    """Rebuild `Stimulus` objects from stored rows (same content, hence the same stimulus_id), in canonical order."""
+def stimuli_from_warehouse(wh, dataset: str, ids: list[str] | None = None) -> list[Stimulus]:
+    """Rebuild `Stimulus` objects from stored rows (same content, hence the same stimulus_id), in canonical order;
+    with `ids`, only those stimuli (a user dataset's current version)."""
     names = wh.columns("stimuli")
     out = []
-    for row in wh.rows("SELECT * FROM stimuli WHERE dataset = ? ORDER BY item_id, stimulus_id", [dataset]):
+    if ids is None:
+        rows = wh.rows("SELECT * FROM stimuli WHERE dataset = ? ORDER BY item_id, stimulus_id", [dataset])
+    else:
+        rows = wh.rows("SELECT s.* FROM stimuli s SEMI JOIN (SELECT unnest(?::VARCHAR[]) AS stimulus_id) w "
+                       "USING (stimulus_id) WHERE s.dataset = ? ORDER BY s.item_id, s.stimulus_id", [ids, dataset])
+    for row in rows:
         record = dict(zip(names, row))
         sid = record.pop("stimulus_id")
         record["attrs"] = json.loads(record["attrs"]) if record["attrs"] else {}
@@ -44,7 +51,10 @@ def dataset_stimuli(wh, config) -> tuple[list[Stimulus], list[str]]:
     same stimuli whichever source was used. Stimuli derived by a protocol (TANGO's templates, which name the prompt
     they were built from in `attrs.template_of`) are not the dataset's own and are left out.
     """
-    info = loaders.get(config.dataset)
+    ref = config.dataset_ref()
+    if ref.user:
+        return user_stimuli(wh, config, ref), []
+    info = ref.info
     root = loaders.default_data_dir(config.data_dir)
     if info.path(root).is_dir():
         loaded = info.load_verified(root, accept_modified=config.accept_modified, **config.loader_options)
@@ -56,6 +66,32 @@ def dataset_stimuli(wh, config) -> tuple[list[Stimulus], list[str]]:
             raise DataError(info.path(root), f"dataset {config.dataset} is neither in the data directory nor in "
                                              f"{wh.path} (set --data-dir or BIASLAB_DATA)")
     return [s for s in stimuli if "template_of" not in s.attrs], notes
+
+
+def user_stimuli(wh, config, ref) -> list[Stimulus]:
+    """A user dataset's current version, read from --db (where `biaslab data load` put it); when this collection
+    writes a shard file, the stimuli and the dataset's version are copied into it (merging brings them back)."""
+    ids = list(ref.stored.stimulus_ids)
+    if Path(config.database()).resolve() == Path(config.db).resolve():
+        stimuli = stimuli_from_warehouse(wh, ref.name, ids)
+    else:
+        from ..warehouse import Warehouse
+        from ..warehouse.user_datasets import store
+
+        with Warehouse.open(config.db, read_only=True) as main:
+            stimuli = stimuli_from_warehouse(main, ref.name, ids)
+        store(wh, ref.stored.declaration, stimuli_in_order(stimuli, ids),
+              f"copy of dataset {ref.name} from {config.db}")
+    if len(stimuli) != len(set(ids)):
+        raise DataError(config.db, f"dataset {ref.name}: {len(set(ids)) - len(stimuli)} of its stimuli are missing "
+                                   f"from the stimuli table (load it again with biaslab data load)")
+    return stimuli
+
+
+def stimuli_in_order(stimuli: list[Stimulus], ids: list[str]) -> list[Stimulus]:
+    """`stimuli` in the order of `ids` (the file order a version was stored with)."""
+    by_id = {s.stimulus_id: s for s in stimuli}
+    return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
 
 
 def select(stimuli: list[Stimulus], config) -> list[Stimulus]:

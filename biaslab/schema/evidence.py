@@ -82,6 +82,10 @@ SCHEMAS: dict[str, pa.Schema] = {
     "annotations": pa.schema([
         _f("sample_id", S, KEY), _f("annotator", S, KEY), _f("label", S, KEY), _f("extraneous_gendered", BOOL, KEY),
         _f("source_file", S), _f("imported_at", TS, KEY), _f("note", S)]),
+    "user_datasets": pa.schema([
+        _f("dataset", S, KEY), _f("version", S, KEY), _f("loaded_at", TS, KEY), _f("source", S, KEY),
+        _f("path", S), _f("file_sha256", S, KEY), _f("declaration", S, KEY, json=True),
+        _f("stimulus_ids", pa.list_(S), KEY), _f("run_id", S)]),
 }
 
 #: identity key of every table that takes appends (DESIGN.md section 3); `meta` is keyed by its `key`
@@ -98,6 +102,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "samples": ("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p", "max_new_tokens"),
     "gen_requests": ("model_key", "request_id"),
     "annotations": ("sample_id", "annotator"),
+    "user_datasets": ("dataset", "version", "loaded_at"),
 }
 
 #: every table of the current schema, in the order of `SCHEMAS`

@@ -21,10 +21,11 @@ from .compile import compiled, objects, statements, unbound_source
 from .contextuality import sample_codes, sample_settings, winopron_pf, winopron_stimuli, winopron_validity
 from .metaprompt import meta_answers, meta_stimuli
 from .misgendering import gen_samples, misgendering_prob, misgendering_prob_options
+from .options import option_probs
 from .registry import VIEWS
 from .scores import negation_sentences, sequence_metrics
 
 __all__ = ["DEFAULT_BACKEND", "VIEWS", "Source", "compiled", "gen_samples", "identity_pair_probs", "json_field",
-           "meta_answers", "meta_stimuli", "misgendering_prob", "misgendering_prob_options", "model_labels", "negation_sentences", "objects",
+           "meta_answers", "meta_stimuli", "misgendering_prob", "misgendering_prob_options", "model_labels", "negation_sentences", "objects", "option_probs",
            "pronoun_pair_probs", "sample_codes", "sample_settings", "sequence_metrics", "statements",
            "unbound_source", "winopron_pf", "winopron_stimuli", "winopron_validity"]

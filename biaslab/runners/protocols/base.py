@@ -82,6 +82,12 @@ class Protocol(ABC):
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.dataset: Any = None  # the `runners.datasets.DatasetRef` asked, set by `bind`
+
+    def bind(self, dataset: Any) -> None:
+        """The dataset this protocol asks (`runners.datasets.DatasetRef`): its prompt, pronoun families, derived
+        stimuli."""
+        self.dataset = dataset
 
     def capability(self, kind: str) -> str:
         """The engine capability this protocol needs for a model of `kind` ("causal" / "masked"): "prob", "pll",
@@ -94,7 +100,7 @@ class Protocol(ABC):
     def check_engine(self, prepared: Any) -> None:
         """Refuse what the resolved engine cannot do (e.g. a K above its limit), before any run row is written."""
 
-    def stimuli(self, wh, dataset: Any, model_key: str, stimuli: list[Stimulus]) -> tuple[list[Stimulus], str]:
+    def stimuli(self, wh, model_key: str, stimuli: list[Stimulus]) -> tuple[list[Stimulus], str]:
         """The stimuli asked, and a note for the command output ("" for none)."""
         return stimuli, ""
 

@@ -300,7 +300,13 @@ class Choice(Protocol):
         return f"choice-{self.settings.mode}"
 
     def check(self) -> None:
-        self.spec = PromptSpec.load(self.settings.prompt)
+        """The prompt: --prompt when given, else the one the dataset declares (a user dataset's), else the
+        built-in forced-choice prompt."""
+        declared = self.dataset.prompt() if self.dataset is not None else None
+        if declared is not None and "prompt" not in self.settings.model_fields_set:
+            self.spec = declared
+        else:
+            self.spec = PromptSpec.load(self.settings.prompt)
 
     def check_engine(self, prepared) -> None:
         k, k_store = prepared.max_top_k, self.settings.k_store

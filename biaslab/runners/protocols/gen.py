@@ -45,6 +45,7 @@ class GenRequest(Request):
     context: str          # pre | post | prompt
     prompt_text: str
     declared: str
+    vocabulary: str       # the pronoun families of the detector, canonical JSON (stored with the request)
 
 
 def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
@@ -59,23 +60,26 @@ def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
     return [("pre", pre), ("post", stimulus.fill(stimulus.gold))]
 
 
-def gen_requests(stimuli: Sequence[Stimulus], max_new_tokens: int = 50,
-                 min_new_tokens: int = 50) -> list[GenRequest]:
+def gen_requests(stimuli: Sequence[Stimulus], max_new_tokens: int = 50, min_new_tokens: int = 50,
+                 families: dict | None = None) -> list[GenRequest]:
     """Requests of the stimuli; the generation length settings are part of the request identity (so a run with
-    another --max-new-tokens or --min-new-tokens is a new collection with its own `gen_requests` rows)."""
+    another --max-new-tokens or --min-new-tokens is a new collection with its own `gen_requests` rows).
+    `families`: the first-pronoun detector's vocabulary (family -> case -> forms; default the built-in one of the
+    stimuli's dataset, `lexicon.pronoun_detection.vocabulary`)."""
     out = []
     for s in stimuli:
         if s.pronoun_set is None:
             raise ValueError(f"stimulus {s.item_id}: the gen protocol needs the declared pronoun set")
-        families = vocabulary(s.dataset)
-        if s.pronoun_set not in families:
+        known = families if families is not None else vocabulary(s.dataset)
+        if s.pronoun_set not in known:
             raise ValueError(f"stimulus {s.item_id}: declared pronoun family {s.pronoun_set!r} is not among the "
-                             f"families the misgendering detector knows for {s.dataset} ({sorted(families)}); "
+                             f"families the misgendering detector knows for {s.dataset} ({sorted(known)}); "
                              f"the gen protocol covers those (for tango use --pronouns core)")
+        stored = json.dumps(known, sort_keys=True)
         for context, text in generation_prompts(s):
             rid = request_id(s.stimulus_id, "gen", {"context": context, "max_new_tokens": max_new_tokens,
                                                    "min_new_tokens": min_new_tokens}, GEN_VERSION)
-            out.append(GenRequest(rid, s.stimulus_id, "gen", s.dataset, context, text, s.pronoun_set))
+            out.append(GenRequest(rid, s.stimulus_id, "gen", s.dataset, context, text, s.pronoun_set, stored))
     return out
 
 
@@ -99,12 +103,11 @@ def pending_generations(wh, model_key: str, requests: Sequence[GenRequest], n: i
 
 
 def _request_table(model_key: str, chunk: Sequence[GenRequest], params: SamplingSettings, run_id: str | None):
-    vocabularies = {d: json.dumps(vocabulary(d), sort_keys=True) for d in {r.dataset for r in chunk}}
     return evidence.arrow("gen_requests", {
         "request_id": [r.request_id for r in chunk], "stimulus_id": [r.stimulus_id for r in chunk],
         "dataset": [r.dataset for r in chunk], "context": [r.context for r in chunk],
         "prompt_text": [r.prompt_text for r in chunk], "declared": [r.declared for r in chunk],
-        "pronoun_vocabulary": [vocabularies[r.dataset] for r in chunk]},
+        "pronoun_vocabulary": [r.vocabulary for r in chunk]},
         model_key=model_key, prompt_version=GEN_VERSION, max_new_tokens=params.max_new_tokens,
         min_new_tokens=params.min_new_tokens, run_id=run_id)
 
@@ -188,7 +191,8 @@ class Gen(Protocol):
     table = "samples"
 
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[GenRequest]:
-        return gen_requests(stimuli, self.settings.max_new_tokens, self.settings.min_new_tokens)
+        families = self.dataset.families() if self.dataset is not None else None
+        return gen_requests(stimuli, self.settings.max_new_tokens, self.settings.min_new_tokens, families)
 
     def pending(self, wh, model_key: str, requests: Sequence[GenRequest]) -> Work:
         s = self.settings

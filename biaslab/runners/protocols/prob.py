@@ -2,14 +2,15 @@
 append sequence and token rows, chunk by chunk (DESIGN.md sections 4-5).
 
 A stimulus with options gives one request per option (the option filled into the slot, with its agreement);
-a stimulus without options gives one request for its text. Causal models score BOS + the text's tokens (every text
+a stimulus without options gives one request for its text. A stimulus with a prime (a context sentence) is scored
+after it: "prime text", the target span shifted accordingly. Causal models score BOS + the text's tokens (every text
 token scored); masked models the pseudo-log-likelihood under `--pll` (Salazar et al. 2020 `original`, Kauf and
 Ivanova 2023 `within_word_l2r`). Each chunk of requests is scored and written in one transaction (sequence_scores
 with its token_scores), so an interrupted collection loses at most the chunk in flight and a rerun scores only what
 is missing; chunk boundaries are fixed over the full request list, so a resumed run batches exactly like an
 uninterrupted one.
 
-A dataset whose prob stimuli are derived from the model's own generations (`DatasetInfo.prob_from == "gen"`,
+A dataset whose prob stimuli are derived from the model's own generations (`DatasetRef.prob_from == "gen"`,
 TANGO) scores the templates `biaslab.runners.tango` builds from them.
 """
 
@@ -52,6 +53,10 @@ def score_requests(stimuli: Iterable[Stimulus], protocol: str, scheme: str) -> l
                 text, target = s.text, None
             else:
                 text, target = s.fill(option), s.option_span(option)
+            if s.prime:  # the context comes first, as the forced-choice passage shows it (`prompting.passage`)
+                lead = len(s.prime) + 1
+                text = f"{s.prime} {text}"
+                target = (target[0] + lead, target[1] + lead) if target else None
             rid = request_id(sid, protocol, {"option": option, "scheme": scheme}, SCORING_VERSION)
             out.append(ScoreRequest(rid, sid, protocol, scheme, option, text, target))
     return out
@@ -220,8 +225,8 @@ class Prob(Protocol):
     def capability(self, kind: str) -> str:
         return "pll" if kind == "masked" else "prob"
 
-    def stimuli(self, wh, dataset, model_key: str, stimuli: list[Stimulus]) -> tuple[list[Stimulus], str]:
-        if dataset.prob_from != "gen":
+    def stimuli(self, wh, model_key: str, stimuli: list[Stimulus]) -> tuple[list[Stimulus], str]:
+        if self.dataset is None or self.dataset.prob_from != "gen":
             return stimuli, ""
         from ..tango import derived_templates
 

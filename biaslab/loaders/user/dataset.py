@@ -1,0 +1,172 @@
+"""A user dataset read from its file or spec: the stimuli and the declaration stored with them
+(`biaslab.schema.user_dataset.DatasetDeclaration`), checked against the protocols it declares before anything is
+stored (the forced-choice prompt's own fields are checked by the runner that shows it, `runners.user_datasets`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ...lexicon.pronoun_detection import form_index
+from ...schema import DatasetDeclaration, Stimulus
+from ...schema.errors import first_error
+from ...schema.user_dataset import USER_PROTOCOLS, check_name
+from ..errors import DataError
+from ..registry import MODULES
+from .expand import expand, spec_pronouns
+from .files import read_stimuli
+from .spec import read_spec
+
+
+@dataclass(frozen=True)
+class UserDataset:
+    """What `biaslab data load --file / --spec` stores: the declaration and the stimuli, in file order."""
+
+    declaration: DatasetDeclaration
+    stimuli: list[Stimulus]
+
+    @property
+    def version(self) -> str:
+        return self.declaration.version([s.stimulus_id for s in self.stimuli])
+
+
+def user_name(name: str | None, where: Path) -> str:
+    """A valid user dataset name that is not a built-in dataset's."""
+    if not name:
+        raise DataError(where, "no dataset name: give --name NAME (or `name:` in the spec)")
+    try:
+        check_name(name)
+    except ValueError as exc:
+        raise DataError(where, str(exc)) from None
+    if name in MODULES:
+        raise DataError(where, f"dataset name {name!r} is a built-in dataset's; choose another name")
+    return name
+
+
+def read_prompt(value: str | dict[str, Any] | None, base: Path, where: Path) -> dict[str, Any] | None:
+    """The forced-choice prompt's fields: a JSON file (relative to `base`) or an inline mapping."""
+    if value is None or isinstance(value, dict):
+        return value
+    path = Path(value).expanduser()
+    path = path if path.is_absolute() else base / path
+    if not path.is_file():
+        raise DataError(where, f"no prompt file at {path}", field="prompt")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(path, f"not a JSON prompt file ({exc})") from None
+    if not isinstance(data, dict):
+        raise DataError(path, f"a prompt file holds one JSON object, got {type(data).__name__}")
+    return data
+
+
+def check_protocols(dataset: UserDataset, where: Path) -> None:
+    """What each declared protocol needs of the stimuli: choice two options each; gen a pronoun vocabulary, and
+    for every stimulus with options a gold option and its pronoun family among the vocabulary's."""
+    decl = dataset.declaration
+    for s in dataset.stimuli:
+        if "choice" in decl.protocols and (s.options is None or len(s.options) != 2):
+            n = 0 if s.options is None else len(s.options)
+            raise DataError(where, f"item {s.item_id}: the choice protocol shows two options, this stimulus has {n}",
+                            field="options")
+        if "gen" in decl.protocols and s.options is not None:
+            if s.gold is None or s.pronoun_set is None:
+                raise DataError(where, f"item {s.item_id}: the gen protocol needs a gold option and its pronoun family "
+                                       f"(pronoun_set)", field="gold")
+            if s.pronoun_set not in (decl.pronouns or {}):
+                raise DataError(where, f"item {s.item_id}: pronoun family {s.pronoun_set!r} is not among the declared "
+                                       f"pronouns ({sorted(decl.pronouns or {})})", field="pronouns")
+    if "gen" in decl.protocols and not decl.pronouns:
+        raise DataError(where, "the gen protocol needs `pronouns` (family -> case -> forms)", field="pronouns")
+    if decl.pronouns:
+        try:
+            form_index(decl.pronouns)
+        except ValueError as exc:
+            raise DataError(where, str(exc), field="pronouns") from None
+
+
+def _declaration(where: Path, **fields: Any) -> DatasetDeclaration:
+    try:
+        return DatasetDeclaration(**fields)
+    except ValidationError as exc:
+        error = first_error(exc)
+        raise DataError(where, error.message, field=error.field or None) from None
+
+
+def _protocols(value) -> tuple[str, ...]:
+    items = [p.strip() for p in value.split(",")] if isinstance(value, str) else list(value)
+    unknown = [p for p in items if p not in USER_PROTOCOLS]
+    if unknown:
+        raise ValueError(f"protocol(s) {unknown} unknown for user datasets; use {', '.join(USER_PROTOCOLS)}")
+    return tuple(items)
+
+
+def from_file(path: Path, name: str | None, *, protocols=None, prompt: str | None = None,
+              pronouns: dict | None = None, description: str = "") -> UserDataset:
+    """A user dataset from a table file (`files.read_stimuli`); protocols default to prob."""
+    path = Path(path)
+    name = user_name(name, path)
+    stimuli = read_stimuli(path, name)
+    try:
+        declared = _protocols(protocols or ("prob",))
+    except ValueError as exc:
+        raise DataError(path, str(exc), field="protocols") from None
+    decl = _declaration(path, name=name, source="file", path=str(path), file_sha256=_sha(path),
+                        description=description, protocols=declared, pronouns=pronouns,
+                        prompt=read_prompt(prompt, Path.cwd(), path))
+    dataset = UserDataset(decl, stimuli)
+    check_protocols(dataset, path)
+    return dataset
+
+
+def from_spec(path: Path, name: str | None = None) -> UserDataset:
+    """A user dataset from a template spec (`spec.read_spec`, `expand.expand`); --name overrides `name:`."""
+    path = Path(path)
+    spec, raw = read_spec(path)
+    name = user_name(name or spec.name, path)
+    try:
+        declared = _protocols(spec.protocols)
+    except ValueError as exc:
+        raise DataError(path, str(exc), field="protocols") from None
+    decl = _declaration(path, name=name, source="spec", path=str(path), file_sha256=hashlib.sha256(raw).hexdigest(),
+                        description=spec.description, protocols=declared, pronouns=spec_pronouns(spec),
+                        prompt=read_prompt(spec.prompt, path.parent, path))
+    dataset = UserDataset(decl, expand(spec, name, path))
+    check_protocols(dataset, path)
+    return dataset
+
+
+def _sha(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_families(path: str | Path) -> dict[str, dict[str, tuple[str, ...]]]:
+    """The gen protocol's pronoun families from a JSON or YAML file: family -> case -> forms (a list, or one
+    string); checked by the detector's own rules (`lexicon.pronoun_detection.form_index`)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise DataError(path, f"not a JSON or YAML mapping ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise DataError(path, "expected a mapping family -> case -> forms")
+    families = {str(f): {str(c): (forms,) if isinstance(forms, str) else tuple(forms) for c, forms in cases.items()}
+                for f, cases in data.items()}
+    try:
+        form_index(families)
+    except ValueError as exc:
+        raise DataError(path, str(exc)) from None
+    return families

@@ -1,0 +1,149 @@
+"""The expansion of a template spec (`spec.Spec`) into stimuli: template x filler combination x context x order
+(see `biaslab.loaders.user.spec` for the keys and rules)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ...lexicon.pronouns import agreement_texts, capitalize, sentence_case, starts_sentence
+from ...schema import CONTEXTS, Stimulus
+from ...schema.errors import first_error
+from ..errors import DataError
+from .files import UPSTREAM_VERSION
+from .spec import NAMED_FIELDS, STIMULUS_FIELDS, Spec, Template, placeholders, render
+
+#: option orders that fill the `option_order` field
+ORDER_CODES = {("female", "male"): "MF", ("male", "female"): "FM"}
+
+
+def expand(spec: Spec, name: str, path: Path) -> list[Stimulus]:
+    """Every stimulus of the spec, in template, filler, context and order order; DataError naming the spec and the
+    template (or context) for a problem."""
+    out: list[Stimulus] = []
+    for index, template in enumerate(spec.templates):
+        where = f"templates[{index}]"
+        try:
+            out.extend(_template_stimuli(spec, template, template.id or f"t{index + 1}", name, where))
+        except ValueError as exc:
+            raise DataError(path, str(exc).removeprefix(f"{where}: "), field=where) from None
+    ids = [s.stimulus_id for s in out]
+    if len(set(ids)) != len(ids):
+        raise DataError(path, "two templates expand to the same stimulus (same text, item id and options); give "
+                              "them different ids or texts", field="templates")
+    return out
+
+
+def _slots(spec: Spec, template: Template, where: str) -> list[str]:
+    """The filler slots of a template (without the option slot), checked: the option slot once, every other slot
+    with a filler list or a fixed value."""
+    found = placeholders(template.text, where)
+    names = [n for n, _ in found]
+    if names.count(spec.slot) != 1:
+        raise ValueError(f"{where}: the option slot {{{spec.slot}}} appears {names.count(spec.slot)} times in "
+                         f"{template.text!r} (exactly once needed)")
+    if any(label for _, label in found):
+        raise ValueError(f"{where}: {{slot:label}} belongs in a context's prime, not in a template")
+    others = list(dict.fromkeys(n for n in names if n != spec.slot))
+    for n in others:
+        if n not in template.fill and n not in spec.fillers:
+            raise ValueError(f"{where}: slot {{{n}}} has no filler list (fillers: {', '.join(spec.fillers) or 'none'})"
+                             f" and no fill value")
+    labels = [o.label for o in spec.options]
+    if template.gold is not None and template.gold not in labels:
+        raise ValueError(f"{where}: gold {template.gold!r} is not an option label ({labels})")
+    for c in spec.contexts:
+        for n, label in placeholders(c.prime or "", f"contexts.{c.name}"):
+            if n == spec.slot and label not in labels:
+                raise ValueError(f"context {c.name!r}: the prime's {{{n}:{label}}} names no option label ({labels})")
+            if n != spec.slot and n not in others:
+                raise ValueError(f"context {c.name!r}: the prime's slot {{{n}}} is not a slot of {template.text!r}")
+    return others
+
+
+def _filler_fields(spec: Spec, template: Template, slots: list[str], combo) -> tuple[dict, dict, dict]:
+    """(slot values, stimulus fields, attrs) of one filler combination."""
+    values, fields, attrs = dict(template.fill), dict(template.fields), {**template.attrs}
+    varying = [n for n in slots if n not in template.fill]
+    for slot, filler in zip(varying, combo):
+        values[slot] = filler.value
+        for key, value in filler.attrs.items():
+            if key in STIMULUS_FIELDS:
+                fields[key] = value
+            else:
+                attrs[f"{slot}_{key}"] = value
+    for slot in slots:
+        attrs[slot] = values[slot]
+        if slot in NAMED_FIELDS:
+            fields[slot] = values[slot]
+    return values, fields, attrs
+
+
+def _template_stimuli(spec: Spec, template: Template, tid: str, name: str, where: str) -> list[Stimulus]:
+    slots = _slots(spec, template, where)
+    varying = [n for n in slots if n not in template.fill]
+    forms = {o.label: o.realized(template.case, where) for o in spec.options}
+    out = []
+    for combo in itertools.product(*[spec.fillers[n] for n in varying]):
+        values, fields, attrs = _filler_fields(spec, template, slots, combo)
+        item = (template.item_id.format(id=tid, **values) if template.item_id
+                else ".".join([tid, *(values[n] for n in varying)]))
+        text = render(template.text, values, spec.slot, lambda label, before: spec.marker)
+        for context in spec.contexts:
+            prime = _prime(spec, context.prime, values, forms) if context.prime else None
+            for order in spec.orders or [[o.label for o in spec.options]]:
+                out.append(_stimulus(spec, template, name, item, text, prime, context.name, order, forms,
+                                     fields, {**attrs, "template_id": tid}, where))
+    return out
+
+
+def _prime(spec: Spec, prime: str, values: dict[str, str], forms: dict[str, str]) -> str:
+    def option(label: str, before: str) -> str:
+        return capitalize(forms[label]) if spec.capitalize and starts_sentence(before, after_closer=True) \
+            else forms[label]
+    return render(prime, values, spec.slot, option)
+
+
+def _stimulus(spec: Spec, template: Template, name: str, item: str, text: str, prime: str | None, context: str,
+              order: list[str], forms: dict[str, str], fields: dict[str, Any], attrs: dict[str, Any],
+              where: str) -> Stimulus:
+    labels = tuple(order)
+    options = tuple(forms[label] for label in labels)
+    if spec.capitalize:
+        options = sentence_case(options, text, spec.marker, after_closer=True)
+    row: dict[str, Any] = {**fields, "dataset": name, "upstream_version": UPSTREAM_VERSION, "item_id": item,
+                           "text": text, "template": template.text, "slot": spec.marker, "prime": prime,
+                           "grammatical_case": template.case, "options": options, "option_labels": labels}
+    if spec.plural and template.case:
+        row["option_texts"] = agreement_texts(text, options, labels, template.case,
+                                              plural_labels=tuple(spec.plural), slot=spec.marker)
+    if template.gold is not None:
+        row["gold"] = options[labels.index(template.gold)]
+        if spec.pronouns and template.gold in spec.pronouns:
+            row["pronoun_set"] = template.gold
+    if context in CONTEXTS:
+        row["context"] = context
+    elif context != "none" or len(spec.contexts) > 1 or prime is not None:
+        attrs["context"] = context
+    code = ORDER_CODES.get(labels)
+    if code is not None:
+        row["option_order"] = code
+    elif spec.orders and len(spec.orders) > 1:
+        attrs["option_order"] = ",".join(labels)
+    row["attrs"] = attrs
+    try:
+        return Stimulus(**row)
+    except ValidationError as exc:
+        error = first_error(exc)
+        raise ValueError(f"{where}: {error.field or 'stimulus'}: {error.message}") from None
+
+
+def spec_pronouns(spec: Spec) -> dict[str, dict[str, tuple[str, ...]]] | None:
+    """The gen protocol's families of the spec (each case's forms as a tuple; a single string is one form)."""
+    if spec.pronouns is None:
+        return None
+    return {family: {case: (forms,) if isinstance(forms, str) else tuple(forms) for case, forms in cases.items()}
+            for family, cases in spec.pronouns.items()}

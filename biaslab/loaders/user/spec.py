@@ -1,0 +1,221 @@
+"""Stimuli from a template spec: `biaslab data expand spec.yaml` / `biaslab data load --spec spec.yaml`.
+
+A spec (YAML, or TOML with the same keys) declares templates with named slots, filler lists, the options of one
+slot and their labels, contexts (prime sentences) and option orders; it expands to the cross product, as the
+upstream scripts that built Winogender and WinoPron did. Validated with pydantic: an unknown key, a template whose
+option slot does not appear (or appears twice), a slot with no filler list, an empty filler list, a repeated option
+or label, an order that is not a permutation of the labels each end in one line naming the spec and the key.
+
+Keys (docs/your-own-study.md walks through one):
+
+* `name`, `description`; `protocols` (prob, choice, gen; the default first); `prompt` (choice: a prompt JSON file,
+  relative to the spec, or the prompt's fields inline; default the built-in forced-choice prompt); `pronouns`
+  (gen: family -> case -> forms, the first-pronoun detector's vocabulary);
+* `slot` (default `pronoun`): the template slot the options fill; `marker` (default `BLANK`): what stands for it in
+  the stored text (the built-in forced-choice prompt names BLANK);
+* `options`: each a `label` and either `text` or `forms` (case -> text, for templates that declare a `case`);
+  capitalized where the slot starts a sentence (`capitalize`, default true); `plural`: labels whose option takes
+  English plural verb agreement after it in the nominative ("they were");
+* `fillers`: slot name -> values, each a string or {value, and attributes}; an attribute named like a stimulus field
+  (`stereotype_rating`, `referent_role`, ...) sets that field, any other goes to `attrs` as `<slot>_<attribute>`;
+  the value itself is `attrs[<slot>]` and, for the slots `occupation`, `participant` and `name`, that field;
+* `templates`: each `text` with `{slot}` placeholders (`{{` and `}}` for literal braces), an `id` (default `t1`,
+  `t2`, ...), an optional `case`, `gold` (an option label), `fill` (slot -> a value fixed for this template),
+  `fields` (further stimulus fields, e.g. referent_role) and `attrs`, and an optional `item_id` pattern (default
+  `{id}.{value}.{value}...` over the slots that vary);
+* `contexts`: each a `name` and an optional `prime`, a sentence with the template's slots and `{pronoun:label}` for
+  the option of that label; a name that is a built-in context (`unprimed`, `primed_f`, ...) fills the `context`
+  field, any other `attrs.context`; default: one context without a prime;
+* `orders`: option orders as label lists (default: the options' own order); `[female, male]` / `[male, female]`
+  fill `option_order` MF / FM, others `attrs.option_order`.
+
+One stimulus per template x filler combination x context x order. Stimuli of one template and filler combination
+share their `item_id` across contexts and orders: the item is the unit of paired contrasts and intervals.
+"""
+
+from __future__ import annotations
+
+import string
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ...schema import CASES, Stimulus
+from ...schema.errors import first_error
+from ..errors import DataError
+
+NAMED_FIELDS = ("occupation", "participant", "name")
+#: stimulus fields a filler attribute or a template's `fields` may set
+STIMULUS_FIELDS = set(Stimulus.model_fields) - {"dataset", "upstream_version", "item_id", "text", "attrs"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Option(_Strict):
+    label: str = Field(min_length=1)
+    text: str | None = None
+    forms: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Option":
+        if (self.text is None) == (self.forms is None):
+            raise ValueError(f"option {self.label!r}: give either text or forms (case -> text)")
+        unknown = sorted(set(self.forms or {}) - set(CASES))
+        if unknown:
+            raise ValueError(f"option {self.label!r}: unknown case(s) {unknown}; cases: {list(CASES)}")
+        return self
+
+    def realized(self, case: str | None, where: str) -> str:
+        if self.text is not None:
+            return self.text
+        if case is None or case not in self.forms:
+            raise ValueError(f"{where}: option {self.label!r} has no form for case {case!r} (give the template a "
+                             f"case among {sorted(self.forms)})")
+        return self.forms[case]
+
+
+class Filler(_Strict):
+    value: str = Field(min_length=1)
+    attrs: dict[str, Any] = Field(default_factory=dict)
+
+
+class Template(_Strict):
+    text: str = Field(min_length=1)
+    id: str | None = None
+    case: str | None = None
+    gold: str | None = None
+    item_id: str | None = None
+    fill: dict[str, str] = Field(default_factory=dict)
+    fields: dict[str, Any] = Field(default_factory=dict)
+    attrs: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("case")
+    @classmethod
+    def _case(cls, value: str | None) -> str | None:
+        if value is not None and value not in CASES:
+            raise ValueError(f"unknown case {value!r}; cases: {list(CASES)}")
+        return value
+
+
+class Context(_Strict):
+    name: str = Field(min_length=1)
+    prime: str | None = None
+
+
+class Spec(_Strict):
+    """A template spec (see the module docstring)."""
+
+    name: str | None = None
+    description: str = ""
+    protocols: tuple[str, ...] = ("prob",)
+    prompt: str | dict[str, Any] | None = None
+    pronouns: dict[str, dict[str, list[str] | str]] | None = None
+    slot: str = "pronoun"
+    marker: str = "BLANK"
+    capitalize: bool = True
+    options: list[Option] = Field(min_length=2)
+    plural: list[str] = Field(default_factory=list)
+    fillers: dict[str, list[Filler]] = Field(default_factory=dict)
+    templates: list[Template] = Field(min_length=1)
+    contexts: list[Context] = Field(default_factory=lambda: [Context(name="none")])
+    orders: list[list[str]] | None = None
+
+    @field_validator("fillers", mode="before")
+    @classmethod
+    def _filler_forms(cls, value: Any) -> Any:
+        """A filler is a bare value or a mapping of `value` and its attributes."""
+        def one(item: Any) -> Any:
+            if isinstance(item, (str, int, float)) and not isinstance(item, bool):
+                return {"value": str(item)}
+            if isinstance(item, dict) and "value" in item:
+                return {"value": str(item["value"]), "attrs": {k: v for k, v in item.items() if k != "value"}}
+            return item
+        if isinstance(value, dict):
+            return {k: [one(v) for v in vs] if isinstance(vs, list) else vs for k, vs in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Spec":
+        labels = [o.label for o in self.options]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"options: label repeated in {labels}")
+        for key, values in self.fillers.items():
+            if not values:
+                raise ValueError(f"fillers.{key}: empty list")
+        for order in self.orders or []:
+            if sorted(order) != sorted(labels):
+                raise ValueError(f"orders: {order} is not an order of the labels {labels}")
+        for label in self.plural:
+            if label not in labels:
+                raise ValueError(f"plural: {label!r} is not an option label ({labels})")
+        names = [c.name for c in self.contexts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"contexts: name repeated in {names}")
+        return self
+
+
+def read_spec(path: Path) -> tuple[Spec, bytes]:
+    """The validated spec of a YAML or TOML file and its bytes; DataError naming the file and key otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found" if not path.exists() else "not a regular file")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(path, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+                        line=raw[: exc.start].count(b"\n") + 1) from None
+    data = _parse(path, text)
+    try:
+        return Spec.model_validate(data), raw
+    except ValidationError as exc:
+        error = first_error(exc)
+        field = error.field or None
+        if error.kind == "extra_forbidden":
+            raise DataError(path, f"unknown key {field.rsplit('.', 1)[-1]!r}", field=field) from None
+        raise DataError(path, error.message, field=field) from None
+
+
+def _parse(path: Path, text: str) -> Any:
+    if path.suffix.lower() == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise DataError(path, f"invalid TOML: {exc}") from None
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise DataError(path, f"invalid YAML: {getattr(exc, 'problem', None) or exc}",
+                        line=mark.line + 1 if mark is not None else None) from None
+    if not isinstance(data, dict):
+        raise DataError(path, f"a spec is one mapping of keys (name, options, templates, ...), got "
+                              f"{type(data).__name__}")
+    return data
+
+
+def placeholders(text: str, where: str) -> list[tuple[str, str]]:
+    """(slot name, label after ':') of every `{...}` placeholder of `text`, in order."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc} (write {{{{ and }}}} for literal braces)") from None
+    return [(name, spec or "") for _, name, spec, _ in parsed if name is not None]
+
+
+def render(text: str, values: dict[str, str], slot: str, slot_text) -> str:
+    """`text` with every filler placeholder replaced by its value and `{slot}` / `{slot:label}` by
+    `slot_text(label, text_before)` (label "" for the plain slot; `text_before` the rendered text so far)."""
+    out: list[str] = []
+    for literal, name, label, _ in string.Formatter().parse(text):
+        out.append(literal)
+        if name is None:
+            continue
+        out.append(slot_text(label or "", "".join(out)) if name == slot else values[name])
+    return "".join(out)

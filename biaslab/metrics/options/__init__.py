@@ -1,0 +1,1 @@
+"""Generic metrics of any dataset with options (`biaslab metrics options`): statistics, tables and report."""

@@ -1,0 +1,131 @@
+"""The report of `biaslab report options`: per collection (model, method, setting), bars of the mean probability of
+each option label per group with 95% bootstrap intervals, the paired contrast per item (each item's difference, and
+the mean with its interval), a reliability diagram where stimuli have a gold option, and the tables."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page,
+                           table_html, write_page)
+from .stats import KEY
+
+
+def _part(frame: pd.DataFrame | None, key: tuple) -> pd.DataFrame:
+    if frame is None or frame.empty:
+        return pd.DataFrame()
+    mask = np.ones(len(frame), dtype=bool)
+    for column, value in zip(KEY, key):
+        mask &= (frame[column] == value).to_numpy()
+    return frame[mask]
+
+
+def _group_label(frame: pd.DataFrame, by: list[str]) -> pd.Series:
+    if not by:
+        return pd.Series(["all"] * len(frame), index=frame.index)
+    return frame[by].astype(str).agg(" · ".join, axis=1)
+
+
+def bars_figure(means: pd.DataFrame, by: list[str], out: Path, name: str) -> str:
+    """Mean p per option label (bars side by side) per group (x), with the bootstrap interval as error bars."""
+    if means.empty:
+        return nothing_to_show("option probabilities by group", "no measurements")
+    means = means.assign(group=_group_label(means, by))
+    groups = list(dict.fromkeys(means["group"]))
+    labels = sorted(means["option_label"].unique())
+    width = 0.8 / len(labels)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(groups) + 2), 3.2))
+    for i, label in enumerate(labels):
+        part = means[means["option_label"] == label].set_index("group").reindex(groups)
+        x = np.arange(len(groups)) + (i - (len(labels) - 1) / 2) * width
+        low = (part["mean_p"] - part["ci_low"]).clip(lower=0).fillna(0)
+        high = (part["ci_high"] - part["mean_p"]).clip(lower=0).fillna(0)
+        ax.bar(x, part["mean_p"], width, yerr=[low, high], capsize=3, label=label)
+    ax.set_xticks(np.arange(len(groups)), groups, rotation=20, ha="right", fontsize=8)
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("mean p (over items)")
+    ax.legend(fontsize=8, title="option", title_fontsize=8)
+    return image_html(save_figure(fig, out, name))
+
+
+def contrast_figure(items: pd.DataFrame, contrast: pd.DataFrame, column: str, a: str, b: str, label: str,
+                    out: Path, name: str) -> str:
+    """Each item's difference p(label | a) - p(label | b) (dots, sorted), and the mean with its interval."""
+    wide = items[items["option_label"] == label].pivot_table(index="item_id", columns=column, values="p")
+    if a not in wide.columns or b not in wide.columns:
+        return nothing_to_show(f"contrast {a} - {b}", "no item has both values")
+    d = (wide[a] - wide[b]).dropna().sort_values()
+    if len(d) < MIN_POINTS:
+        return nothing_to_show(f"contrast {a} - {b}", f"{len(d)} paired items; a figure needs at least {MIN_POINTS}")
+    row = contrast[contrast["option_label"] == label].iloc[0]
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.scatter(np.arange(len(d)), d.to_numpy(), s=12)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.axhline(row["mean_diff"], color="C1", lw=1.5, label=f"mean {row['mean_diff']:.3f} (p = {row['p_value']:.3g})")
+    ax.axhspan(row["ci_low"], row["ci_high"], color="C1", alpha=0.2, label="95% bootstrap interval")
+    ax.set_xlabel("items, sorted by difference")
+    ax.set_ylabel("difference")
+    ax.set_title(f"p({label} | {a}) - p({label} | {b}) per item", fontsize=9)
+    ax.legend(fontsize=8)
+    return image_html(save_figure(fig, out, name))
+
+
+def reliability_figure(bins: pd.DataFrame, out: Path, name: str) -> str:
+    """Accuracy against mean confidence per bin (size by count), with the diagonal."""
+    bins = bins[bins["count"] > 0]
+    if len(bins) < 1:
+        return nothing_to_show("reliability diagram", "no stimulus with a gold option was scored")
+    fig, ax = plt.subplots(figsize=(3.6, 3.4))
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.8)
+    ax.scatter(bins["confidence"], bins["accuracy"], s=10 + 200 * bins["count"] / bins["count"].max())
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("confidence (max p)")
+    ax.set_ylabel("accuracy")
+    return image_html(save_figure(fig, out, name))
+
+
+def _section(tables: dict, key: tuple, n: int, by: list[str], contrast: tuple | None, out: Path,
+             model_table) -> list[str]:
+    model_key, method, setting = key
+    parts = [section_title(model_key, model_table, f"{method} · {setting}")]
+    means = _part(tables["means"], key)
+    parts.append("<h3>Mean probability of each option per group (95% bootstrap interval over items)</h3>")
+    parts.append(bars_figure(means, by, out, f"means_{n}.png"))
+    parts.append(table_html(means.drop(columns=KEY)))
+    if contrast is not None and "contrast" in tables:
+        column, a, b = contrast
+        part = _part(tables["contrast"], key)
+        parts.append(f"<h3>Paired contrast {html.escape(column)}: {html.escape(a)} - {html.escape(b)}</h3>")
+        if not part.empty:
+            label = sorted(part["option_label"])[0]
+            parts.append(contrast_figure(_part(tables["_items"], key), part, column, a, b, label, out,
+                                         f"contrast_{n}.png"))
+            parts.append(table_html(part.drop(columns=KEY)))
+    for name in ("kl", "spearman", "calibration"):
+        part = _part(tables.get(name), key)
+        if not part.empty:
+            parts.append(f"<h3>{name}</h3>" + table_html(part.drop(columns=KEY)))
+    bins = _part(tables.get("_reliability"), key)
+    if not bins.empty:
+        parts.append("<h3>Reliability diagram (stimuli with a gold option)</h3>")
+        parts.append(reliability_figure(bins, out, f"reliability_{n}.png"))
+    return parts
+
+
+def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str, dataset: str, by: list[str],
+                 contrast: tuple[str, str, str] | None = None, model_table: pd.DataFrame | None = None) -> Path:
+    """Write out/index.html and its figures: one section per collection (model, method, setting) of `dataset`."""
+    intro = (f"Dataset {html.escape(dataset)}; groups by {html.escape(', '.join(by) or '(none)')}. p is each "
+             "option's probability renormalized over the options (invalid answers reported as invalid_mass), "
+             "averaged per item, then over items; intervals are percentile bootstraps over items.")
+    parts = start_page(out, f"Options of {dataset}", db, intro)
+    means = tables["means"]
+    for n, key in enumerate(means[KEY].drop_duplicates().itertuples(index=False, name=None)):
+        parts += _section(tables, key, n, by, contrast, out, model_table)
+    return write_page(out, f"biaslab options report: {dataset}", parts)

@@ -1,0 +1,127 @@
+"""The tables of `biaslab metrics options`: the `option_probs` view of one dataset (built in or a user's), grouped by
+the columns asked for, through the statistics of `stats`.
+
+Grouping and numeric columns name a column of `stimuli` (context, option_order, grammatical_case, occupation, ...)
+or a key of its `attrs` (e.g. `occupation_rating` of a spec's filler attribute); a column of both kinds reads the
+column and falls back on `attrs`. A user dataset is read at its current version (the stimuli of its latest
+`biaslab data load`), unless `all_versions`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import ibis
+import pandas as pd
+
+from ...schema import evidence
+from ...views import json_field
+from . import stats
+
+
+def parse_contrast(text: str) -> tuple[str, str, str]:
+    """(column, a, b) of "COLUMN=A:B"; ValueError in one line otherwise."""
+    column, sep, values = text.partition("=")
+    a, sep2, b = values.partition(":")
+    if not (sep and sep2 and column and a and b) or a == b:
+        raise ValueError(f"--contrast {text!r}: write COLUMN=A:B with two different values (e.g. context=primed_f:"
+                         f"unprimed)")
+    return column.strip(), a.strip(), b.strip()
+
+
+def attrs_keys(handle, dataset: str) -> set[str]:
+    """Every key of `attrs` among the dataset's stimuli."""
+    st = handle.table("stimuli")
+    frame = handle.fetch(st.filter(st.dataset == dataset).select("attrs").distinct())
+    keys: set[str] = set()
+    for text in frame["attrs"].dropna():
+        keys |= set(json.loads(text)) if isinstance(text, str) else set(text or {})
+    return keys
+
+
+def _column(st, name: str, keys: set[str], numeric: bool):
+    """The stimuli column `name`, else the attrs key `name` (both: the column, falling back on attrs)."""
+    kind = "float64" if numeric else "string"
+    if name in st.columns and name != "attrs":
+        value = st[name].cast(kind)
+        return ibis.coalesce(value, json_field(st.attrs, name).cast(kind)) if name in keys else value
+    return json_field(st.attrs, name).cast(kind)
+
+
+def current_ids(handle, dataset: str) -> list[str] | None:
+    """The stimulus ids of a user dataset's current version; None for a built-in dataset (or an older export)."""
+    if "user_datasets" not in handle.base_tables():
+        return None
+    u = handle.table("user_datasets")
+    rows = handle.fetch(u.filter(u.dataset == dataset).order_by(ibis.desc("loaded_at")).limit(1)
+                        .select("stimulus_ids"))
+    return None if rows.empty else list(rows["stimulus_ids"].iloc[0])
+
+
+def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[str] = (),
+               all_versions: bool = False) -> pd.DataFrame:
+    """The `option_probs` rows of `dataset` with the grouping columns (text) and numeric columns (floats)."""
+    keys = attrs_keys(handle, dataset)
+    known = set(evidence.column_names("stimuli")) - {"attrs"}
+    for name in [*groups, *numeric]:
+        if name not in known and name not in keys:
+            raise ValueError(f"{name!r} is neither a stimuli column nor an attrs key of dataset {dataset} (attrs "
+                             f"keys: {', '.join(sorted(keys)) or 'none'})")
+    st = handle.table("stimuli")
+    st = st.filter(st.dataset == dataset)
+    extra = {**{g: _column(st, g, keys, False) for g in groups}, **{n: _column(st, n, keys, True) for n in numeric}}
+    st = st.select("stimulus_id", **extra)
+    probs = handle.table("option_probs")
+    probs = probs.filter(probs.dataset == dataset).join(st, "stimulus_id")
+    frame = handle.fetch(probs.order_by(["model_key", "method", "setting", "stimulus_id", "option_label"]))
+    ids = None if all_versions else current_ids(handle, dataset)
+    if ids is not None:
+        frame = frame[frame["stimulus_id"].isin(set(ids))]
+    if frame.empty:
+        raise ValueError(f"dataset {dataset}: no option probabilities stored (collect it first: runners collect "
+                         f"--dataset {dataset})")
+    for g in groups:
+        frame[g] = frame[g].astype(object).where(frame[g].notna(), "(none)")
+    return frame.reset_index(drop=True)
+
+
+def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | None = None,
+                  reference: str | None = None, spearman: str | None = None, bootstrap: int = 1000, seed: int = 0,
+                  n_bins: int = 10, all_versions: bool = False) -> dict[str, pd.DataFrame]:
+    """`means` (per group and option label: items, mean p, bootstrap CI, invalid mass); with `contrast`
+    ("COLUMN=A:B") `contrast` (paired differences per item, CI, sign-flip p); with `reference` (a value of the one
+    `by` column) `kl`; with `spearman` (a numeric column) `spearman`; where stimuli have a gold option
+    `calibration`, and `_reliability` (bins, for the report) and `_items` (item means, for the report)."""
+    by = list(dict.fromkeys(by))
+    column = a = b = None
+    if contrast:
+        column, a, b = parse_contrast(contrast)
+    if reference is not None and len(by) != 1:
+        raise ValueError("--reference names a value of the one --by column: give exactly one --by")
+    groups = list(dict.fromkeys([*by, *([column] if column else [])]))
+    probs = read_probs(handle, dataset, groups, [spearman] if spearman else [], all_versions)
+    items = stats.item_means(probs, groups, numeric=[spearman] if spearman else [])
+    by_items = stats.item_means(probs, by) if column and column not in by else items
+    means = stats.group_means(by_items, by, bootstrap=bootstrap, seed=seed)
+    tables = {"means": means}
+    if column:
+        rest = [g for g in by if g != column]
+        present = set(items[column])
+        for value in (a, b):
+            if value not in present:
+                raise ValueError(f"--contrast: {column} has no value {value!r} in {dataset} (values: "
+                                 f"{', '.join(sorted(map(str, present)))})")
+        tables["contrast"] = stats.paired_contrast(items, column, a, b, rest, bootstrap=bootstrap, seed=seed)
+    if reference is not None:
+        if reference not in set(means[by[0]]):
+            raise ValueError(f"--reference: {by[0]} has no value {reference!r}")
+        tables["kl"] = stats.kl_to_reference(means, by[0], reference)
+    if spearman:
+        tables["spearman"] = stats.spearman(items, spearman, by)
+    if probs["gold_label"].notna().any():
+        gold = probs[probs["gold_label"].notna()]
+        tables["calibration"] = stats.calibration(gold, by, n_bins=n_bins)
+        tables["_reliability"] = stats.reliability(gold, by, n_bins=n_bins)
+    tables["_items"] = items
+    return tables

@@ -1,0 +1,71 @@
+"""The dataset of a collection, built in or a user's own: `resolve(name, db)` gives one `DatasetRef` whatever its
+origin, and the protocols read from it what they need (the protocols it offers, TANGO's derived prob stimuli, the
+forced-choice prompt, the gen protocol's pronoun families). A user dataset is read from the warehouse it was loaded
+into (`biaslab data load --file / --spec`), so collecting needs neither its file nor any code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import loaders
+from ..lexicon import pronoun_detection
+from ..warehouse.user_datasets import StoredDataset, current
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """A dataset a collection asks: `info` for a built-in one, `stored` for a user's (exactly one is set)."""
+
+    name: str
+    info: Any = None                    # loaders.DatasetInfo
+    stored: StoredDataset | None = None
+
+    @property
+    def user(self) -> bool:
+        return self.stored is not None
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The protocols its stimuli are asked with, the default first."""
+        return tuple(self.stored.declaration.protocols) if self.user else tuple(self.info.protocols)
+
+    @property
+    def prob_from(self) -> str | None:
+        """Where the prob protocol's stimuli come from (`DatasetInfo.prob_from`; None for a user dataset)."""
+        return None if self.user else self.info.prob_from
+
+    def families(self) -> dict[str, dict[str, tuple[str, ...]]] | None:
+        """The gen protocol's pronoun families: the user's declared ones, or the misgendering detector's for the
+        built-in datasets it knows (None otherwise)."""
+        if self.user:
+            pronouns = self.stored.declaration.pronouns
+            return {f: {c: tuple(v) for c, v in cases.items()} for f, cases in pronouns.items()} if pronouns else None
+        return pronoun_detection.vocabulary(self.name) if self.name in pronoun_detection.DATASETS else None
+
+    def prompt(self):
+        """The forced-choice prompt a user dataset declares (`prompting.PromptSpec`), or None."""
+        if not self.user or self.stored.declaration.prompt is None:
+            return None
+        from .prompting import PromptSpec
+
+        return PromptSpec.from_mapping(self.stored.declaration.prompt, f"the prompt of dataset {self.name}")
+
+
+def resolve(name: str, db: str | Path) -> DatasetRef:
+    """The built-in dataset `name`, else the user dataset `name` loaded into the warehouse `db`; ValueError in one
+    line naming both kinds otherwise."""
+    if name in loaders.MODULES:
+        return DatasetRef(name, info=loaders.get(name))
+    stored = None
+    if Path(db).is_file():
+        from ..warehouse import Warehouse
+
+        with Warehouse.open(db, read_only=True) as wh:
+            stored = current(wh, name)
+    if stored is None:
+        raise ValueError(f"unknown dataset {name!r}: not built in ({', '.join(sorted(loaders.MODULES))}) and not "
+                         f"loaded into {db}; load your own with `biaslab data load --file FILE --name {name}` "
+                         f"(or --spec SPEC)")
+    return DatasetRef(name, stored=stored)

@@ -76,22 +76,15 @@ def user_stimuli(wh, config, ref) -> list[Stimulus]:
         stimuli = stimuli_from_warehouse(wh, ref.name, ids)
     else:
         from ..warehouse import Warehouse
-        from ..warehouse.user_datasets import store
+        from ..warehouse.user_datasets import copy
 
         with Warehouse.open(config.db, read_only=True) as main:
             stimuli = stimuli_from_warehouse(main, ref.name, ids)
-        store(wh, ref.stored.declaration, stimuli_in_order(stimuli, ids),
-              f"copy of dataset {ref.name} from {config.db}")
+        copy(wh, ref.stored, stimuli)
     if len(stimuli) != len(set(ids)):
         raise DataError(config.db, f"dataset {ref.name}: {len(set(ids)) - len(stimuli)} of its stimuli are missing "
                                    f"from the stimuli table (load it again with biaslab data load)")
     return stimuli
-
-
-def stimuli_in_order(stimuli: list[Stimulus], ids: list[str]) -> list[Stimulus]:
-    """`stimuli` in the order of `ids` (the file order a version was stored with)."""
-    by_id = {s.stimulus_id: s for s in stimuli}
-    return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
 
 
 def select(stimuli: list[Stimulus], config) -> list[Stimulus]:

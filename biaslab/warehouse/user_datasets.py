@@ -41,6 +41,23 @@ def names(wh) -> list[tuple[str, StoredDataset]]:
     return [(n, current(wh, n)) for n in found]
 
 
+def _row(declaration: DatasetDeclaration, version: str, ids: list[str], loaded_at: datetime, run_id: str | None):
+    return evidence.arrow("user_datasets", {
+        "dataset": [declaration.name], "version": [version], "loaded_at": [loaded_at],
+        "source": [declaration.source], "path": [declaration.path], "file_sha256": [declaration.file_sha256],
+        "declaration": [json.dumps(declaration.model_dump(mode="json"), sort_keys=True)], "stimulus_ids": [ids],
+        "run_id": [run_id]})
+
+
+def copy(wh, stored: StoredDataset, stimuli: list) -> None:
+    """Write a stored version (its row as it is, same `loaded_at`) and its stimuli into another warehouse, e.g.
+    a shard file, so that merging the shard back adds nothing twice."""
+    with wh.transaction():
+        wh.append("stimuli", [s.to_row() for s in stimuli])
+        wh.append("user_datasets", _row(stored.declaration, stored.version, list(stored.stimulus_ids),
+                                        stored.loaded_at, None))
+
+
 def store(wh, declaration: DatasetDeclaration, stimuli: list, command: str) -> tuple[int, str, bool]:
     """Store a loaded user dataset in one transaction: a `runs` row, the stimuli (new ones only) and, when the
     dataset's current version is another, a `user_datasets` row. Returns (stimuli added, version, whether the
@@ -55,11 +72,7 @@ def store(wh, declaration: DatasetDeclaration, stimuli: list, command: str) -> t
         before = current(wh, declaration.name)
         changed = before is None or before.version != version
         if changed:
-            wh.append("user_datasets", evidence.arrow("user_datasets", {
-                "dataset": [declaration.name], "version": [version],
-                "loaded_at": [datetime.now(timezone.utc).replace(tzinfo=None)], "source": [declaration.source],
-                "path": [declaration.path], "file_sha256": [declaration.file_sha256],
-                "declaration": [json.dumps(declaration.model_dump(mode="json"), sort_keys=True)],
-                "stimulus_ids": [ids], "run_id": [run_id]}))
+            wh.append("user_datasets", _row(declaration, version, ids,
+                                            datetime.now(timezone.utc).replace(tzinfo=None), run_id))
         wh.finish_run(run_id, rows_added=added)
     return added, version, changed

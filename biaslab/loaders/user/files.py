@@ -135,6 +135,16 @@ def stimulus_fields(raw: dict[str, Any], name: str, error) -> dict[str, Any]:
     return fields
 
 
+def located(problem) -> tuple[str | None, str]:
+    """(field, message) of a schema error; a whole-stimulus check names its field first ("options: ...")."""
+    field = problem.field.split(".")[0] or None
+    message = problem.message
+    head, sep, rest = message.partition(": ")
+    if field is None and sep and head in FIELDS:
+        field, message = head, rest
+    return field, message
+
+
 def read_stimuli(path: Path, name: str) -> list[Stimulus]:
     """The stimuli of a user's file, in file order (see the module docstring); a bad row raises `DataError`."""
     path = Path(path)
@@ -156,8 +166,8 @@ def read_stimuli(path: Path, name: str) -> list[Stimulus]:
         try:
             stimuli.append(Stimulus(**fields))
         except ValidationError as exc:
-            problem = first_error(exc)
-            raise error(problem.message, problem.field.split(".")[0] or None) from None
+            field, message = located(first_error(exc))
+            raise error(message, field) from None
     if not stimuli:
         raise DataError(path, "no data rows")
     return stimuli

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -32,6 +34,23 @@ def _open(db: str):
     from ..warehouse.handle import open_warehouse
 
     return open_warehouse(db)
+
+
+@contextmanager
+def _report_of(out: str, db: str, heading: str):
+    """Run a report's body; when the warehouse holds none of the study's evidence (`NoEvidence`), write OUT/index.html
+    saying what is missing and how to collect it, and exit 1 with the same line."""
+    from ..metrics.missing import NoEvidence
+
+    try:
+        yield
+    except NoEvidence as exc:
+        from ..metrics.html_report import start_page, write_page
+
+        parts = start_page(Path(out), heading, db)
+        parts.append(f'<p class="empty">Nothing to report: {html.escape(str(exc))}.</p>')
+        click.echo(f"wrote {write_page(Path(out), heading, parts)}")
+        raise click.ClickException(str(exc)) from None
 
 
 def _results_artifact(handle, study: str, tables: dict, datasets, parameters: dict, out: str) -> None:
@@ -147,7 +166,7 @@ def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperat
     from ..metrics.studies import contextuality
 
     temps = _temperatures(temperatures)
-    with _open(db) as handle:
+    with _report_of(out, db, "Contextual invariance"), _open(db) as handle:
         tables = contextuality(handle, seed=seed, mi=mi, temperatures=temps, private=True)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
@@ -259,7 +278,7 @@ def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap
     between the model pairs declared with --pair (or a sentence saying none was declared)."""
     from ..metrics.calibration.report import write_report
 
-    with _open(db) as handle:
+    with _report_of(out, db, "Pronoun calibration"), _open(db) as handle:
         tables = _calibration(handle, dataset, pairs, bootstrap=bootstrap, private=True)
         names = handle.models()
     click.echo(f"wrote {write_report(tables, Path(out), db, names)}")
@@ -272,11 +291,16 @@ def negation_report_command(db: str, out: str) -> None:
     """Write OUT/index.html: per model, the paper's Figure 2 (predicted PPL per condition from the mixed model,
     x = context, one line per form), the mixed-model table (Wald and Satterthwaite p-values, singular fits
     flagged), the length control and the observed condition means with their plot."""
-    from ..metrics.negation.tables import sentence_perplexities
+    from ..metrics.missing import missing
+    from ..metrics.negation.model import NEGATION_DATASETS
     from ..metrics.negation.report import write_report
+    from ..metrics.negation.tables import sentence_perplexities
 
-    with _open(db) as handle:
+    with _report_of(out, db, "Negation bias"), _open(db) as handle:
         ppl = sentence_perplexities(handle)
+        if ppl.empty:
+            raise missing(handle, "negation-bias sentence score", NEGATION_DATASETS,
+                          "runners collect --dataset negation-examples")
         names = handle.models()
     click.echo(f"wrote {write_report(ppl, Path(out), db, names)}")
 
@@ -329,7 +353,7 @@ def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: 
     from ..metrics.misgendering.report import write_report
     from ..metrics.studies import misgendering
 
-    with _open(db) as handle:
+    with _report_of(out, db, "Misgendering meta-evaluation"), _open(db) as handle:
         tables = misgendering(handle, no_pronoun=no_pronoun, vocabulary=vocabulary, private=True)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
@@ -407,7 +431,7 @@ def options_report_command(db: str, out: str, dataset: str, by: str, contrast, r
     from ..metrics.options.tables import parse_contrast
     from ..metrics.studies import options
 
-    with _open(db) as handle:
+    with _report_of(out, db, f"Options of {dataset}"), _open(db) as handle:
         tables = options(handle, dataset, by=_by(by), contrast=contrast, reference=reference, spearman=spearman,
                          bootstrap=bootstrap, seed=seed, all_versions=all_versions, private=True)
         names = handle.models()

@@ -16,6 +16,15 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from .missing import NoEvidence, missing as _missing
+
+__all__ = ["NoEvidence", "PairError", "CALIBRATION_DATASETS", "contextuality", "misgendering", "negation",
+           "calibration", "metaprompt", "options", "to_json_ready"]
+
+#: the datasets of the calibration study (what its "nothing collected" message counts)
+CALIBRATION_DATASETS = ("gece-winobias", "gece-winogender", "genderlex", "genderlex-person", "genderlex-someone",
+                        "winoqueer")
+
 
 class PairError(ValueError):
     """A --pair declaration that does not name two models of the warehouse (one line)."""
@@ -62,6 +71,8 @@ def contextuality(handle, *, draws: int = 20, bootstrap: int = 30, seed: int = 0
     from .contextuality.stats import BY_ORDER_TABLES
     from .contextuality.tables import contextuality_report, temperature_tables
 
+    if handle.fetch(handle.table("winopron_pf").limit(1)).empty:
+        raise _missing(handle, "WinoPron forced-choice evidence", ["winopron"], "runners collect --dataset winopron")
     tables = contextuality_report(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi)
     if not by_order:
         tables = {k: v for k, v in tables.items() if k not in BY_ORDER_TABLES}
@@ -105,8 +116,10 @@ def negation(handle, *, intercept_only_on_failure: bool = False, sentences: bool
 
     ppl = sentence_perplexities(handle)
     if ppl.empty:
-        raise ValueError(f"{handle.path}: no negation-bias sentence scores (run `runners collect --dataset "
-                         f"negation-examples` first)")
+        from .negation.model import NEGATION_DATASETS
+
+        raise _missing(handle, "negation-bias sentence score", NEGATION_DATASETS,
+                       "runners collect --dataset negation-examples")
     tables = negation_tables(ppl, intercept_only_on_failure=intercept_only_on_failure)
     if sentences:
         tables["sentences"] = ppl
@@ -139,8 +152,8 @@ def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap
         raise PairError(str(exc)) from None
     tables = calibration_report_tables(handle, dataset, n_bins=bins, n_boot=bootstrap, seed=seed)
     if tables["metrics"].empty and tables["winoqueer"].empty:
-        raise ValueError(f"{handle.path}: no scored pronoun pairs with gold labels (run `runners collect --dataset "
-                         f"gece-winobias` first)")
+        raise _missing(handle, "scored pronoun pair with a gold label", [dataset] if dataset else CALIBRATION_DATASETS,
+                       f"runners collect --dataset {dataset or 'gece-winobias'}")
     if declared:
         try:
             tables["pair_change"] = pair_changes(tables["metrics"], declared, handle.models())
@@ -166,8 +179,7 @@ def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> di
 
     tables = metaprompt_tables(handle, by_context=by_context)
     if tables["metaprompt"].empty:
-        raise ValueError(f"{handle.path}: no metaprompt evidence (run `runners collect --dataset winopron "
-                         f"--protocol meta` first)")
+        raise _missing(handle, "metaprompt evidence", ["winopron"], "runners collect --dataset winopron --protocol meta")
     return _finish(handle, tables, output)
 
 

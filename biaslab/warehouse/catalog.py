@@ -164,9 +164,13 @@ def model_names_of(keys: pd.Series, model_table: pd.DataFrame) -> pd.DataFrame:
     DataFrame with NAME_COLUMNS, aligned with `keys` (same index).
     """
     names = model_table.set_index("model_key")
-    return pd.DataFrame({"model_name": keys.map(names["model_name"]).fillna(keys).astype(object),
-                         "dtype": keys.map(names["dtype"]).astype(object),
-                         "backend": keys.map(names["backend"]).fillna(DEFAULT_BACKEND).astype(object)},
+    def looked_up(column: str) -> pd.Series:  # object dtype first: an all-missing lookup is float64 otherwise
+        return keys.map(names[column]).astype(object)
+
+    name, backend = looked_up("model_name"), looked_up("backend")
+    return pd.DataFrame({"model_name": name.where(name.notna(), keys.astype(object)),
+                         "dtype": looked_up("dtype"),
+                         "backend": backend.where(backend.notna(), DEFAULT_BACKEND)},
                         index=keys.index)
 
 

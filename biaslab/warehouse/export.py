@@ -4,9 +4,12 @@ import such an export back into a warehouse file.
 Layout of an export folder (format version EXPORT_FORMAT):
 
 * ``<table>.parquet`` for every base table of biaslab's schema (``meta`` included), written by DuckDB's COPY;
-* ``views.sql``: first ``CREATE OR REPLACE VIEW <table> AS FROM read_parquet('<folder>/<table>.parquet')`` for every
-  base table, then every view and macro of `biaslab.views` (the same statements as a warehouse connection's, not
-  TEMP). A plain DuckDB (``duckdb -c ".read DIR/views.sql"``) then has every table and view;
+* ``views.sql``: first ``CREATE OR REPLACE VIEW <table> AS FROM read_parquet('<table>.parquet')`` for every base
+  table, then every view and macro of `biaslab.views` (the same statements as a warehouse connection's, not TEMP).
+  The Parquet paths are relative, so the folder can be moved or sent: DuckDB resolves them when a view is queried,
+  from the working directory or the folders in its ``file_search_path`` setting. A plain DuckDB then has every table
+  and view: ``cd DIR && duckdb -c ".read views.sql"``, or from anywhere
+  ``duckdb -c "SET file_search_path = 'DIR'" -c ".read DIR/views.sql"``;
 * ``manifest.json``: export format, schema version, biaslab and DuckDB versions, time, source file, per table its
   file and row count, and the views and macros views.sql creates.
 
@@ -40,7 +43,7 @@ def views_sql(folder: Path, tables: list[str]) -> str:
 
     Parameters
     ----------
-    folder : the export folder (its absolute path is written into the file).
+    folder : the export folder (unused: the paths are relative to it; kept for callers).
     tables : the base tables exported.
 
     Returns
@@ -49,13 +52,13 @@ def views_sql(folder: Path, tables: list[str]) -> str:
     """
     from .. import views
 
-    folder = Path(folder).resolve()
     lines = [f"-- biaslab export (format {EXPORT_FORMAT}, biaslab {__version__}, schema version "
              f"{migrations.current_version()}): base tables as views over Parquet, then the biaslab views and macros.",
-             "-- Use: duckdb -c \".read DIR/views.sql\" (or execute this text on any DuckDB connection).", ""]
+             "-- The Parquet paths are relative to this folder (it can be moved). Use, from inside it:",
+             "--   duckdb -c \".read views.sql\"",
+             "-- or from anywhere: duckdb -c \"SET file_search_path = 'DIR'\" -c \".read DIR/views.sql\"", ""]
     for table in tables:
-        lines.append(f"CREATE OR REPLACE VIEW {identifier(table)} AS "
-                     f"FROM read_parquet({literal(str(folder / (table + '.parquet')))});")
+        lines.append(f"CREATE OR REPLACE VIEW {identifier(table)} AS FROM read_parquet({literal(table + '.parquet')});")
     lines.append("")
     for name, sql in views.statements(temp=False):
         lines += [f"-- biaslab view {name}", sql.rstrip().rstrip(";") + ";", ""]

@@ -53,25 +53,43 @@ def test_plain_duckdb_sees_every_table_and_view_with_the_warehouse_counts(export
     expected = _counts(db, names)
     assert expected["winopron_pf"] > 0 and expected["misgendering_prob"] > 0
     # a separate interpreter that never imports biaslab
-    done = subprocess.run([sys.executable, "-c", PLAIN_DUCKDB, str(out / "views.sql"), json.dumps(names)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", PLAIN_DUCKDB, "views.sql", json.dumps(names)],
+                          capture_output=True, text=True, check=True, cwd=out)
     assert json.loads(done.stdout) == expected
     macro = subprocess.run([sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(); "
                             "c.execute(open(sys.argv[1]).read()); "
                             "print(c.execute('SELECT count(*) FROM choice_probs_at(0.3, 20)').fetchone()[0])",
-                            str(out / "views.sql")], capture_output=True, text=True, check=True)
+                            "views.sql"], capture_output=True, text=True, check=True, cwd=out)
     with Warehouse.open(db, read_only=True) as wh:
         assert int(macro.stdout) == wh.con.execute("SELECT count(*) FROM choice_probs_at(0.3, 20)").fetchone()[0]
 
 
-def test_the_duckdb_cli_reads_views_sql(exported):
+def test_the_duckdb_cli_reads_a_moved_export(exported, tmp_path):
+    """views.sql names its Parquet files relative to its folder: after the folder is moved (here: copied elsewhere
+    and the original renamed away), the duckdb shell reads it from inside the folder, and from any other folder with
+    file_search_path; the absolute paths of the old location appear nowhere in it."""
     duckdb_cli = shutil.which("duckdb")
     if duckdb_cli is None:
         pytest.skip("no duckdb CLI on PATH (pip install duckdb-cli)")
     db, out = exported
-    done = subprocess.run([duckdb_cli, "-csv", "-noheader", "-c", f".read {out / 'views.sql'}",
-                           "-c", "SELECT count(*) FROM winopron_pf"], capture_output=True, text=True, check=True)
-    assert int(done.stdout.strip().splitlines()[-1]) == _counts(db, ["winopron_pf"])["winopron_pf"]
+    expected = _counts(db, ["winopron_pf", "stimuli"])
+    moved = tmp_path / "sent" / "export copy"
+    shutil.copytree(out, moved)
+    assert str(out) not in (moved / "views.sql").read_text()
+    parked = out.with_name("away")
+    out.rename(parked)  # nothing may still point at the old folder
+    try:
+        query = ["-c", "SELECT count(*) FROM winopron_pf", "-c", "SELECT count(*) FROM stimuli"]
+        inside = subprocess.run([duckdb_cli, "-csv", "-noheader", "-c", ".read views.sql", *query],
+                                capture_output=True, text=True, check=True, cwd=moved)
+        elsewhere = subprocess.run([duckdb_cli, "-csv", "-noheader", "-c", f"SET file_search_path = '{moved}'",
+                                    "-c", f".read '{moved / 'views.sql'}'", *query],
+                                   capture_output=True, text=True, check=True, cwd=tmp_path)
+    finally:
+        parked.rename(out)
+    for done in (inside, elsewhere):
+        counts = [int(line) for line in done.stdout.split()]
+        assert counts == [expected["winopron_pf"], expected["stimuli"]], done.stdout + done.stderr
 
 
 def test_manifest_is_versioned(exported):

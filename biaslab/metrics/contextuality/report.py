@@ -235,6 +235,21 @@ def _figures_for_setting(tables: dict[str, pd.DataFrame], key: tuple, out: Path,
             _cbd_figure(_pick(tables["cbd_fractions"], sel), out, slug)]
 
 
+def too_small(tables: dict[str, pd.DataFrame], key: tuple) -> str | None:
+    """Why a collection setting is too small to estimate anything, or None. Every estimate of the study compares a
+    template's contexts, so a collection needs at least one template with p(feminine) defined in every context
+    (the KL to unprimed exists for it); below that its figures would be empty or single points."""
+    sel = dict(zip(SETTING, key))
+    kl = pd.concat([_pick(tables[name], sel) for name in ("kl", "kl_by_order") if name in tables],
+                   ignore_index=True)
+    if not kl.empty and kl["mean_kl_bits"].notna().any():
+        return None
+    pf = _pick(tables["_pf"], sel)
+    return (f"Too small to estimate anything: {len(pf)} prompts, {int(pf['p_f'].notna().sum())} with a defined "
+            "p(feminine), and no template measured in every context (each estimate compares a template's "
+            "contexts). Collect more of this setting (a larger --limit, or without it) for figures and tables.")
+
+
 def _setting_table(frame: pd.DataFrame, key: tuple) -> str:
     """The rows of one collection setting, without the setting columns."""
     if not frame.empty:
@@ -350,6 +365,10 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
     for n, (key, (_, row)) in enumerate(zip(keys, settings.iterrows())):
         slug = f"s{n}"
         parts.append(section_title(row["model_key"], model_table, setting_label(row)))
+        small = too_small(tables, key)
+        if small:
+            parts.append(f'<p class="empty">{html.escape(small)}</p>')
+            continue
         parts.extend(_figures_for_setting(tables, key, out, slug))
         parts.append("<h3>Flags</h3>" + table_html(_pick(flags, dict(zip(SETTING, key))).drop(columns=SETTING)))
         for title, table in SETTING_TABLES:
@@ -359,13 +378,16 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
             parts.append(_temperature_section(tables, key, out, slug))
     overlap = tables["model_overlap"]
     parts.append("<h2>Comparison across models and settings</h2>")
-    if not overlap.empty:
+    if overlap.empty or len(keys) < 2:
+        parts.append(nothing_to_show("comparison", f"{len(keys)} collection setting; a comparison needs at least 2"))
+    else:
         overlap = overlap.assign(setting_a=overlap["setting_a"].map(overlap_labels).fillna(overlap["setting_a"]),
                                  setting_b=overlap["setting_b"].map(overlap_labels).fillna(overlap["setting_b"]))
         parts.append(_overlap_figure(overlap, out))
         parts.append(_table(overlap))
-    for title, table in (("KL across settings", "kl"), ("Contextual fractions across settings", "cbd_fractions")):
-        parts.append(f"<h3>{title}</h3>" + _table(_named(tables[table], model_table)))
+        for title, table in (("KL across settings", "kl"),
+                             ("Contextual fractions across settings", "cbd_fractions")):
+            parts.append(f"<h3>{title}</h3>" + _table(_named(tables[table], model_table)))
     return write_page(out, "biaslab contextuality report", parts)
 
 

@@ -403,8 +403,10 @@ def misgendering_report(handle, no_pronoun: NoPronoun = "correct", vocabulary: V
     prob = prob_results(handle)
     gen = generation_results(handle, vocabulary)
     if prob.empty and gen.empty:
-        raise ValueError(f"{handle.path}: no misgendering evidence (collect misgendered, ruff or tango with "
-                         f"--protocol prob and gen first)")
+        from ..missing import missing
+
+        raise missing(handle, "misgendering evidence", ["misgendered", "ruff", "tango"],
+                       "runners collect --dataset misgendered --protocol prob` and `--protocol gen")
     tables = misgendering_tables(prob, gen, no_pronoun)
     tables.update(annotation_tables(handle, gen))
     return tables

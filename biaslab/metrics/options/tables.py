@@ -79,8 +79,9 @@ def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[st
     if ids is not None:
         frame = frame[frame["stimulus_id"].isin(set(ids))]
     if frame.empty:
-        raise ValueError(f"dataset {dataset}: no option probabilities stored (collect it first: runners collect "
-                         f"--dataset {dataset})")
+        from ..missing import missing
+
+        raise missing(handle, "option probability", [dataset], f"runners collect --dataset {dataset}")
     for g in groups:
         frame[g] = frame[g].astype(object).where(frame[g].notna(), "(none)")
     return frame.reset_index(drop=True)

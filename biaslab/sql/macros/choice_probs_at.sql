@@ -1,6 +1,8 @@
 -- Exact forced-choice probabilities re-derived from stored trie evidence (DESIGN.md section 6), at any
 -- temperature and any top_k <= the stored K, without the model:
---   SELECT * FROM choice_probs_at(0.3, 20);
+--   SELECT * FROM choice_probs_at(0.3, 20);                        -- the forced-choice (protocol 'choice') requests
+--   SELECT * FROM choice_probs_at(0.3, 20, protocol_name := 'meta');  -- comprehension questions; NULL: all
+-- Each row names its request's protocol, so answers of different protocols are never averaged together unawares.
 -- At each node, p(token) = 1[z >= z_(k)] exp((z - z_max) / T) / sum_{j : z_j >= z_(k)} exp((z_j - z_max) / T);
 -- a path's probability is the product over its edges; option probabilities sum the paths the parser maps to them;
 -- 'unresolved' is the mass of branches pruned at collection time; 'invalid' is the rest (1 - all of the above).
@@ -8,8 +10,13 @@
 -- the threshold z_(k) keeps all its ties for every k <= K, as the sampler does.
 -- Computed in DOUBLE whatever literals are given (a DECIMAL temperature would otherwise make DuckDB compute in
 -- FLOAT). Refused with an error: temperature <= 0 or NULL, k < 1, and k above the K stored at a node.
-CREATE OR REPLACE TEMP MACRO choice_probs_at(temp, k) AS TABLE
+CREATE OR REPLACE TEMP MACRO choice_probs_at(temp, k, protocol_name := 'choice') AS TABLE
 WITH RECURSIVE
+requests AS (
+    SELECT r.model_key, r.request_id, r.protocol AS request_protocol, r.options, r.k_store
+    FROM choice_requests r
+    WHERE r.mode = 'exact' AND (protocol_name IS NULL OR r.protocol = protocol_name)
+),
 settings AS (
     SELECT CASE WHEN temp::DOUBLE > 0 THEN temp::DOUBLE
                 ELSE error('choice_probs_at: temperature must be > 0, got ' || coalesce(temp::VARCHAR, 'NULL')) END AS t,
@@ -22,7 +29,7 @@ stored AS (
                 ELSE error('choice_probs_at: top_k ' || s.kk || ' exceeds the '
                            || coalesce(r.k_store, len(n.topk_logits))
                            || ' logits stored per node (k_store); collect again with a larger --k-store') END AS kpos
-    FROM choice_nodes n JOIN choice_requests r USING (model_key, request_id) CROSS JOIN settings s
+    FROM choice_nodes n JOIN requests r USING (model_key, request_id) CROSS JOIN settings s
 ),
 node_p AS (
     SELECT model_key, request_id, node_id, topk_ids, z AS topk_logits, t,
@@ -41,7 +48,8 @@ edge_p AS (
     ) e JOIN node_p n USING (model_key, request_id, node_id)
 ),
 walk(model_key, request_id, node_id, mass) AS (
-    SELECT model_key, request_id, 0, 1.0::DOUBLE FROM choice_nodes WHERE node_id = 0
+    SELECT model_key, request_id, 0, 1.0::DOUBLE FROM choice_nodes JOIN requests USING (model_key, request_id)
+    WHERE node_id = 0
     UNION ALL
     SELECT w.model_key, w.request_id, e.child_id, w.mass * e.p
     FROM walk w JOIN edge_p e
@@ -56,15 +64,17 @@ ended AS (
     WHERE e.outcome <> '__live__'
 ),
 outcomes AS (
-    SELECT model_key, request_id, unnest(list_concat(options, ['unresolved'])) AS option
-    FROM choice_requests WHERE mode = 'exact'
+    SELECT model_key, request_id, request_protocol, unnest(list_concat(options, ['unresolved'])) AS option
+    FROM requests
 ),
 resolved AS (
-    SELECT o.model_key, o.request_id, o.option, coalesce(sum(e.p), 0.0) AS prob
+    SELECT o.model_key, o.request_id, o.request_protocol, o.option, coalesce(sum(e.p), 0.0) AS prob
     FROM outcomes o LEFT JOIN ended e USING (model_key, request_id, option)
     GROUP BY ALL
 )
-SELECT model_key, request_id, option, prob, temp::DOUBLE AS temperature, k::INTEGER AS top_k FROM resolved
+SELECT model_key, request_id, option, prob, temp::DOUBLE AS temperature, k::INTEGER AS top_k,
+       request_protocol AS protocol
+FROM resolved
 UNION ALL
-SELECT model_key, request_id, 'invalid', greatest(0.0, 1.0 - sum(prob)), temp::DOUBLE, k::INTEGER
+SELECT model_key, request_id, 'invalid', greatest(0.0, 1.0 - sum(prob)), temp::DOUBLE, k::INTEGER, request_protocol
 FROM resolved GROUP BY ALL;

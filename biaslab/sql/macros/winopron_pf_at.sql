@@ -2,7 +2,8 @@
 -- Exact-mode p(feminine) re-derived at another temperature and top_k from the stored trie evidence
 -- (`choice_probs_at`, no model): the columns of winopron_pf with temperature = temp, top_k = k, top_p = 1, plus the
 -- settings of the collection the evidence came from (collected_temperature, collected_top_k, collected_top_p).
--- Every exact-mode request is re-derived (k must not exceed any node's stored K); filter on collected_* to keep one
+-- Every exact-mode forced-choice request is re-derived (k must not exceed its nodes' stored K; comprehension
+-- questions, protocol meta, are not); filter on collected_* to keep one
 -- collection. At the collection's own settings it equals winopron_pf.
 CREATE OR REPLACE TEMP MACRO winopron_pf_at(temp, k) AS TABLE
 WITH derived AS (

@@ -1,0 +1,24 @@
+"""What a study says when the warehouse holds none of the evidence it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class NoEvidence(ValueError):
+    """The warehouse holds none of the evidence a study reads: the message says what is missing and the command
+    that collects it. `biaslab metrics` exits 1 with it; `biaslab report` writes a page that says so (and exits 1)."""
+
+
+def stimulus_count(handle, datasets: Sequence[str]) -> int:
+    st = handle.table("stimuli")
+    return int(handle.fetch(st.filter(st.dataset.isin(list(datasets))).count().name("n").as_table())["n"].iloc[0])
+
+
+def missing(handle, what: str, datasets: Sequence[str], command: str) -> NoEvidence:
+    """NoEvidence saying `what` is missing, how many stimuli of `datasets` are loaded, and `command`."""
+    loaded = stimulus_count(handle, datasets)
+    names = ", ".join(datasets)
+    held = (f"{loaded} {names} stimuli are loaded but no {what} is stored" if loaded
+            else f"no {what} is stored (and no {names} stimuli are loaded)")
+    return NoEvidence(f"{handle.path}: {held}; collect it with `{command}`")

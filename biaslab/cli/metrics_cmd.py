@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import json
+import shutil
 import sys
+import textwrap
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import click
 
-from .common import Group, db_option, emit, format_option
+from .common import Group, db_option, format_option
+from .frames import print_frame
 
 
 @click.group("metrics", cls=Group)
@@ -61,10 +66,41 @@ def _results_artifact(handle, study: str, tables: dict, datasets, parameters: di
                   Path(out))
 
 
+#: --wide and --columns of the running metrics command (set by `_table_options`)
+_TABLE_LAYOUT: ContextVar[tuple[bool, list[str]]] = ContextVar("table_layout", default=(False, []))
+
+
+def _table_options(f):
+    """--wide / --columns for a `biaslab metrics` command: how its tables are laid out in a terminal."""
+    @functools.wraps(f)
+    def command(*args, wide: bool, columns: str | None, **kwargs):
+        token = _TABLE_LAYOUT.set((wide, _by(columns or "")))
+        try:
+            return f(*args, **kwargs)
+        finally:
+            _TABLE_LAYOUT.reset(token)
+
+    command = click.option("--columns", default=None, metavar="COL[,COL...]",
+                           help="Table format: show only these value columns (model and setting columns stay "
+                                "in the section lines).")(command)
+    return click.option("--wide", is_flag=True,
+                        help="Table format: every column in one table however wide (default: tables fit the "
+                             "terminal, $COLUMNS or 120, split into column groups that repeat the row labels)."
+                        )(command)
+
+
 def _emit_tables(tables: dict, fmt: str) -> None:
     public = {k: v for k, v in tables.items() if not k.startswith("_")}
+    wide, columns = _TABLE_LAYOUT.get()
+    if columns and fmt == "table":  # only the tables with a requested column, each with those it has
+        unknown = [c for c in columns if not any(c in t.columns for t in public.values())]
+        if unknown:
+            raise click.UsageError(f"--columns: no table has a column {', '.join(unknown)}")
+        public = {k: v for k, v in public.items() if any(c in v.columns for c in columns)}
     if fmt == "json":
-        click.echo(json.dumps({k: json.loads(v.to_json(orient="records")) for k, v in public.items()}, indent=1))
+        from ..metrics.results import records
+
+        click.echo(json.dumps({k: records(v) for k, v in public.items()}, indent=1, allow_nan=False))
         return
     for name, frame in public.items():
         if fmt == "csv":
@@ -74,9 +110,12 @@ def _emit_tables(tables: dict, fmt: str) -> None:
             notes = _notes(frame)
             if notes is not None:  # in a table, a long `note` column would squeeze the others: one line each below
                 frame = frame.drop(columns="note")
-            emit(list(frame.columns), frame.itertuples(index=False, name=None), fmt, title=name)
+            width = shutil.get_terminal_size((120, 24)).columns
+            print_frame(name, frame, width=width, wide=wide, out=sys.stdout,
+                        columns=[c for c in columns if c in frame.columns] or None)
             for note in notes or ():
-                click.echo(f"note: {note}")
+                click.echo(textwrap.fill(f"note: {note}", width=width, subsequent_indent="    ",
+                                         break_on_hyphens=False))
 
 
 def _notes(frame) -> list[str] | None:
@@ -133,6 +172,7 @@ def _temperatures(text: str | None) -> list[float]:
 @_MI
 @_TEMPERATURES
 @_OUT
+@_table_options
 def contextuality_command(db: str, fmt: str, draws: int, bootstrap: int, seed: int, by_order: bool, mi: str,
                           temperatures: str | None, out: str | None) -> None:
     """Contextual invariance on WinoPron: valid measurements per context and order (the paper's Table 3); p(feminine),
@@ -179,6 +219,7 @@ def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperat
 @click.option("--intercept-only-on-failure", is_flag=True,
               help="Also fit (clearly labelled) random-intercept-only models where the random-slope fit fails.")
 @_OUT
+@_table_options
 def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: str | None) -> None:
     """Negation bias: perplexity (causal) or pseudo-perplexity (masked) per sentence, and per model the linear mixed
     model PPL ~ context * form with a random intercept and a random slope for context by root item (statsmodels;
@@ -204,6 +245,7 @@ def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: st
 @click.option("--by-context/--no-by-context", default=True, show_default=True,
               help="Also give the table per priming context (metaprompt_by_context).")
 @_OUT
+@_table_options
 def metaprompt_command(db: str, fmt: str, by_context: bool, out: str | None) -> None:
     """Metaprompting comprehension checks (the contextual-invariance paper's Table 4): per model, setting and
     question (anaphora, part_of_speech, tracking), accuracy = mean over prompts of the probability of the gold
@@ -244,6 +286,7 @@ def _calibration(handle, dataset: str | None, pairs: tuple[str, ...], **kwargs) 
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap, split and ablation.")
 @_CAL_PAIR
 @_OUT
+@_table_options
 def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, bootstrap: int, seed: int,
                         pairs: tuple[str, ...], out: str | None) -> None:
     """Calibration of pronoun-pair probabilities: ECE (the paper's male-class ECE with equal-width bins first, then
@@ -322,6 +365,7 @@ _VOCABULARY = click.option(
 @_NO_PRONOUN
 @_VOCABULARY
 @_OUT
+@_table_options
 def misgendering_command(db: str, fmt: str, no_pronoun: str, vocabulary: str, out: str | None) -> None:
     """Misgendering meta-evaluation (MISGENDERED, RUFF, TANGO): correctness per method, model, dataset, pronoun and
     context (pre / post / template); instance-level std; raw agreement, Cohen's kappa and MCC between the
@@ -395,6 +439,7 @@ def _by(text: str) -> list[str]:
 @format_option
 @_options_flags
 @_OUT
+@_table_options
 def options_command(db: str, fmt: str, dataset: str, by: str, contrast, reference, spearman, bootstrap: int,
                     seed: int, all_versions: bool, out: str | None) -> None:
     """Generic metrics of any dataset with options (your own study or a built-in one), from stored evidence of every

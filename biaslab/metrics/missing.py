@@ -19,6 +19,6 @@ def missing(handle, what: str, datasets: Sequence[str], command: str) -> NoEvide
     """NoEvidence saying `what` is missing, how many stimuli of `datasets` are loaded, and `command`."""
     loaded = stimulus_count(handle, datasets)
     names = ", ".join(datasets)
-    held = (f"{loaded} {names} stimuli are loaded but no {what} is stored" if loaded
-            else f"no {what} is stored (and no {names} stimuli are loaded)")
+    held = (f"{loaded} stimuli of {names} are loaded but no {what} is stored" if loaded
+            else f"no {what} is stored (and no stimuli of {names} are loaded)")
     return NoEvidence(f"{handle.path}: {held}; collect it with `{command}`")

@@ -4,6 +4,7 @@ study's metric tables, the versions that computed them and the identities of the
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,9 +17,29 @@ from .. import __version__
 RESULTS_FORMAT = 1
 
 
-def _records(frame: pd.DataFrame) -> list[dict]:
-    # pandas writes NaN / NaT as null, so the text is strict JSON
-    return json.loads(frame.to_json(orient="records", date_format="iso"))
+def _plain(value):
+    """One cell as a strict-JSON value: missing and non-finite as None, numpy scalars and arrays as Python ones,
+    timestamps as ISO 8601 text, floats unrounded."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, (pd.Timestamp, datetime)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:
+        return [_plain(v) for v in list(value)]
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def records(frame: pd.DataFrame) -> list[dict]:
+    """A table's rows as strict-JSON-ready dicts, every float at full precision (pandas' `to_json` keeps 10 decimal
+    places: 1.786e-08 would read 1.79e-08, and a p-value of 7e-102 would read 0)."""
+    return [{str(k): _plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
 
 
 def results_document(study: str, tables: dict[str, pd.DataFrame], collections: pd.DataFrame, parameters: dict, *,
@@ -43,8 +64,8 @@ def results_document(study: str, tables: dict[str, pd.DataFrame], collections: p
         "format": "biaslab-results", "results_format": RESULTS_FORMAT, "study": study,
         "biaslab_version": __version__, "schema_version": schema_version, "versions": versions,
         "computed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "warehouse": warehouse,
-        "parameters": parameters, "collections": _records(collections),
-        "tables": {name: _records(frame) for name, frame in tables.items()},
+        "parameters": parameters, "collections": records(collections),
+        "tables": {name: records(frame) for name, frame in tables.items()},
     }
 
 

@@ -11,7 +11,6 @@ starting with "_", model keys only).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import pandas as pd
@@ -185,7 +184,9 @@ def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> di
 
 def to_json_ready(tables: dict) -> dict:
     """Tables as lists of records in strict JSON (NaN / infinity as null)."""
-    return {name: json.loads(frame.to_json(orient="records")) for name, frame in tables.items()}
+    from .results import records
+
+    return {name: records(frame) for name, frame in tables.items()}
 
 
 def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | None = None,

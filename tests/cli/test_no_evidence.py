@@ -43,7 +43,7 @@ def _one_line(result) -> str:
 def test_metrics_without_evidence_exit_1_and_say_what_to_collect(stimuli_only, study):
     datasets, what, command = STUDIES[study]
     line = _one_line(CliRunner().invoke(biaslab, ["metrics", study, "--db", str(stimuli_only)]))
-    assert f"stimuli are loaded but no {what} is stored" in line
+    assert f"are loaded but no {what} is stored" in line and "stimuli of " in line
     assert f"collect it with `{command}" in line
     assert all(d in line for d in datasets)
 
@@ -63,7 +63,7 @@ def test_reports_without_evidence_write_a_page_that_says_so(stimuli_only, tmp_pa
 def test_options_without_evidence(stimuli_only, tmp_path):
     line = _one_line(CliRunner().invoke(biaslab, ["metrics", "options", "--dataset", "winopron", "--db",
                                                   str(stimuli_only)]))
-    assert "3600 winopron stimuli are loaded but no option probability is stored" in line
+    assert "3600 stimuli of winopron are loaded but no option probability is stored" in line
     result = CliRunner().invoke(biaslab, ["report", "options", "--dataset", "winopron", "--db", str(stimuli_only),
                                           "--out", str(tmp_path / "r")])
     _one_line(result)
@@ -75,4 +75,4 @@ def test_an_empty_warehouse_says_no_stimuli_either(tmp_path, data_dir):
     assert CliRunner().invoke(biaslab, ["data", "load", "winogender", "--db", str(db), "--data-dir",
                                         str(data_dir)]).exit_code == 0
     line = _one_line(CliRunner().invoke(biaslab, ["metrics", "contextuality", "--db", str(db)]))
-    assert "no WinoPron forced-choice evidence is stored (and no winopron stimuli are loaded)" in line
+    assert "no WinoPron forced-choice evidence is stored (and no stimuli of winopron are loaded)" in line

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 import biaslab
+from biaslab.metrics.results import records
 from biaslab.cli.main import biaslab as cli
 from biaslab.warehouse import Warehouse
 from open_warehouse_evidence import MODEL_A, MODEL_B, build
@@ -79,7 +80,7 @@ def test_python_api_equals_the_metrics_command_and_names_models(synthetic, study
         api = getattr(biaslab, study)(wh, **STUDIES[study])
     for name, rows in printed.items():
         frame = pd.DataFrame(rows)
-        assert_same(frame, pd.DataFrame(json.loads(api[name].to_json(orient="records"))), f"{study}.{name}")
+        assert_same(frame, pd.DataFrame(records(api[name])), f"{study}.{name}")  # every digit
         if "model_key" in frame.columns and len(frame):
             names = dict(zip(frame["model_key"], frame["model_name"]))
             assert names.get(MODEL_A, "synthetic-a") == "synthetic-a"
@@ -117,7 +118,7 @@ def test_calibration_pairs_and_winoqueer_through_the_python_api_equal_the_comman
         api = biaslab.calibration(wh, bootstrap=40, pairs=[pair])
     for name in ("pair_change", "winoqueer"):
         assert len(printed[name]) > 0, name
-        assert_same(pd.DataFrame(printed[name]), pd.DataFrame(json.loads(api[name].to_json(orient="records"))),
+        assert_same(pd.DataFrame(printed[name]), pd.DataFrame(records(api[name])),
                     f"calibration.{name}")
 
 
@@ -150,4 +151,7 @@ def test_comprehension_questions_stay_out_of_the_contextuality_tables(synthetic,
                              catch_exceptions=False)
     plain = CliRunner().invoke(cli, ["metrics", "contextuality", "--db", str(db), "--format", "json"],
                                catch_exceptions=False)
-    assert json.loads(sql.output) == json.loads(plain.output)
+    with_meta, without = json.loads(sql.output), json.loads(plain.output)
+    assert set(with_meta) == set(without)
+    for name in without:  # every digit is printed now: equal up to the order DuckDB sums in
+        assert_same(pd.DataFrame(with_meta[name]), pd.DataFrame(without[name]), f"printed {name}")

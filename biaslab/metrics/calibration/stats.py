@@ -46,6 +46,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from ..arrays import as_binary, as_probabilities
+from .resampled import corrected_interval, metric_replicates, multiplicities, weighted_ece
 
 TOP_LABEL = "top_label"
 MALE_CLASS = "male_class"
@@ -486,7 +487,13 @@ def calibration_metrics(p_male, gold, n_bins: int = 10, n_boot: int = 1000, seed
     ece_top_label_equal_width_gold_{male,female}, human_alignment (confidence "predicted_label").
 
     A part's value is NaN when its group is empty (and then left out of the Gender-ECE / cc-ECE mean); bootstrap
-    resamples in which a group is empty are left out of that part's interval."""
+    resamples in which a group is empty are left out of that part's interval.
+
+    ci_low / ci_high are the bias-corrected (basic) bootstrap interval for the true value (`resampled.
+    corrected_interval`) from ``n_boot`` resamples of the items (of whole groups with ``groups``), around
+    value_bias_corrected = value - bootstrap_bias (bootstrap_bias = mean replicate - value); percentile_low /
+    percentile_high are the plain percentile interval of the same resamples. ECE is biased upward in small samples,
+    so its percentile interval can miss the estimate (and a true ECE of 0) altogether."""
     p, gold = _pair(p_male, gold, "p_male", "gold")
     n = int(p.size)
     pred = predicted_label(p)
@@ -519,11 +526,18 @@ def calibration_metrics(p_male, gold, n_bins: int = 10, n_boot: int = 1000, seed
            group_size[by][gender]) for metric, by, gender in GROUP_PARTS if metric == "cc_ece"),
         ("human_alignment", "predicted_label", None, human_alignment, n),
     ]
+    if groups is not None and len(groups) != n:
+        raise ValueError("groups must have one id per item")
+    weights = multiplicities(np.random.default_rng(seed), n, n_boot, _group_members(groups))
+    boot = metric_replicates(p, gold, weights, n_bins, group_part_name)
     rows = []
     for name, confidence, binning, fn, count in specs:
-        ci = bootstrap_ci(fn, p, gold, n_boot=n_boot, seed=seed, alpha=alpha, groups=groups)
-        rows.append({"name": name, "confidence": confidence, "binning": binning, "value": ci.estimate,
-                     "ci_low": ci.low, "ci_high": ci.high, "n": count, "note": METRIC_NOTES.get(name, "")})
+        estimate = _scalar(fn(p, gold))
+        ci = corrected_interval(estimate, boot[name], alpha)
+        rows.append({"name": name, "confidence": confidence, "binning": binning, "value": estimate,
+                     "value_bias_corrected": ci.corrected, "ci_low": ci.low, "ci_high": ci.high, "n": count,
+                     "bootstrap_bias": ci.bias, "percentile_low": ci.percentile_low,
+                     "percentile_high": ci.percentile_high, "note": METRIC_NOTES.get(name, "")})
     return rows
 
 
@@ -831,12 +845,14 @@ def identity_group_metrics(p_stereotype, gold, groups, n_bins: int = 10, n_boot:
     gold : 1 where the stereotyped sentence is the gold one (every WinoQueer pair), 0 otherwise.
     groups : the identity group of each pair (WinoQueer `Gender_ID_x`).
     n_bins : bins of every ECE.
-    n_boot, seed, alpha : percentile bootstrap of ``ece_stereotype_class_equal_width`` (ci_low, ci_high).
+    n_boot, seed, alpha : bias-corrected bootstrap interval of ``ece_stereotype_class_equal_width`` (ci_low, ci_high,
+        bootstrap_bias; `resampled.corrected_interval`).
 
     Returns
     -------
     Rows (group, n, mean_p_stereotype, stereotype_rate, ece_stereotype_class_equal_width, ci_low, ci_high,
-    ece_stereotype_class_equal_mass, ece_top_label_equal_width, ece_top_label_equal_mass, brier_gold_label), the
+    bootstrap_bias, ece_stereotype_class_equal_mass, ece_top_label_equal_width, ece_top_label_equal_mass,
+    brier_gold_label), the
     groups in sorted order, then "all".
     """
     p, gold = _pair(p_stereotype, gold, "p_stereotype", "gold")
@@ -854,10 +870,14 @@ def identity_group_metrics(p_stereotype, gold, groups, n_bins: int = 10, n_boot:
     for name in [*names, ALL_GROUPS]:
         mask = np.ones(p.size, bool) if name == ALL_GROUPS else np.array([str(g) == name for g in groups])
         pp, gg = p[mask], gold[mask]
-        ci = bootstrap_ci(paper_ece, pp, gg, n_boot=n_boot, seed=seed, alpha=alpha)
+        estimate = paper_ece(pp, gg).value
+        replicates = weighted_ece(pp, gg.astype(float), multiplicities(np.random.default_rng(seed), pp.size, n_boot,
+                                                                        None), n_bins, EQUAL_WIDTH)
+        ci = corrected_interval(estimate, replicates, alpha)
         rows.append({"group": name, "n": int(mask.sum()), "mean_p_stereotype": float(pp.mean()),
                      "stereotype_rate": float(np.mean(predicted_label(pp) == 1)),
-                     "ece_stereotype_class_equal_width": ci.estimate, "ci_low": ci.low, "ci_high": ci.high,
+                     "ece_stereotype_class_equal_width": estimate, "ci_low": ci.low, "ci_high": ci.high,
+                     "bootstrap_bias": ci.bias,
                      "ece_stereotype_class_equal_mass": ece(pp, gg, n_bins, EQUAL_MASS, STEREOTYPE_CLASS).value,
                      "ece_top_label_equal_width": top_label_ece(pp, gg, n_bins).value,
                      "ece_top_label_equal_mass": top_label_ece(pp, gg, n_bins, EQUAL_MASS).value,

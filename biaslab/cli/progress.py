@@ -20,7 +20,14 @@ from collections.abc import Callable
 
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TaskProgressColumn,
                            TextColumn, TimeElapsedColumn)
+from rich.table import Column
 from rich.text import Text
+
+
+def _kept() -> Column:
+    """A column that never wraps: on a narrow or piped stderr the description gives way instead of "it/s" breaking
+    in two."""
+    return Column(no_wrap=True)
 
 
 def average_rate(task: Task) -> float | None:
@@ -54,7 +61,7 @@ class EtaColumn(ProgressColumn):
     """`remaining_seconds` as H:MM:SS ("-:--:--" before the first report), read on `clock` (the Progress's)."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
-        super().__init__()
+        super().__init__(table_column=_kept())
         self.clock = clock
 
     def render(self, task: Task) -> Text:
@@ -71,9 +78,11 @@ def progress_bar(description: str, clock: Callable[[], float] = time.monotonic
                  ) -> tuple[Progress, Callable[[int, int], Callable[[int], None]]]:
     """A Progress to use as a context manager, and the factory `collect` calls with (total, already done) when the
     work starts; the factory returns the callback that reports items done."""
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TaskProgressColumn(), RateColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                        EtaColumn(clock), get_time=clock)
+    gives_way = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # the description column gives way
+    progress = Progress(TextColumn("[bold]{task.description}", table_column=gives_way), BarColumn(bar_width=20),
+                        MofNCompleteColumn(table_column=_kept()), TaskProgressColumn(table_column=_kept()),
+                        RateColumn(table_column=_kept()), TimeElapsedColumn(table_column=_kept()),
+                        TextColumn("ETA", table_column=_kept()), EtaColumn(clock), get_time=clock, expand=True)
 
     def factory(total: int, done: int) -> Callable[[int], None]:
         task = progress.add_task(description, total=total, completed=done)

@@ -148,8 +148,8 @@ def collect_command(**options) -> None:
     with bar:
         result = collect(config, progress=factory)
     click.echo(f"{config.dataset}: {result.stimuli} stimuli, {result.requests} requests, {result.pending} pending, "
-               f"{result.added} added for model {result.model_key} in {time.perf_counter() - started:.1f} s "
-               f"(run {result.run_id[:8]})")
+               f"{result.added} {result.added_unit} added for model {result.model_key} in "
+               f"{time.perf_counter() - started:.1f} s (run {result.run_id[:8]})")
     for line in result.notes:
         click.echo(line)
     if result.note:

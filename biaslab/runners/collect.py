@@ -32,6 +32,11 @@ class CollectResult:
     added: int
     note: str = ""
     notes: tuple[str, ...] = ()
+    added_unit: str = "rows"  # what `added` counts: requests, samples or scored sequences
+
+
+#: what one row of a protocol's evidence table is, for "N added"
+ADDED_UNITS = {"choice_requests": "requests", "samples": "samples", "sequence_scores": "scored sequences"}
 
 
 class EngineHandle:
@@ -104,4 +109,4 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     finally:
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
-                         tuple(notes))
+                         tuple(notes), ADDED_UNITS.get(protocol.table, "rows"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from biaslab.cli.progress import EtaColumn, RateColumn, average_rate, progress_bar, remaining_seconds
 
 
@@ -69,3 +71,23 @@ def test_a_rerun_with_everything_stored_shows_no_time_left():
     _, task, shown = _bar(clock, 3600, 3600)
     assert not task.finished and average_rate(task) is None
     assert shown() == ("-- it/s", "0:00:00")
+
+
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_a_narrow_or_piped_line_shortens_the_description_and_never_breaks_the_numbers(width):
+    """Issue 36: piped to an 80-column log, "it/s" wrapped onto a line of its own."""
+    import io
+
+    from rich.console import Console
+
+    now = [0.0]
+    bar, factory = progress_bar("winopron / smollm2-135m-instruct-with-a-long-name", clock=lambda: now[0])
+    out = io.StringIO()
+    bar.live.console = Console(file=out, width=width)
+    with bar:
+        advance = factory(3600, 0)
+        now[0] = 10.0
+        advance(120)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= width
+    assert lines[0].endswith("120/3600   3% 12.0 it/s 0:00:10 ETA 0:04:50")

@@ -53,14 +53,14 @@ def test_load_twice_then_an_edited_file_and_collect_resumes(tmp_path, tiny_gpt2_
     [mine] = [r for r in listed if r["dataset"] == "my-study"]
     assert (mine["source"], mine["protocols"], mine["stimuli"]) == ("your file", "prob, choice", 3)
     collect = ["collect", "--dataset", "my-study", "--model", tiny_gpt2_dir, "--dtype", "fp32", "--db", db]
-    assert "6 pending, 6 added" in run(runners, *collect).output          # prob (the default): 3 x 2 options
-    assert "0 pending, 0 added" in run(runners, *collect).output          # twice adds nothing
-    assert "3 pending, 3 added" in run(runners, *collect, "--protocol", "choice").output
+    assert "6 pending, 6 scored sequences added" in run(runners, *collect).output          # prob (the default): 3 x 2 options
+    assert "0 pending, 0 scored sequences added" in run(runners, *collect).output          # twice adds nothing
+    assert "3 pending, 3 requests added" in run(runners, *collect, "--protocol", "choice").output
     write_csv(data, [*ROWS[:2], ("i3", "The baker said that BLANK was early.", "unprimed")])
     edited = run(biaslab, "data", "load", "--file", data, "--name", "my-study", "--protocols", "prob,choice",
                  "--db", db)
     assert "3 stimuli read, 1 new" in edited.output and "now its current" in edited.output
-    assert "3 stimuli, 6 requests, 2 pending, 2 added" in run(runners, *collect).output  # only the changed row
+    assert "3 stimuli, 6 requests, 2 pending, 2 scored sequences added" in run(runners, *collect).output  # only the changed row
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.count("stimuli", "dataset = ?", ["my-study"]) == 4          # the old row and its evidence stay
         assert wh.count("sequence_scores") == 8 and wh.count("user_datasets") == 2
@@ -104,7 +104,7 @@ def test_a_users_prompt_is_shown(tmp_path, tiny_gpt2_dir):
     assert run(biaslab, "data", "load", "--file", data, "--name", "s", "--protocols", "choice", "--prompt", prompt,
                "--db", db).exit_code == 0
     result = run(runners, "collect", "--dataset", "s", "--model", tiny_gpt2_dir, "--dtype", "fp32", "--db", db)
-    assert "3 added" in result.output, result.output
+    assert "3 requests added" in result.output, result.output
     with Warehouse.open(db, read_only=True) as wh:
         [(version, text)] = wh.rows("SELECT DISTINCT prompt_version, prompt_text FROM choice_requests LIMIT 1")
     assert version == "mine-v1" and "Options: she / he" in text and "Fill the gap." in text
@@ -134,7 +134,7 @@ def test_gen_with_the_users_own_pronoun_table(tmp_path, tiny_gpt2_dir):
     assert run(biaslab, "data", "load", "--spec", spec, "--db", db).exit_code == 0
     result = run(runners, "collect", "--dataset", "swedish-hen", "--model", tiny_gpt2_dir, "--dtype", "fp32",
                  "--samples", "2", "--max-new-tokens", "4", "--db", db)
-    assert "4 requests, 4 pending, 8 added" in result.output, result.output  # 2 names x (pre, post) x 2 samples
+    assert "4 requests, 4 pending, 8 samples added" in result.output, result.output  # 2 names x (pre, post) x 2 samples
     with Warehouse.open(db, read_only=True) as wh:
         [(vocabulary,)] = wh.rows("SELECT DISTINCT pronoun_vocabulary FROM gen_requests")
         declared = wh.rows("SELECT DISTINCT declared FROM gen_requests")

@@ -64,7 +64,7 @@ def test_readers_get_in_between_every_chunk_and_nothing_is_lost(tmp_path, data_d
         if writer.poll() is None:
             writer.kill()
     assert writer.returncode == 0, err
-    assert "120 pending, 120 added" in out
+    assert "120 pending, 120 scored sequences added" in out
     expected_counts = set(range(0, LIMIT * 3 + 1, CHUNK))
     # every intermediate state was read at least once: the reader got in between every two appends
     assert expected_counts - {LIMIT * 3} <= set(seen), (sorted(set(seen)), reads, failures)

@@ -22,9 +22,9 @@ def test_default_model_scores_negation_examples_once(tmp_path, data_dir, dataset
     args = ["collect", "--dataset", "negation-examples", "--db", db, "--data-dir", str(data_dir)]
     first = CliRunner().invoke(runners, args, catch_exceptions=False)
     assert first.exit_code == 0, first.output
-    assert "24 added" in first.output
+    assert "24 scored sequences added" in first.output
     second = CliRunner().invoke(runners, args, catch_exceptions=False)
-    assert "0 pending, 0 added" in second.output
+    assert "0 pending, 0 scored sequences added" in second.output
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.count("sequence_scores") == 24
         model = wh.con.execute("SELECT name, dtype, bos_policy, kind FROM models").fetchall()

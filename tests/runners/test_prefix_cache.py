@@ -451,7 +451,7 @@ def test_sigkill_and_resume_equal_an_uninterrupted_exact_run(tmp_path, tiny_gpt2
     # resumed batches hold other prompts than the uninterrupted ones: fp32 rounding only
     assert max(abs(resumed[k] - expected[k]) for k in expected) < 1e-5
     again = subprocess.run(_exact_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True, text=True)
-    assert "0 added" in again.stdout and _probs(db) == resumed
+    assert "0 requests added" in again.stdout and _probs(db) == resumed
 
 
 def test_memoized_parser_outcomes_equal_a_fresh_parse_of_every_edge(tiny_gpt2, data_dir, dataset_folder):

@@ -9,16 +9,14 @@ The layout is computed by `layout` (pure, tested on its own); `print_frame` rend
 
 from __future__ import annotations
 
-import math
-import numbers
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 import pandas as pd
 
-from .common import table_text
+from ..metrics.display import cell, constant_columns
 
 #: what names the model of a row (shown once per section, in this order)
 MODEL_COLUMNS = ("model_name", "dtype", "backend", "model_key")
@@ -28,25 +26,6 @@ SETTING_COLUMNS = ("method", "mode", "setting", "scheme", "temperature", "top_k"
 SECTION_COLUMNS = MODEL_COLUMNS + SETTING_COLUMNS
 #: rich's box: one border column plus three per column (a space each side and a separator)
 _BORDER, _PER_COLUMN = 1, 3
-
-
-def cell(value: Any) -> str:
-    """A value as a table shows it: missing as empty, an integral number as an integer, any other float with 4
-    significant digits, anything else as `table_text` shows it."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return ""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, numbers.Real):
-        value = float(value)
-        if math.isnan(value):
-            return ""
-        if value.is_integer() and abs(value) < 1e15:
-            return str(int(value))
-        return f"{value:.4g}"
-    return table_text(value)
 
 
 @dataclass
@@ -176,22 +155,11 @@ def _is_value(column: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
 
 
-def _constant(text: pd.DataFrame, columns: list[str]) -> tuple[list[str], list[str]]:
-    """(notes, the other columns): of several rows, the columns with one value ("name value") and those with none
-    ("no values: ...")."""
-    if len(text) <= 1:
-        return [], columns
-    empty = [c for c in columns if (text[c] == "").all()]
-    constant = [c for c in columns if c not in empty and text[c].nunique() == 1]
-    notes = [f"{c} {text[c].iloc[0]}" for c in constant] + ([f"no values: {', '.join(empty)}"] if empty else [])
-    return notes, [c for c in columns if c not in empty and c not in constant]
-
-
 def _section_blocks(frame: pd.DataFrame, part: pd.DataFrame, rest: list[str], section: str | None, width: int,
                     wide: bool) -> list[Block]:
     """The blocks of one section: its own constant columns in a line, the rest in column groups (or, for one row
     that does not fit, as (column, value) pairs)."""
-    notes, rest = _constant(part, rest)
+    notes, rest = constant_columns(part, rest)
     note = "; ".join(notes) or None
     if not rest:
         return [Block(section, [], notes=note)]
@@ -243,7 +211,7 @@ def layout(frame: pd.DataFrame, width: int, *, wide: bool = False, columns: Sequ
                              f"{', '.join(frame.columns)})")
         text = text[[c for c in frame.columns if c in columns or c in SECTION_COLUMNS or not _is_value(frame[c])]]
     sections = [c for c in SECTION_COLUMNS if c in text.columns]
-    notes, rest = _constant(text, [c for c in text.columns if c not in sections])
+    notes, rest = constant_columns(text, [c for c in text.columns if c not in sections])
     blocks: list[Block] = []
     keyed = text.groupby(sections, sort=False, dropna=False) if sections else [((), text)]
     for key, part in keyed:

@@ -4,6 +4,7 @@ place of a figure with nothing to show, and the page wrapper."""
 from __future__ import annotations
 
 import html
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +12,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from .display import cell, constant_columns  # noqa: E402
 
 #: Script recording, on the page, whether every figure loaded (read by the headless-browser tests).
 IMAGE_CHECK = ("<script>window.addEventListener('load',function(){var i=document.images,n=0;"
@@ -19,7 +23,9 @@ IMAGE_CHECK = ("<script>window.addEventListener('load',function(){var i=document
                "document.body.setAttribute('data-images-loaded',n+'/'+i.length);});</script>")
 
 _STYLE = ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto} img{max-width:100%;display:block}"
-          "table{border-collapse:collapse;font-size:12px} td,th{padding:2px 6px;border-bottom:1px solid #ddd}"
+          "table{border-collapse:collapse;font-size:12px;max-width:100%} td,th{padding:2px 6px;"
+          "border-bottom:1px solid #ddd;overflow-wrap:anywhere;vertical-align:top} td.num{white-space:nowrap;"
+          "text-align:right} th{text-align:left} p.constant,p.note{font-size:12px;color:#444;margin:4px 0}"
           "small.key{font-weight:normal;color:#777;font-size:60%} span.settings{font-weight:normal}"
           "p.empty{color:#555;font-style:italic} div.flags{border:2px solid #c60;padding:4px 10px;"
           "background:#fff4e5}</style>")
@@ -28,17 +34,134 @@ _STYLE = ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto} img{
 MIN_POINTS = 3
 
 
+#: figures are saved at this resolution and shown at most this wide (the page's width, see _STYLE)
+DPI, PAGE_PX = 90, 1100
+#: the smallest text on a figure as shown on the page, in points (at DPI: 10 px)
+MIN_FONT_PT = 8.0
+
+
 def save_figure(fig, out: Path, name: str) -> str:
-    """Save a matplotlib figure as out/name and close it; returns the name for an <img src>."""
-    fig.tight_layout()
-    fig.savefig(out / name, dpi=90)
+    """Save a matplotlib figure as out/name (after `tidy`) and close it; returns the name for an <img src>."""
+    tidy(fig)
+    fig.savefig(out / name, dpi=DPI)
     plt.close(fig)
     return name
 
 
+def tidy(fig) -> None:
+    """Make a figure readable on the page before it is saved: no text smaller than MIN_FONT_PT as shown (a figure
+    wider than the page is scaled down by the browser, so its fonts are raised by that ratio); axes titles wider
+    than their axes wrapped; a legend that covers plotted bars, lines or points moved outside the axes, to the
+    right; then `tight_layout`, which makes room for all of it."""
+    from matplotlib.text import Text
+
+    scale = max(1.0, fig.get_figwidth() * DPI / PAGE_PX)
+    smallest = MIN_FONT_PT * scale
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < smallest:
+            text.set_fontsize(smallest)
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        _wrap_title(ax, renderer)
+        legend = ax.get_legend()
+        if legend is not None and _covers_data(ax, legend.get_window_extent(renderer), renderer):
+            legend.set_loc("upper left")  # outside, right of the axes (multi-panel figures place theirs themselves)
+            legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
+    fig.tight_layout()
+
+
+def _wrap_title(ax, renderer) -> None:
+    title = ax.title
+    text = title.get_text()
+    width = title.get_window_extent(renderer).width
+    room = ax.get_window_extent(renderer).width
+    if text and width > room:
+        longest = max(len(line) for line in text.splitlines())
+        chars = max(12, int(longest * room / width))
+        title.set_text("\n".join(textwrap.fill(line, chars) for line in text.splitlines()))
+
+
+def _covers_data(ax, box, renderer) -> bool:
+    """Whether a legend's box covers a bar, a plotted point, a scatter point or an annotation of `ax`."""
+    from matplotlib.patches import Rectangle
+
+    if any(t.get_visible() and t.get_text().strip() and box.overlaps(t.get_window_extent(renderer))
+           for t in ax.texts):
+        return True
+
+    for patch in ax.patches:
+        if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_height() != 0 and \
+                box.overlaps(patch.get_window_extent(renderer)):
+            return True
+    points = [line.get_transform().transform(line.get_xydata()) for line in ax.lines if line.get_visible()]
+    points += [c.get_offset_transform().transform(c.get_offsets()) for c in ax.collections
+               if hasattr(c, "get_offsets") and len(c.get_offsets())]
+    for xy in points:
+        xy = xy[np.isfinite(xy).all(axis=1)] if len(xy) else xy
+        if len(xy) and ((xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1) & (xy[:, 1] >= box.y0)
+                        & (xy[:, 1] <= box.y1)).any():
+            return True
+    return False
+
+
+def _breakable(text: str) -> str:
+    """Escaped text; the page's style lets it wrap anywhere when a column is narrow (numbers never wrap)."""
+    return html.escape(text)
+
+
 def table_html(frame: pd.DataFrame) -> str:
-    """A data frame as a compact HTML table (4 significant digits, empty cells for missing values)."""
-    return frame.to_html(index=False, float_format=lambda x: f"{x:.4g}", na_rep="", border=0)
+    """A data frame as a compact HTML table that fits the page: values as `display.cell` shows them (4 significant
+    digits, missing as empty, never <NA>); a `note` column as sentences above the table; of several rows, the
+    columns with one value (e.g. the model's name in a per-model section) and those with none in a line above it;
+    headers and labels wrap where a column is too narrow for them; numbers never wrap.
+
+    Parameters
+    ----------
+    frame : the table.
+
+    Returns
+    -------
+    HTML: the notes, the constant line and the <table>.
+    """
+    parts = []
+    if "note" in frame.columns:
+        notes = [n for n in dict.fromkeys(frame["note"]) if isinstance(n, str) and n]
+        parts += [f'<p class="note">Note: {html.escape(n)}.</p>' for n in notes]
+        frame = frame.drop(columns="note")
+    text = frame.apply(lambda col: col.map(cell)) if len(frame) else frame.astype(object)
+    constant, columns = constant_columns(text, list(text.columns))
+    if constant:
+        parts.append(f'<p class="constant">All rows: {html.escape("; ".join(constant))}.</p>')
+    numeric = {c for c in columns if pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])}
+    per_model = _per_model_columns(text, columns)
+    if per_model:  # several models, several rows each: what is one value per model goes to a table of its own
+        named = [c for c in MODEL_COLUMNS if c in columns]
+        parts.append(_table(text[named + per_model].drop_duplicates(), named + per_model, numeric))
+        columns = [c for c in columns if c not in per_model]
+    return "".join(parts) + _table(text, columns, numeric)
+
+
+#: the columns that name a model in metric tables
+MODEL_COLUMNS = ("model_name", "dtype", "backend", "model_key")
+
+
+def _per_model_columns(text: pd.DataFrame, columns: list[str]) -> list[str]:
+    """Of a table of several models with several rows each, the other columns that hold one value per model (e.g. a
+    fit's log-likelihood and warnings beside its coefficient rows)."""
+    if "model_key" not in columns or text["model_key"].nunique() < 2 or len(text) <= text["model_key"].nunique():
+        return []
+    grouped = text.groupby("model_key")
+    return [c for c in columns if c not in MODEL_COLUMNS and bool((grouped[c].nunique() <= 1).all())]
+
+
+def _table(text: pd.DataFrame, columns: list[str], numeric: set[str]) -> str:
+    head = "".join(f"<th>{_breakable(str(c))}</th>" for c in columns)
+    rows = "".join("<tr>" + "".join(f'<td class="num">{html.escape(v)}</td>' if c in numeric
+                                    else f"<td>{_breakable(v)}</td>" for c, v in zip(columns, row)) + "</tr>"
+                   for row in text[columns].itertuples(index=False, name=None))
+    return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
 def start_page(out: Path, heading: str, db: str, intro: str = "") -> list[str]:

@@ -21,8 +21,8 @@ import pandas as pd  # noqa: E402
 
 from ...warehouse.catalog import with_model_names  # noqa: E402
 from .stats import CONFIDENCE_ORDER, MALE_CLASS, TOP_LABEL, UNCALIBRATED  # noqa: E402
-from ..html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page, table_html,
-                           write_page)
+from ..html_report import (DPI, MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page,
+                           table_html, tidy, write_page)
 
 #: How each confidence is labelled on figures.
 CONFIDENCE_TITLE = {MALE_CLASS: "male_class (paper): p(male) vs gold", TOP_LABEL: "top_label: max(p, 1-p) vs correct"}
@@ -139,15 +139,23 @@ def post_hoc_reliability_figure(bins: pd.DataFrame, title: str, out: Path, name:
         return nothing_to_show(f"reliability after calibration ({title})", NO_CALIBRATOR)
     width = bins[bins["binning"] == "equal_width"]
     calibrators = list(dict.fromkeys(width["calibrator"]))
-    fig, axes = plt.subplots(2, len(calibrators), figsize=(2.3 * len(calibrators), 5), squeeze=False)
+    fig, axes = plt.subplots(2, len(calibrators), figsize=(2.4 * len(calibrators), 6.2), squeeze=False,
+                             sharex=True, sharey=True)
     for col, calibrator in enumerate(calibrators):
         for row, confidence in enumerate(CONFIDENCE_ORDER):
             part = width[(width["calibrator"] == calibrator) & (width["confidence"] == confidence)].sort_values("bin")
             label = "uncalibrated" if calibrator == UNCALIBRATED else calibrator
             _draw_reliability(axes[row][col], None, part, confidence, f"{label}: {confidence}")
-    axes[0][0].legend(fontsize=6)
-    fig.suptitle(f"{title}: held-out half after post-hoc calibration, equal-width bins", fontsize=9)
-    return image_html(save_figure(fig, out, name))
+            if col:  # shared axes: the labels once, on the left column
+                axes[row][col].set_ylabel("")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
+    fig.suptitle(f"{title}: held-out half after post-hoc calibration, equal-width bins", fontsize=10)
+    tidy(fig)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))  # room for the legend under the panels
+    fig.savefig(out / name, dpi=DPI)
+    plt.close(fig)
+    return image_html(name)
 
 
 #: Rows of the metrics table shown again, side by side, in the "Calibration by gender" table.

@@ -405,12 +405,14 @@ def _overlap_figure(overlap: pd.DataFrame, out: Path) -> str:
                                "needs at least 2")
     matrix = joint.pivot(index="setting_a", columns="setting_b", values="jaccard").reindex(index=labels,
                                                                                            columns=labels)
-    fig, ax = plt.subplots(figsize=(4 + 1.2 * len(labels), 3.5 + 1.0 * len(labels)))
+    numbers = [str(i + 1) for i in range(len(labels))]  # the settings' names are long: numbered, listed below
+    fig, ax = plt.subplots(figsize=(3.5 + 0.6 * len(labels), 2.8 + 0.6 * len(labels)))
     image = ax.imshow(matrix.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis")
-    ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=7)
-    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.set_xticks(range(len(labels)), numbers)
+    ax.set_yticks(range(len(labels)), numbers)
     ax.set_xlabel("setting b")
     ax.set_ylabel("setting a")
     ax.set_title(f"n = {len(labels)} settings (joint variant)", fontsize=9)
     fig.colorbar(image, ax=ax, label="Jaccard of contextual pairs")
-    return image_html(save_figure(fig, out, "overlap.png"))
+    key = "".join(f"<li>{html.escape(label)}</li>" for label in labels)
+    return image_html(save_figure(fig, out, "overlap.png")) + f'<ol class="key">{key}</ol>'

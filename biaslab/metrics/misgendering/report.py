@@ -63,19 +63,20 @@ def _beta_figure(table: pd.DataFrame, out: Path, slug: str) -> str:
     if ok.empty:
         return nothing_to_show("Beta fits of per-instance disagreement", "no defined Beta fit (it needs at least 2 "
                                "instances with a non-zero variance of disagreement)")
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
-    for dataset, group in ok.groupby("dataset"):
-        ax.scatter(group["alpha"], group["beta"], label=dataset)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    markers = dict(zip(PRONOUNS, "os^D"))  # pronoun -> marker, dataset -> colour; each point named in the legend
+    for d_index, (dataset, group) in enumerate(ok.groupby("dataset")):
         for _, row in group.iterrows():
-            ax.annotate(f"{row['declared']} {row.get('context', '')} (n={int(row['instances'])})",
-                        (row["alpha"], row["beta"]), fontsize=7)
+            context = f" {row['context']}" if isinstance(row.get("context"), str) else ""
+            ax.scatter([row["alpha"]], [row["beta"]], color=f"C{d_index}", marker=markers.get(row["declared"], "x"),
+                       label=f"{dataset} · {row['declared']}{context} (n={int(row['instances'])})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(FormatStrFormatter("%g"))
         axis.set_minor_formatter(NullFormatter())
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_title(f"n = {int(ok['instances'].sum())} instances", fontsize=9)
     ax.set_xlabel("alpha")
     ax.set_ylabel("beta")

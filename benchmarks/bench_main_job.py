@@ -1,6 +1,7 @@
 """The main job (exact-mode WinoPron) against its physical limit, in one process on one loaded model.
 
 Usage: python benchmarks/bench_main_job.py [--prompts 96] [--dtype bf16|fp32] [--prompt-batch N] [--repeats 3]
+       [--threads N] [--neighbour]
 
 1. Production: `runners.collect.collect` (what `runners collect --dataset winopron --limit N` runs: shared-prefix
    cache, batched trie levels, writes into a fresh warehouse), timed from the moment the model is ready (the
@@ -16,6 +17,10 @@ Usage: python benchmarks/bench_main_job.py [--prompts 96] [--dtype bf16|fp32] [-
    rows, sorted by length, are also run 8, 16 and 32 per forward, and the fastest setting is the limit (median of
    --repeats each; all settings are in the JSON).
 
+With --neighbour, everything is measured twice: quiet, then with a deterministic CPU-bound process pinned to the
+last core this process may use (started before and killed after; production and the limit both under it), and
+the ratio of the two ratios and each condition's spread of repeats (slowest / fastest) are reported.
+
 Prints both times, the ratio, prompts/s, peak RSS, the CPU model, flags and dtype; the last line is
 `main_job_ratio_to_limit=<float>`. JSON goes to bench_out/main_job_<dtype>.json. Only public entry points are used,
 so the script also measures an older checkout (`PYTHONPATH=<old tree> python benchmarks/bench_main_job.py`).
@@ -24,8 +29,12 @@ so the script also measures an older checkout (`PYTHONPATH=<old tree> python ben
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -123,75 +132,113 @@ def limit_seconds(model, prompts: list[list[int]], trie_tokens: list[list[int]],
         "padded_share_one_forward": 1 - (distinct - cut) / (len(rows) * width)}
 
 
+#: the neighbour: a deterministic CPU-bound loop (no memory traffic, no I/O), pinned to one core
+NEIGHBOUR = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nx = 0\nwhile True:\n    x = (x * 1103515245 + 12345) % 2147483648\n"
+
+
+@contextmanager
+def neighbour(enabled: bool):
+    """With `enabled`, a CPU-bound process pinned to the last core this process may use, for the duration."""
+    if not enabled:
+        yield None
+        return
+    core = max(os.sched_getaffinity(0))
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(core)])
+    time.sleep(0.5)  # running before anything is timed
+    try:
+        yield core
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def measure(loaded, args, tmp: Path, label: str) -> dict:
+    """Production (median of repeats, after a warm-up) and the limit under the same conditions, as a dict."""
+    tok = loaded.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    extra = {} if args.prompt_batch is None else {"prompt_batch": args.prompt_batch}
+    if args.threads is not None:
+        extra["threads"] = args.threads
+
+    def config(name: str, limit: int) -> CollectConfig:
+        return CollectConfig(dataset="winopron", model=args.model, dtype=loaded.spec.dtype,
+                             db=str(tmp / f"{label}-{name}.duckdb"), data_dir=args.data_dir, limit=limit, **extra)
+
+    if args.warmup:  # the limit is timed warm (median of repeats): so is production
+        collect(config("warmup", args.warmup), loaded=loaded)
+    runs: list[tuple[float, float]] = []  # (production, whole collect call) per repeat
+    for repeat in range(args.repeats):  # a fresh warehouse each time, so every repeat computes everything
+        started: list[float] = []
+
+        def progress(total: int, done: int):
+            started.append(time.perf_counter())
+            return lambda n: None
+
+        t0 = time.perf_counter()
+        result = collect(config(f"run{repeat}", args.prompts), progress=progress, loaded=loaded)
+        end = time.perf_counter()
+        runs.append((end - started[0], end - t0))
+        db = tmp / f"{label}-run{repeat}.duckdb"
+    production, whole = sorted(runs)[len(runs) // 2]
+    prompts, trie = explored_tokens(db, loaded.model_key, tok)
+    with Warehouse.open(db, read_only=True) as wh:
+        engine = wh.con.execute("SELECT json_extract_string(params, '$.engine'), "
+                                "json_extract_string(params, '$.prompt_batch'), "
+                                "json_extract_string(params, '$.threads') FROM runs "
+                                "WHERE run_id = ?", [result.run_id]).fetchone()
+    limit, facts = limit_seconds(loaded.model, prompts, trie, pad, args.repeats)
+    times = [p for p, _ in runs]
+    return {"production_seconds": production, "production_seconds_by_repeat": times,
+            "repeat_spread": max(times) / min(times), "collect_call_seconds": whole, "limit_seconds": limit,
+            "ratio_to_limit": production / limit, "prompts": len(prompts),
+            "prompts_per_second": len(prompts) / production, "engine": engine[0], "prompt_batch": engine[1],
+            "run_threads": engine[2], "torch_threads_after": torch.get_num_threads(), **facts}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--dtype", default=None, help="bf16 / fp32 (default: the CPU's default dtype)")
     ap.add_argument("--prompts", type=int, default=96)
     ap.add_argument("--prompt-batch", type=int, default=None, help="default: the production default")
+    ap.add_argument("--threads", type=int, default=None, help="default: the production default")
     ap.add_argument("--repeats", type=int, default=3, help="repeats of production and of the limit pass (median)")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--warmup", type=int, default=8,
                     help="prompts collected into a throwaway warehouse before production is timed (0: none)")
+    ap.add_argument("--neighbour", action="store_true",
+                    help="measure twice: quiet, then with a CPU-bound process pinned to the last allowed core "
+                         "(production and limit both under it); report both ratios and the repeats' spread")
     args = ap.parse_args()
 
     loaded = load_model(args.model, dtype=args.dtype)
-    tok = loaded.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "bench.duckdb"
-        extra = {} if args.prompt_batch is None else {"prompt_batch": args.prompt_batch}
-        if args.warmup:  # the limit is timed warm (median of repeats): so is production
-            collect(CollectConfig(dataset="winopron", model=args.model, dtype=loaded.spec.dtype,
-                                  db=str(Path(tmp) / "warmup.duckdb"), data_dir=args.data_dir, limit=args.warmup,
-                                  **extra), loaded=loaded)
-        config = CollectConfig(dataset="winopron", model=args.model, dtype=loaded.spec.dtype, db=str(db),
-                               data_dir=args.data_dir, limit=args.prompts, **extra)
-        runs: list[tuple[float, float]] = []  # (production, whole collect call) per repeat
-        for repeat in range(args.repeats):
-            started: list[float] = []
-
-            def progress(total: int, done: int):
-                started.append(time.perf_counter())
-                return lambda n: None
-
-            if repeat:  # a fresh warehouse, so every repeat computes everything
-                db = Path(tmp) / f"bench{repeat}.duckdb"
-                config = CollectConfig(dataset="winopron", model=args.model, dtype=loaded.spec.dtype, db=str(db),
-                                       data_dir=args.data_dir, limit=args.prompts, **extra)
-            t0 = time.perf_counter()
-            result = collect(config, progress=progress, loaded=loaded)
-            end = time.perf_counter()
-            runs.append((end - started[0], end - t0))
-        production, whole = sorted(runs)[len(runs) // 2]
-        prompts, trie = explored_tokens(db, loaded.model_key, tok)
-        with Warehouse.open(db, read_only=True) as wh:
-            engine = wh.con.execute("SELECT json_extract_string(params, '$.engine'), "
-                                    "json_extract_string(params, '$.prompt_batch'), "
-                                    "json_extract_string(params, '$.threads') FROM runs "
-                                    "WHERE run_id = ?", [result.run_id]).fetchone()
-    limit, facts = limit_seconds(loaded.model, prompts, trie, pad, args.repeats)
-    ratio = production / limit
-    payload = {"model": args.model, "dtype": loaded.spec.dtype, "prompts": len(prompts), "warmup": args.warmup,
-               **cpu_facts(),
-               "torch_threads": torch.get_num_threads(), "engine": engine[0], "prompt_batch": engine[1],
-               "production_seconds": production, "production_seconds_by_repeat": [p for p, _ in runs],
-               "collect_call_seconds": whole, "limit_seconds": limit,
-               "ratio_to_limit": ratio, "prompts_per_second": len(prompts) / production,
-               "peak_rss_mb": peak_rss_mb(), **facts}
-    path = write_json(f"main_job_{loaded.spec.dtype}", payload)
-    print(f"{len(prompts)} WinoPron prompts (exact, T=0.5, top_k=40), {args.model} {loaded.spec.dtype}, "
-          f"{torch.get_num_threads()} threads, CPU {payload['cpu_model']} [{' '.join(payload['cpu_flags'])}], "
-          f"engine {engine[0] or 'one prompt per forward (before shared-prefix-v1)'}, prompt batch {engine[1]}")
-    print(f"distinct tokens {facts['distinct_tokens']:,} = shared prefix {facts['shared_prefix_tokens']} + suffixes "
-          f"{facts['suffix_tokens']:,} + trie {facts['trie_tokens']:,}; {facts['decision_points']:,} decision points; "
-          f"limit: {facts['limit_rows_per_forward']} rows per forward was fastest ("
-          + ", ".join(f"{k}: {v:.2f} s" for k, v in facts["limit_seconds_by_rows_per_forward"].items()) + ")")
-    print(f"production {production:.2f} s, median of " + ", ".join(f"{p:.2f}" for p, _ in runs)
-          + f" ({len(prompts) / production:.2f} prompts/s; whole collect call "
-          f"{whole:.2f} s)   limit {limit:.2f} s   ratio {ratio:.2f}   peak RSS {payload['peak_rss_mb']:,.0f} MB")
+        for label in (["quiet", "neighbour"] if args.neighbour else ["quiet"]):
+            with neighbour(label == "neighbour") as core:
+                results[label] = {**measure(loaded, args, Path(tmp), label), "neighbour_core": core,
+                                  "load_average": os.getloadavg()}
+    quiet = results["quiet"]
+    payload = {"model": args.model, "dtype": loaded.spec.dtype, "warmup": args.warmup, **cpu_facts(),
+               **quiet, "peak_rss_mb": peak_rss_mb(), "conditions": results}
+    if args.neighbour:
+        payload["neighbour_ratio_over_quiet"] = results["neighbour"]["ratio_to_limit"] / quiet["ratio_to_limit"]
+    path = write_json(f"main_job_{loaded.spec.dtype}" + ("_neighbour" if args.neighbour else ""), payload)
+    print(f"{quiet['prompts']} WinoPron prompts (exact, T=0.5, top_k=40), {args.model} {loaded.spec.dtype}, "
+          f"CPU {payload['cpu_model']} [{' '.join(payload['cpu_flags'])}], engine {quiet['engine']}, "
+          f"prompt batch {quiet['prompt_batch']}")
+    print(f"distinct tokens {quiet['distinct_tokens']:,} = shared prefix {quiet['shared_prefix_tokens']} + suffixes "
+          f"{quiet['suffix_tokens']:,} + trie {quiet['trie_tokens']:,}; {quiet['decision_points']:,} decision points")
+    for label, r in results.items():
+        print(f"{label}: production {r['production_seconds']:.2f} s (repeats "
+              + ", ".join(f"{p:.2f}" for p in r["production_seconds_by_repeat"])
+              + f"; spread {r['repeat_spread']:.2f}x; threads {r['run_threads']}), limit {r['limit_seconds']:.2f} s "
+              f"({r['limit_rows_per_forward']} rows per forward), ratio {r['ratio_to_limit']:.2f}, "
+              f"{r['prompts_per_second']:.2f} prompts/s, load {r['load_average'][0]:.1f}")
+    if args.neighbour:
+        print(f"neighbour ratio / quiet ratio = {payload['neighbour_ratio_over_quiet']:.2f}")
     print(f"json: {path}")
-    print(f"main_job_ratio_to_limit={ratio:.3f}")
+    print(f"main_job_ratio_to_limit={quiet['ratio_to_limit']:.3f}")
 
 
 if __name__ == "__main__":

@@ -99,8 +99,10 @@ def runners() -> None:
                    "~1e-5 with the batch; in bf16 by up to the dtype's own rounding (see docs/decisions.md). 1 "
                    "makes every prompt's numbers independent of the batch.")
 @click.option("--threads", type=int, default=None,
-              help="CPU threads for torch (default: every core this process may run on, from its CPU affinity; "
-                   "recorded in the run).")
+              help="CPU threads for torch, fixed (default: every core this process may run on, from its CPU "
+                   "affinity, less the cores other processes keep busy, re-measured every 2 s during the run: a "
+                   "busy neighbour otherwise slows many small multi-threaded steps far more than it takes; the "
+                   "starting count is recorded in the run).")
 @click.option("--prompt", default=None,
               help="choice / meta: prompt file, a packaged name or a .json file with version/system/user/prefill/"
                    "closing (default forced_choice_v1; with --protocol meta metaprompt_v1).")

@@ -1,13 +1,24 @@
-"""CPU threads for torch: every core this process is allowed to run on (its CPU affinity), not the machine's count.
+"""CPU threads for torch: every core this process is allowed to run on (its CPU affinity), not the machine's count,
+less the cores other processes keep busy, re-measured during a run (`FreeCores`).
 
 A job started with `taskset -c 0-3` or under a cgroup-limited scheduler slot sees all the machine's cores in
 `os.cpu_count()`; oversubscribing them slows every matrix product. The count used is recorded in each run's
 parameters (`runs.params.threads`).
+
+Why the count follows the free cores: the engine runs many small multi-threaded operations (a trie level of a
+135M-parameter model is a few milliseconds), and each ends in a barrier that waits for its slowest thread. When
+another process shares one of the cores, the thread on that core gets half of it in scheduler slices of several
+milliseconds, and every operation waits for it: measured on 2 cores with one CPU-bound neighbour, the main job
+took 6 to 14 times longer instead of 2 (issue 35, docs/decisions.md). One thread fewer than the busy cores keeps
+every barrier on a core of its own.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import time
+from collections.abc import Callable
 
 
 def allowed_cpus() -> int:
@@ -35,3 +46,86 @@ def use_threads(threads: int | None = None) -> int:
     if torch.get_num_threads() != wanted:
         torch.set_num_threads(wanted)
     return torch.get_num_threads()
+
+
+def _cpu_ticks(cpus: set[int]) -> int | None:
+    """Busy clock ticks (user, nice, system, irq, softirq, steal) of `cpus` since boot, from /proc/stat; None where
+    /proc/stat is not readable (not Linux)."""
+    try:
+        lines = open("/proc/stat", encoding="ascii").read().splitlines()
+    except OSError:
+        return None
+    busy = 0
+    for line in lines:
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            values = [int(v) for v in fields[:8]] + [0] * (8 - len(fields[:8]))
+            busy += values[0] + values[1] + values[2] + values[5] + values[6] + values[7]
+    return busy
+
+
+def _own_ticks() -> int | None:
+    """Clock ticks this process (all its threads) has run, user + system, from /proc/self/stat."""
+    try:
+        fields = open("/proc/self/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+
+
+class FreeCores:
+    """The thread count for the cores other processes leave free, re-measured at most every `interval` seconds.
+
+    Over the last interval: others = (busy ticks of the allowed cores - this process's ticks) / (seconds x ticks per
+    second), in cores; threads = allowed - ceil(others - 0.3), at least 1 (a neighbour taking 0.3 of a core or more
+    counts as a busy core; background noise does not).
+
+    Parameters
+    ----------
+    allowed : the cores this process may use (default: its affinity).
+    interval : seconds between measurements.
+    clock, busy, own : the clock and the tick counters (tests give fakes).
+    """
+
+    def __init__(self, allowed: set[int] | None = None, interval: float = 2.0, clock: Callable[[], float] = time.monotonic,
+                 busy: Callable[[set[int]], int | None] = _cpu_ticks, own: Callable[[], int | None] = _own_ticks):
+        try:
+            self.cpus = set(allowed) if allowed is not None else set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            self.cpus = set(range(os.cpu_count() or 1))
+        self.interval, self.clock, self.busy, self.own = interval, clock, busy, own
+        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.last = self._sample()
+        self.current = len(self.cpus)
+        self.others = 0.0
+
+    def _sample(self):
+        return self.clock(), self.busy(self.cpus), self.own()
+
+    def threads(self) -> int:
+        """The thread count to use now (the last one until `interval` has passed)."""
+        now = self.clock()
+        if now - self.last[0] < self.interval:
+            return self.current
+        sample = self._sample()
+        (t0, b0, o0), (t1, b1, o1) = self.last, sample
+        self.last = sample
+        if None in (b0, b1, o0, o1) or t1 <= t0:
+            return self.current
+        self.others = max(0.0, ((b1 - b0) - (o1 - o0)) / ((t1 - t0) * self.hz))
+        busy_cores = max(0, math.ceil(self.others - 0.3))
+        self.current = max(1, min(len(self.cpus), len(self.cpus) - busy_cores))
+        return self.current
+
+
+def follow_free_cores(cores: FreeCores | None) -> int:
+    """Set torch's thread count to `cores.threads()` when it changed; returns the count (torch's own without
+    `cores`). Call between forward passes."""
+    import torch
+
+    if cores is None:
+        return torch.get_num_threads()
+    wanted = cores.threads()
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
+    return wanted

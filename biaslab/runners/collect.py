@@ -81,7 +81,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     `loaded` (an `engines.hf.loading.LoadedModel` or a `Backend`) skips model loading, for tests and benchmarks that reuse
     one model.
     """
-    from ..engines.threads import use_threads
+    from ..engines.threads import FreeCores, use_threads
 
     protocol, module = config.validate()
     handle = _handle(config, module, loaded)  # a model that cannot be read stops here: no warehouse file is touched
@@ -103,6 +103,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             run_id = runs.start_run(wh, config, handle.prepared, protocol, use_threads(config.threads))
             with runs.finishing(wh, run_id, protocol.table) as stats:
                 backend = handle.load_if(wh, work.count)
+                if backend is not None and config.threads is None:  # --threads fixes the count; else it follows
+                    backend.follow_free_cores(FreeCores())          # the cores other processes leave free
                 advance = progress(len(requests), len(requests) - work.count) if progress else None
                 stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
                                               on_progress=advance)

@@ -138,10 +138,22 @@ class HFBackend(EngineBase):
         # choice prompts pad with the smallest stop id where the tokenizer has no pad token
         self._choice_pad = tok.pad_token_id if tok.pad_token_id is not None else min(self.stop_ids, default=0)
         self._prefixes = None
+        self._cores = None  # threads.FreeCores once `follow_free_cores` is called (CPU only)
+
+    def follow_free_cores(self, cores: Any) -> None:
+        """Before each batch of work, use as many threads as `cores` finds free (CPU only; see `engines.threads`)."""
+        self._cores = cores if str(self.device).startswith("cpu") else None
+
+    def _threads(self) -> None:
+        from ..threads import follow_free_cores
+
+        if self._cores is not None:
+            follow_free_cores(self._cores)
 
     # ------------------------------------------------------------------ scoring
     def score(self, sequences: Sequence[Sequence[int]], groups: Sequence[Hashable] | None = None) -> list[np.ndarray]:
         """Per-token log-probabilities (see `Backend.score`); members of a group share their prefix's forward."""
+        self._threads()
         from .prefix_scoring import score_causal_grouped
 
         if self.kind == "masked":
@@ -152,6 +164,7 @@ class HFBackend(EngineBase):
     def pll(self, sequences: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int | None]], scheme: str
             ) -> list[np.ndarray]:
         """Masked-LM pseudo-log-likelihood per scored token (see `scoring.score_masked`)."""
+        self._threads()
         from .scoring import score_masked
 
         if self.kind != "masked":
@@ -163,6 +176,7 @@ class HFBackend(EngineBase):
     # ------------------------------------------------------------------ top-K
     def top_k(self, prefixes: Sequence[Sequence[int]], k: int) -> TopK:
         """Top-`k` raw logits after each prefix (each encoded from its first token, left-padded)."""
+        self._threads()
         import torch
 
         from .kvcache import encode_prompts
@@ -225,6 +239,7 @@ class HFBackend(EngineBase):
                  batches: Sequence[int] | None = None) -> "HFExpander":
         """Incremental top-K down the answer tries of `prompts`. `batches`: sizes of consecutive runs of prompts
         encoded in one forward each (each run one `prompt_group` when a prefix is shared); default: all at once."""
+        self._threads()
         import torch
 
         from .kvcache import concat_states, encode_prompts
@@ -252,6 +267,7 @@ class HFBackend(EngineBase):
         `SAMPLE_ROWS` at a time); otherwise all prompts are encoded together (left-padded) and every sample gets
         its own row.
         """
+        self._threads()
         import torch
 
         from .kvcache import encode_prompts

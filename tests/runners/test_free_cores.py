@@ -1,0 +1,112 @@
+"""Threads that follow the cores other processes leave free (engines/threads.py, issue 35): the count from the
+tick counters (fake ones here, and the real /proc on this machine), re-measured only after the interval, and the
+HF backend applying it before each batch of work."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from biaslab.engines.threads import FreeCores, follow_free_cores
+
+
+class Ticks:
+    """Fake /proc counters: the machine's busy ticks of the allowed cores and this process's own."""
+
+    def __init__(self):
+        self.now, self.busy, self.own = 0.0, 0, 0
+
+    def run(self, seconds: float, own_cores: float, other_cores: float, hz: int = 100):
+        self.now += seconds
+        self.own += int(own_cores * seconds * hz)
+        self.busy += int((own_cores + other_cores) * seconds * hz)
+
+
+def _cores(ticks: Ticks, allowed=frozenset({0, 1, 2, 3})) -> FreeCores:
+    cores = FreeCores(set(allowed), interval=2.0, clock=lambda: ticks.now, busy=lambda cpus: ticks.busy,
+                      own=lambda: ticks.own)
+    cores.hz = 100
+    return cores
+
+
+@pytest.mark.parametrize("others, expected", [(0.0, 4), (0.2, 4), (0.5, 3), (1.0, 3), (1.31, 2), (2.0, 2),
+                                              (3.6, 1), (9.0, 1)])
+def test_threads_leave_the_busy_cores(others, expected):
+    ticks = Ticks()
+    cores = _cores(ticks)
+    ticks.run(3.0, own_cores=4 - min(others, 3), other_cores=others)
+    assert cores.threads() == expected
+    assert cores.others == pytest.approx(others, abs=0.02)
+
+
+def test_measured_again_only_after_the_interval_and_back_when_the_neighbour_leaves():
+    ticks = Ticks()
+    cores = _cores(ticks, allowed={0, 1})
+    ticks.run(2.5, own_cores=1.0, other_cores=1.0)
+    assert cores.threads() == 1
+    ticks.run(1.0, own_cores=1.0, other_cores=0.0)
+    assert cores.threads() == 1  # within the interval: unchanged
+    ticks.run(1.5, own_cores=2.0, other_cores=0.0)
+    assert cores.threads() == 2  # the neighbour left
+
+
+def test_unreadable_counters_keep_every_allowed_core():
+    cores = FreeCores({0, 1, 2}, interval=0.0, busy=lambda cpus: None, own=lambda: None)
+    assert cores.threads() == 3
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_real_neighbour_is_seen():
+    import os
+
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("one allowed core")
+    core = max(allowed)
+    spin = "import os\nos.sched_setaffinity(0, {%d})\nwhile True:\n    pass\n" % core
+    neighbour = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        cores = FreeCores(interval=0.5)
+        time.sleep(1.0)
+        assert cores.threads() <= len(allowed) - 1
+        assert cores.others > 0.6
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
+def test_follow_free_cores_sets_torch_threads():
+    before = torch.get_num_threads()
+    ticks = Ticks()
+    cores = _cores(ticks, allowed={0, 1})
+    ticks.run(3.0, own_cores=1.0, other_cores=1.0)
+    try:
+        assert follow_free_cores(cores) == 1 and torch.get_num_threads() == 1
+        assert follow_free_cores(None) == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_hf_backend_applies_it_before_each_batch(tiny_gpt2):
+    from biaslab.engines.hf.backend import HFBackend
+
+    before = torch.get_num_threads()
+    calls = []
+
+    class Counting:
+        def threads(self):
+            calls.append(1)
+            return 1
+
+    backend = HFBackend(tiny_gpt2)
+    try:
+        backend.follow_free_cores(Counting())
+        backend.score([[1, 2, 3, 4]])
+        backend.top_k([[1, 2, 3]], 3)
+        assert len(calls) == 2 and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -109,26 +109,32 @@ def _plain_pass(model, prefix: list[int], rows: list[list[int]], decisions: list
 def limit_seconds(model, prompts: list[list[int]], trie_tokens: list[list[int]], pad_id: int,
                   repeats: int) -> tuple[float, dict]:
     """Seconds of the fastest plain pass over exactly the distinct tokens (see the module docstring): median of
-    `repeats` for each rows-per-forward setting (all rows in one forward, and 8 / 16 / 32 length-sorted rows),
-    the fastest setting kept."""
+    `repeats` for each rows-per-forward setting (all rows in one forward, and 8 / 16 / 32 length-sorted rows) with
+    every allowed core and with one thread fewer, the fastest setting kept."""
     cut = common_prefix_length(prompts)
     rows = [p[cut:] + t for p, t in zip(prompts, trie_tokens)]
     # decision points: each prompt's last token, then each trie node's token
     decisions = [[len(p) - cut - 1 + j for j in range(len(t) + 1)] for p, t in zip(prompts, trie_tokens)]
     medians = {}
+    threads_before = torch.get_num_threads()
     with native_gqa(next(model.parameters()).device):  # the same attention kernels as production
-        for group in sorted({len(rows), 8, 16, 32}):
-            times = sorted(_plain_pass(model, prompts[0][:cut], rows, decisions, pad_id, group)
-                           for _ in range(repeats))
-            medians[group] = times[len(times) // 2]
+        allowed = len(os.sched_getaffinity(0))
+        for threads in sorted({allowed, max(1, allowed - 1)}, reverse=True):
+            torch.set_num_threads(threads)  # the limit is the fastest thread count too (a neighbour: fewer)
+            for group in sorted({len(rows), 8, 16, 32}):
+                times = sorted(_plain_pass(model, prompts[0][:cut], rows, decisions, pad_id, group)
+                               for _ in range(repeats))
+                medians[(threads, group)] = times[len(times) // 2]
+    torch.set_num_threads(threads_before)
     best = min(medians, key=medians.get)
     width = max(len(r) for r in rows)
     distinct = cut + sum(len(r) for r in rows)
     return medians[best], {
         "shared_prefix_tokens": cut, "suffix_tokens": sum(len(p) - cut for p in prompts),
         "trie_tokens": sum(len(t) for t in trie_tokens), "distinct_tokens": distinct,
-        "decision_points": sum(len(d) for d in decisions), "limit_rows_per_forward": best,
-        "limit_seconds_by_rows_per_forward": medians,
+        "decision_points": sum(len(d) for d in decisions), "limit_rows_per_forward": best[1],
+        "limit_threads": best[0],
+        "limit_seconds_by_threads_and_rows_per_forward": {f"{t} threads, {g} rows": v for (t, g), v in medians.items()},
         "padded_share_one_forward": 1 - (distinct - cut) / (len(rows) * width)}
 
 
@@ -233,7 +239,7 @@ def main() -> None:
         print(f"{label}: production {r['production_seconds']:.2f} s (repeats "
               + ", ".join(f"{p:.2f}" for p in r["production_seconds_by_repeat"])
               + f"; spread {r['repeat_spread']:.2f}x; threads {r['run_threads']}), limit {r['limit_seconds']:.2f} s "
-              f"({r['limit_rows_per_forward']} rows per forward), ratio {r['ratio_to_limit']:.2f}, "
+              f"({r['limit_rows_per_forward']} rows per forward, {r['limit_threads']} threads), ratio {r['ratio_to_limit']:.2f}, "
               f"{r['prompts_per_second']:.2f} prompts/s, load {r['load_average'][0]:.1f}")
     if args.neighbour:
         print(f"neighbour ratio / quiet ratio = {payload['neighbour_ratio_over_quiet']:.2f}")

@@ -166,3 +166,18 @@ def test_the_breach_finder_itself():
         "biaslab.metrics.m -> biaslab.runners.r (metrics never imports runners)",
         "biaslab.schema.s -> biaslab.views.v (schema imports the higher layer views)",
     ]
+
+
+#: the longest function (docstring included) the package may hold (issue 30: small functions that each do one thing)
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_is_longer_than_the_limit():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []

@@ -91,16 +91,7 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
     sql = _query_text(query, query_file)
     with read_only(db, allow_paths, timeout=timeout, memory_limit=memory_limit) as session:
         try:
-            statements = session.statements(sql)
-            printer = ResultPrinter(fmt, max_rows=max_rows, multiple=len(statements) > 1)
-            for statement in statements:
-                cursor = session.execute(statement)
-                if cursor.description is None:  # not expected for SELECT / EXPLAIN; print an empty result
-                    printer.result([], [])
-                    continue
-                printer.result([d[0] for d in cursor.description], session.batches(cursor, BATCH_ROWS),
-                               types=[d[1] for d in cursor.description])
-            printer.finish()
+            _print_all(session, sql, fmt, max_rows)
         except Stopped as exc:
             _stop(exc.exit_code, str(exc))
         except KeyboardInterrupt:  # Ctrl-C while printing, between two fetches
@@ -118,6 +109,20 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             raise SystemExit(0) from None
+
+
+def _print_all(session, sql: str, fmt: str, max_rows: int) -> None:
+    """Check and plan every statement of `sql`, then run them in order, printing each result."""
+    statements = session.statements(sql)
+    printer = ResultPrinter(fmt, max_rows=max_rows, multiple=len(statements) > 1)
+    for statement in statements:
+        cursor = session.execute(statement)
+        if cursor.description is None:  # not expected for SELECT / EXPLAIN; print an empty result
+            printer.result([], [])
+            continue
+        printer.result([d[0] for d in cursor.description], session.batches(cursor, BATCH_ROWS),
+                       types=[d[1] for d in cursor.description])
+    printer.finish()
 
 
 def _stop(code: int, message: str) -> None:

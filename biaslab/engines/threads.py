@@ -74,7 +74,8 @@ def _own_ticks() -> int | None:
 
 
 class FreeCores:
-    """The thread count for the cores other processes leave free, re-measured at most every `interval` seconds.
+    """The thread count for the cores other processes leave free, measured `first` seconds after it is made, then
+    at most every `interval` seconds.
 
     Over the last interval: others = (busy ticks of the allowed cores - this process's ticks) / (seconds x ticks per
     second), in cores; threads = allowed - ceil(others - 0.3), at least 1 (a neighbour taking 0.3 of a core or more
@@ -84,16 +85,19 @@ class FreeCores:
     ----------
     allowed : the cores this process may use (default: its affinity).
     interval : seconds between measurements.
+    first : seconds before the first one.
     clock, busy, own : the clock and the tick counters (tests give fakes).
     """
 
-    def __init__(self, allowed: set[int] | None = None, interval: float = 2.0, clock: Callable[[], float] = time.monotonic,
-                 busy: Callable[[set[int]], int | None] = _cpu_ticks, own: Callable[[], int | None] = _own_ticks):
+    def __init__(self, allowed: set[int] | None = None, interval: float = 2.0, first: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic, busy: Callable[[set[int]], int | None] = _cpu_ticks,
+                 own: Callable[[], int | None] = _own_ticks):
         try:
             self.cpus = set(allowed) if allowed is not None else set(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             self.cpus = set(range(os.cpu_count() or 1))
         self.interval, self.clock, self.busy, self.own = interval, clock, busy, own
+        self.wait = first  # the first measurement comes sooner: a short run decides within its first second
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.last = self._sample()
         self.current = len(self.cpus)
@@ -105,8 +109,9 @@ class FreeCores:
     def threads(self) -> int:
         """The thread count to use now (the last one until `interval` has passed)."""
         now = self.clock()
-        if now - self.last[0] < self.interval:
+        if now - self.last[0] < self.wait:
             return self.current
+        self.wait = self.interval
         sample = self._sample()
         (t0, b0, o0), (t1, b1, o1) = self.last, sample
         self.last = sample

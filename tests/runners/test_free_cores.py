@@ -27,7 +27,7 @@ class Ticks:
 
 
 def _cores(ticks: Ticks, allowed=frozenset({0, 1, 2, 3})) -> FreeCores:
-    cores = FreeCores(set(allowed), interval=2.0, clock=lambda: ticks.now, busy=lambda cpus: ticks.busy,
+    cores = FreeCores(set(allowed), interval=2.0, first=2.0, clock=lambda: ticks.now, busy=lambda cpus: ticks.busy,
                       own=lambda: ticks.own)
     cores.hz = 100
     return cores
@@ -70,7 +70,7 @@ def test_a_real_neighbour_is_seen():
     spin = "import os\nos.sched_setaffinity(0, {%d})\nwhile True:\n    pass\n" % core
     neighbour = subprocess.Popen([sys.executable, "-c", spin])
     try:
-        cores = FreeCores(interval=0.5)
+        cores = FreeCores(interval=0.5, first=0.5)
         time.sleep(1.0)
         assert cores.threads() <= len(allowed) - 1
         assert cores.others > 0.6
@@ -110,3 +110,14 @@ def test_the_hf_backend_applies_it_before_each_batch(tiny_gpt2):
         assert len(calls) == 2 and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_first_measurement_comes_sooner():
+    ticks = Ticks()
+    cores = FreeCores({0, 1}, interval=2.0, first=0.5, clock=lambda: ticks.now, busy=lambda cpus: ticks.busy,
+                      own=lambda: ticks.own)
+    cores.hz = 100
+    ticks.run(0.6, own_cores=1.0, other_cores=1.0)
+    assert cores.threads() == 1
+    ticks.run(1.0, own_cores=2.0, other_cores=0.0)
+    assert cores.threads() == 1  # then every 2 s

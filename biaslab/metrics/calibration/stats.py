@@ -496,6 +496,25 @@ def calibration_metrics(p_male, gold, n_bins: int = 10, n_boot: int = 1000, seed
     so its percentile interval can miss the estimate (and a true ECE of 0) altogether."""
     p, gold = _pair(p_male, gold, "p_male", "gold")
     n = int(p.size)
+    if groups is not None and len(groups) != n:
+        raise ValueError("groups must have one id per item")
+    weights = multiplicities(np.random.default_rng(seed), n, n_boot, _group_members(groups))
+    boot = metric_replicates(p, gold, weights, n_bins, group_part_name)
+    rows = []
+    for name, confidence, binning, fn, count in _metric_specs(p, gold, n_bins):
+        estimate = _scalar(fn(p, gold))
+        ci = corrected_interval(estimate, boot[name], alpha)
+        rows.append({"name": name, "confidence": confidence, "binning": binning, "value": estimate,
+                     "value_bias_corrected": ci.corrected, "ci_low": ci.low, "ci_high": ci.high, "n": count,
+                     "bootstrap_bias": ci.bias, "percentile_low": ci.percentile_low,
+                     "percentile_high": ci.percentile_high, "note": METRIC_NOTES.get(name, "")})
+    return rows
+
+
+def _metric_specs(p: np.ndarray, gold: np.ndarray, n_bins: int) -> list[tuple]:
+    """(name, confidence, binning, function of (p, gold), items it is computed on) of every metric of
+    `calibration_metrics`, in the order of its rows."""
+    n = int(p.size)
     pred = predicted_label(p)
     group_size = {"predicted": {"male": int(np.sum(pred == 1)), "female": int(np.sum(pred == 0))},
                   "gold": {"male": int(np.sum(gold == 1)), "female": int(np.sum(gold == 0))}}
@@ -503,7 +522,7 @@ def calibration_metrics(p_male, gold, n_bins: int = 10, n_boot: int = 1000, seed
     def tl(fn):
         return lambda pp, gg: fn(*top_label_confidence(pp, gg))
 
-    specs = [  # the paper's convention (male-class, equal width) first
+    return [  # the paper's convention (male-class, equal width) first
         (f"ece_{MALE_CLASS}_{EQUAL_WIDTH}", MALE_CLASS, EQUAL_WIDTH, lambda pp, gg: male_class_ece(pp, gg, n_bins), n),
         (f"ece_{MALE_CLASS}_{EQUAL_MASS}", MALE_CLASS, EQUAL_MASS,
          lambda pp, gg: male_class_ece(pp, gg, n_bins, EQUAL_MASS), n),
@@ -526,19 +545,6 @@ def calibration_metrics(p_male, gold, n_bins: int = 10, n_boot: int = 1000, seed
            group_size[by][gender]) for metric, by, gender in GROUP_PARTS if metric == "cc_ece"),
         ("human_alignment", "predicted_label", None, human_alignment, n),
     ]
-    if groups is not None and len(groups) != n:
-        raise ValueError("groups must have one id per item")
-    weights = multiplicities(np.random.default_rng(seed), n, n_boot, _group_members(groups))
-    boot = metric_replicates(p, gold, weights, n_bins, group_part_name)
-    rows = []
-    for name, confidence, binning, fn, count in specs:
-        estimate = _scalar(fn(p, gold))
-        ci = corrected_interval(estimate, boot[name], alpha)
-        rows.append({"name": name, "confidence": confidence, "binning": binning, "value": estimate,
-                     "value_bias_corrected": ci.corrected, "ci_low": ci.low, "ci_high": ci.high, "n": count,
-                     "bootstrap_bias": ci.bias, "percentile_low": ci.percentile_low,
-                     "percentile_high": ci.percentile_high, "note": METRIC_NOTES.get(name, "")})
-    return rows
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -108,6 +108,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
                 advance = progress(len(requests), len(requests) - work.count) if progress else None
                 stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
                                               on_progress=advance)
+                use_threads(config.threads)  # a count lowered for a neighbour does not outlive the run
     finally:
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,

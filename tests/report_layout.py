@@ -34,17 +34,22 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def page_overflow(index: Path, width: int = 1400, profile: Path | None = None) -> dict:
-    """{'width': the page width Chromium laid out, 'wide': elements reaching past it} of the report `index`."""
+def dump_dom(page: Path, profile: Path, width: int | None = None) -> str:
+    """The DOM of `page` after it loaded in headless Chromium (5 s of virtual time), at `width` px when given."""
     browser = chromium()
     assert browser is not None
+    size = [f"--window-size={width},1000"] if width else []
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--no-first-run", f"--user-data-dir={profile}", *size, "--virtual-time-budget=5000",
+                           "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+
+
+def page_overflow(index: Path, width: int = 1400, profile: Path | None = None) -> dict:
+    """{'width': the page width Chromium laid out, 'wide': elements reaching past it} of the report `index`."""
     probe = index.with_name("_layout_probe.html")
     probe.write_text(index.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     try:
-        dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                              "--no-first-run", f"--user-data-dir={profile or index.parent / '.chromium'}",
-                              f"--window-size={width},1000", "--virtual-time-budget=5000", "--dump-dom",
-                              probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
+        dom = dump_dom(probe, profile or index.parent / ".chromium", width)
     finally:
         probe.unlink()
     found = re.search(r'data-layout="([^"]*)"', dom)

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 from biaslab.warehouse import Warehouse
+from report_layout import chromium, dump_dom
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "your-own-study.md"
 FENCE = re.compile(r"```(\w+)([^\n]*)\n(.*?)```", re.S)
@@ -95,11 +95,7 @@ def check_report(report: Path, tmp_path: Path) -> None:
     for name in images:  # drawn: pixels of more than one colour
         pixels = matplotlib.image.imread(report / name)
         assert pixels.shape[0] > 100 and float(np.std(pixels)) > 0.05, name
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
+    if chromium() is None:
         pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                          "--no-first-run", f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=5000",
-                          "--dump-dom", (report / "index.html").as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    dom = dump_dom(report / "index.html", tmp_path / "chromium")
     assert f'data-images-loaded="{len(images)}/{len(images)}"' in dom

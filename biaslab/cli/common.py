@@ -9,7 +9,6 @@ import decimal
 import json
 import math
 import sys
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
@@ -19,6 +18,7 @@ import duckdb
 
 from ..engines.base import EngineError
 from ..loaders.errors import DataError
+from ..metrics.text import printable
 from ..warehouse import DEFAULT_DB, WarehouseError
 
 #: Exceptions that are the user's input or machine, not a bug: shown as one line, exit status 1. OSError: a path
@@ -68,10 +68,6 @@ Batches = Iterable[Sequence[Row]]
 
 
 # ---------------------------------------------------------------------------------------------------- values
-def _escape_control(match_char: str) -> str:
-    return f"\\x{ord(match_char):02x}" if ord(match_char) < 0x100 else f"\\u{ord(match_char):04x}"
-
-
 def table_text(value: Any) -> str:
     """How a value reads in a table cell: NULL as empty, floats with 6 significant digits, everything else its str.
 
@@ -80,10 +76,7 @@ def table_text(value: Any) -> str:
     """
     if value is None:
         return ""
-    text = f"{value:.6g}" if isinstance(value, float) else str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c in "\n\t" or unicodedata.category(c) != "Cc" else _escape_control(c) for c in text)
+    return printable(f"{value:.6g}" if isinstance(value, float) else str(value))
 
 
 def _parse_constant(name: str) -> None:  # NaN / Infinity inside a stored JSON value -> null

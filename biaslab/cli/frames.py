@@ -16,10 +16,8 @@ from typing import TextIO
 
 import pandas as pd
 
-from ..metrics.display import cell, constant_columns
+from ..metrics.display import MODEL_COLUMNS, cell, constant_columns, is_value_column
 
-#: what names the model of a row (shown once per section, in this order)
-MODEL_COLUMNS = ("model_name", "dtype", "backend", "model_key")
 #: what names the collection setting of a row (shown once per section, in this order)
 SETTING_COLUMNS = ("method", "mode", "setting", "scheme", "temperature", "top_k", "top_p", "prompt_version",
                    "max_new_tokens")
@@ -150,11 +148,6 @@ def _block(section: str | None, columns: list[str], part: pd.DataFrame, widths: 
     return Block(section, list(columns), rows, [wrap(c, widths[c]) for c in columns], notes)
 
 
-def _is_value(column: pd.Series) -> bool:
-    """A value column (numbers, flags); the others (text) label the rows."""
-    return pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
-
-
 def _section_blocks(frame: pd.DataFrame, part: pd.DataFrame, rest: list[str], section: str | None, width: int,
                     wide: bool) -> list[Block]:
     """The blocks of one section: its own constant columns in a line, the rest in column groups (or, for one row
@@ -163,7 +156,7 @@ def _section_blocks(frame: pd.DataFrame, part: pd.DataFrame, rest: list[str], se
     note = "; ".join(notes) or None
     if not rest:
         return [Block(section, [], notes=note)]
-    numeric = [c for c in rest if _is_value(frame[c])]
+    numeric = [c for c in rest if is_value_column(frame[c])]
     labels = [c for c in rest if c not in numeric]
     values = [c for c in rest if c in numeric]
     if not values:  # a table of labels only: every column is a value column
@@ -209,7 +202,7 @@ def layout(frame: pd.DataFrame, width: int, *, wide: bool = False, columns: Sequ
         if unknown:
             raise ValueError(f"--columns: no column {', '.join(unknown)} in this table (columns: "
                              f"{', '.join(frame.columns)})")
-        text = text[[c for c in frame.columns if c in columns or c in SECTION_COLUMNS or not _is_value(frame[c])]]
+        text = text[[c for c in frame.columns if c in columns or c in SECTION_COLUMNS or not is_value_column(frame[c])]]
     sections = [c for c in SECTION_COLUMNS if c in text.columns]
     notes, rest = constant_columns(text, [c for c in text.columns if c not in sections])
     blocks: list[Block] = []

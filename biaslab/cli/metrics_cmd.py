@@ -334,16 +334,11 @@ def negation_report_command(db: str, out: str) -> None:
     """Write OUT/index.html: per model, the paper's Figure 2 (predicted PPL per condition from the mixed model,
     x = context, one line per form), the mixed-model table (Wald and Satterthwaite p-values, singular fits
     flagged), the length control and the observed condition means with their plot."""
-    from ..metrics.missing import missing
-    from ..metrics.negation.model import NEGATION_DATASETS
     from ..metrics.negation.report import write_report
-    from ..metrics.negation.tables import sentence_perplexities
+    from ..metrics.studies import negation_sentences
 
     with _report_of(out, db, "Negation bias"), _open(db) as handle:
-        ppl = sentence_perplexities(handle)
-        if ppl.empty:
-            raise missing(handle, "negation-bias sentence score", NEGATION_DATASETS,
-                          "runners collect --dataset negation-examples")
+        ppl = negation_sentences(handle)
         names = handle.models()
     click.echo(f"wrote {write_report(ppl, Path(out), db, names)}")
 

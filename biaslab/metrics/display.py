@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import math
 import numbers
-import unicodedata
 from typing import Any
 
 import pandas as pd
 
+from ..warehouse.catalog import NAME_COLUMNS
+from .text import printable
 
-def _printable(text: str) -> str:
-    """Control characters other than newline and tab shown escaped (a terminal would interpret ESC)."""
-    if text.isprintable():
-        return text
-    return "".join(c if c in "\n\t" or unicodedata.category(c) != "Cc" else f"\\x{ord(c):02x}" for c in text)
+#: the columns that name a model in metric tables (shown once per section or per table)
+MODEL_COLUMNS = (*NAME_COLUMNS, "model_key")
+
+
+def is_value_column(column: pd.Series) -> bool:
+    """A value column (numbers, flags): never wrapped, right-aligned; the others (text) label the rows."""
+    return pd.api.types.is_numeric_dtype(column) or pd.api.types.is_bool_dtype(column)
 
 
 def cell(value: Any) -> str:
@@ -34,7 +37,7 @@ def cell(value: Any) -> str:
         if value.is_integer() and abs(value) < 1e15:
             return str(int(value))
         return f"{value:.4g}"
-    return _printable(str(value))
+    return printable(str(value))
 
 
 def constant_columns(text: pd.DataFrame, columns: list[str]) -> tuple[list[str], list[str]]:

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .display import cell, constant_columns  # noqa: E402
+from .display import MODEL_COLUMNS, cell, constant_columns, is_value_column  # noqa: E402
 
 #: Script recording, on the page, whether every figure loaded (read by the headless-browser tests).
 IMAGE_CHECK = ("<script>window.addEventListener('load',function(){var i=document.images,n=0;"
@@ -40,19 +40,20 @@ DPI, PAGE_PX = 90, 1100
 MIN_FONT_PT = 8.0
 
 
-def save_figure(fig, out: Path, name: str) -> str:
-    """Save a matplotlib figure as out/name (after `tidy`) and close it; returns the name for an <img src>."""
-    tidy(fig)
+def save_figure(fig, out: Path, name: str, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> str:
+    """Save a matplotlib figure as out/name (after `tidy`, laid out inside `rect` of the figure, e.g. leaving room
+    for a figure legend) and close it; returns the name for an <img src>."""
+    tidy(fig, rect)
     fig.savefig(out / name, dpi=DPI)
     plt.close(fig)
     return name
 
 
-def tidy(fig) -> None:
+def tidy(fig, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> None:
     """Make a figure readable on the page before it is saved: no text smaller than MIN_FONT_PT as shown (a figure
     wider than the page is scaled down by the browser, so its fonts are raised by that ratio); axes titles wider
     than their axes wrapped; a legend that covers plotted bars, lines or points moved outside the axes, to the
-    right; then `tight_layout`, which makes room for all of it."""
+    right; then `tight_layout` within `rect`, which makes room for all of it."""
     from matplotlib.text import Text
 
     scale = max(1.0, fig.get_figwidth() * DPI / PAGE_PX)
@@ -60,7 +61,7 @@ def tidy(fig) -> None:
     for text in fig.findobj(Text):
         if text.get_fontsize() < smallest:
             text.set_fontsize(smallest)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
@@ -69,7 +70,7 @@ def tidy(fig) -> None:
         if legend is not None and _covers_data(ax, legend.get_window_extent(renderer), renderer):
             legend.set_loc("upper left")  # outside, right of the axes (multi-panel figures place theirs themselves)
             legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
 
 
 def _wrap_title(ax, renderer) -> None:
@@ -134,17 +135,13 @@ def table_html(frame: pd.DataFrame) -> str:
     constant, columns = constant_columns(text, list(text.columns))
     if constant:
         parts.append(f'<p class="constant">All rows: {html.escape("; ".join(constant))}.</p>')
-    numeric = {c for c in columns if pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])}
+    numeric = {c for c in columns if is_value_column(frame[c])}
     per_model = _per_model_columns(text, columns)
     if per_model:  # several models, several rows each: what is one value per model goes to a table of its own
         named = [c for c in MODEL_COLUMNS if c in columns]
         parts.append(_table(text[named + per_model].drop_duplicates(), named + per_model, numeric))
         columns = [c for c in columns if c not in per_model]
     return "".join(parts) + _table(text, columns, numeric)
-
-
-#: the columns that name a model in metric tables
-MODEL_COLUMNS = ("model_name", "dtype", "backend", "model_key")
 
 
 def _per_model_columns(text: pd.DataFrame, columns: list[str]) -> list[str]:

@@ -18,7 +18,7 @@ import pandas as pd
 from .missing import NoEvidence, missing as _missing
 
 __all__ = ["NoEvidence", "PairError", "CALIBRATION_DATASETS", "contextuality", "misgendering", "negation",
-           "calibration", "metaprompt", "options", "to_json_ready"]
+           "calibration", "metaprompt", "options", "to_json_ready", "negation_sentences"]
 
 #: the datasets of the calibration study (what its "nothing collected" message counts)
 CALIBRATION_DATASETS = ("gece-winobias", "gece-winogender", "genderlex", "genderlex-person", "genderlex-someone",
@@ -111,20 +111,28 @@ def negation(handle, *, intercept_only_on_failure: bool = False, sentences: bool
     sentences : include the `sentences` table.
     output, private : see the module docstring.
     """
-    from .negation.tables import negation_tables, sentence_perplexities
+    from .negation.tables import negation_tables
 
-    ppl = sentence_perplexities(handle)
-    if ppl.empty:
-        from .negation.model import NEGATION_DATASETS
-
-        raise _missing(handle, "negation-bias sentence score", NEGATION_DATASETS,
-                       "runners collect --dataset negation-examples")
+    ppl = negation_sentences(handle)
     tables = negation_tables(ppl, intercept_only_on_failure=intercept_only_on_failure)
     if sentences:
         tables["sentences"] = ppl
     if private:
         tables["_sentences"] = ppl
     return _finish(handle, tables, output, private)
+
+
+def negation_sentences(handle) -> pd.DataFrame:
+    """The per-sentence perplexities of the negation study (`negation.tables.sentence_perplexities`); `NoEvidence`
+    when none are stored."""
+    from .negation.model import NEGATION_DATASETS
+    from .negation.tables import sentence_perplexities
+
+    ppl = sentence_perplexities(handle)
+    if ppl.empty:
+        raise _missing(handle, "negation-bias sentence score", NEGATION_DATASETS,
+                       "runners collect --dataset negation-examples")
+    return ppl
 
 
 def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap: int = 1000, seed: int = 0,

@@ -7,13 +7,13 @@ import csv
 import json
 import re
 import shutil
-import subprocess
 
 import pytest
 from click.testing import CliRunner
 
 from biaslab.cli.main import biaslab
 from biaslab.runners.collect import CollectConfig, collect
+from report_layout import chromium, dump_dom
 
 
 @pytest.fixture(scope="module")
@@ -100,13 +100,9 @@ def test_report_renders_in_headless_chromium(misgendering_warehouse, tmp_path):
     assert len(images) == 4 + annotated and ("annotation_labels.png" in images) == annotated
     assert "the paper's tables (first continuation per instance)" in page
     assert "Agreement between methods" in page
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
+    if chromium() is None:
         pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                          "--no-first-run", f"--user-data-dir={tmp_path / 'p'}", "--virtual-time-budget=5000",
-                          "--dump-dom", (out / "index.html").as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    dom = dump_dom(out / "index.html", tmp_path / "p")
     assert f'data-images-loaded="{len(images)}/{len(images)}"' in dom
 
 

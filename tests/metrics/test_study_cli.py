@@ -7,8 +7,6 @@ import io
 import json
 import math
 import re
-import shutil
-import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -16,6 +14,7 @@ from click.testing import CliRunner
 from biaslab.cli.main import biaslab
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.engines.hf.loading import load_model
+from report_layout import chromium, dump_dom
 from tiny_models import make_tiny_gpt2
 
 
@@ -63,7 +62,7 @@ def test_negation_mixed_model_from_the_warehouse(scored_warehouse):
 
 
 def test_reports_render_in_headless_chromium(scored_warehouse, tmp_path):
-    browser = shutil.which("chromium")
+    browser = chromium()
     for study in ("calibration", "negation"):
         out = tmp_path / study
         args = ["report", study, "--db", str(scored_warehouse), "--out", str(out)]
@@ -73,10 +72,7 @@ def test_reports_render_in_headless_chromium(scored_warehouse, tmp_path):
         assert images and all((out / name).is_file() for name in images)
         if browser is None:
             continue
-        dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                              "--no-first-run", f"--user-data-dir={tmp_path / 'p'}", "--virtual-time-budget=5000",
-                              "--dump-dom", (out / "index.html").as_uri()], capture_output=True, text=True,
-                             timeout=120).stdout
+        dom = dump_dom(out / "index.html", tmp_path / "p")
         assert f'data-images-loaded="{len(images)}/{len(images)}"' in dom
 
 

@@ -21,8 +21,8 @@ import pandas as pd  # noqa: E402
 
 from ...warehouse.catalog import with_model_names  # noqa: E402
 from .stats import CONFIDENCE_ORDER, MALE_CLASS, TOP_LABEL, UNCALIBRATED  # noqa: E402
-from ..html_report import (DPI, MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page,
-                           table_html, tidy, write_page)
+from ..html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page, table_html,
+                           write_page)
 
 #: How each confidence is labelled on figures.
 CONFIDENCE_TITLE = {MALE_CLASS: "male_class (paper): p(male) vs gold", TOP_LABEL: "top_label: max(p, 1-p) vs correct"}
@@ -151,11 +151,7 @@ def post_hoc_reliability_figure(bins: pd.DataFrame, title: str, out: Path, name:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
     fig.suptitle(f"{title}: held-out half after post-hoc calibration, equal-width bins", fontsize=10)
-    tidy(fig)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))  # room for the legend under the panels
-    fig.savefig(out / name, dpi=DPI)
-    plt.close(fig)
-    return image_html(name)
+    return image_html(save_figure(fig, out, name, rect=(0, 0.06, 1, 1)))  # room for the legend under the panels
 
 
 #: Rows of the metrics table shown again, side by side, in the "Calibration by gender" table.

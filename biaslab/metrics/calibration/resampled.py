@@ -33,7 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: the two binnings of the ECE family (named so in every metric)
 EQUAL_WIDTH, EQUAL_MASS = "equal_width", "equal_mass"
+
+
+def equal_width_index(conf: np.ndarray, n_bins: int) -> np.ndarray:
+    """Bin b of each confidence for bins [b/B, (b+1)/B), the last bin closed at 1 (0 -> bin 0, 1 -> bin B-1)."""
+    edges = np.arange(n_bins + 1) / n_bins
+    return np.clip(np.searchsorted(edges, conf, side="right") - 1, 0, n_bins - 1)
 
 
 def multiplicities(rng: np.random.Generator, n: int, n_boot: int, members: list[np.ndarray] | None) -> np.ndarray:
@@ -78,9 +85,7 @@ def weighted_ece(conf: np.ndarray, target: np.ndarray, weights: np.ndarray, n_bi
     if conf.size == 0:
         return np.full(rows, np.nan)
     if binning == EQUAL_WIDTH:
-        edges = np.arange(n_bins + 1) / n_bins
-        index = np.clip(np.searchsorted(edges, conf, side="right") - 1, 0, n_bins - 1)
-        bins = np.broadcast_to(index, weights.shape)
+        bins = np.broadcast_to(equal_width_index(conf, n_bins), weights.shape)
     else:
         bins = _bins_equal_mass(conf, weights, n_bins)
     flat = (np.arange(rows)[:, None] * n_bins + bins).ravel()

@@ -46,15 +46,14 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
 from ..arrays import as_binary, as_probabilities
-from .resampled import corrected_interval, metric_replicates, multiplicities, weighted_ece
+from .resampled import (EQUAL_MASS, EQUAL_WIDTH, corrected_interval, equal_width_index, metric_replicates,
+                        multiplicities, weighted_ece)
 
 TOP_LABEL = "top_label"
 MALE_CLASS = "male_class"
 #: WinoQueer's class-1 probability: p of the stereotyped (queer-term) sentence of a pair, against gold = stereotype.
 STEREOTYPE_CLASS = "stereotype_class"
 CONFIDENCES = (TOP_LABEL, MALE_CLASS, STEREOTYPE_CLASS)
-EQUAL_WIDTH = "equal_width"
-EQUAL_MASS = "equal_mass"
 BINNINGS = (EQUAL_WIDTH, EQUAL_MASS)
 #: The paper's convention (Sabir et al., GECE `ece_score` and `ReliabilityDiagram`): the male-class probability
 #: binned against the gold label in equal-width bins. Every table that bins a confidence shows it first; the
@@ -162,9 +161,7 @@ class ECEResult:
 
 def equal_width_bin_index(conf, n_bins: int = 10) -> np.ndarray:
     """Bin b of each confidence for bins [b/B, (b+1)/B), the last bin closed at 1 (0 -> bin 0, 1 -> bin B-1)."""
-    conf = as_probabilities(conf, "conf")
-    edges = np.arange(n_bins + 1) / n_bins
-    return np.clip(np.searchsorted(edges, conf, side="right") - 1, 0, n_bins - 1)
+    return equal_width_index(as_probabilities(conf, "conf"), n_bins)
 
 
 def equal_mass_bin_index(conf, n_bins: int = 10) -> np.ndarray:

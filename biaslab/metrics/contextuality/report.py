@@ -256,17 +256,7 @@ def _setting_table(frame: pd.DataFrame, key: tuple) -> str:
         for k, v in zip(SETTING, key):
             frame = frame[frame[k] == v]
         frame = frame.drop(columns=[c for c in SETTING if c in frame.columns])
-    return _table(frame)
-
-
-def _table(frame: pd.DataFrame) -> str:
-    """A table; the CbD fractions' per-row `note` becomes one line above it (where the marginal-product variant is
-    shown, the note says it can never be contextual)."""
-    if "note" not in frame.columns:
-        return table_html(frame)
-    notes = [n for n in dict.fromkeys(frame["note"]) if isinstance(n, str) and n]
-    return "".join(f'<p class="note">Note: {html.escape(n)}.</p>' for n in notes) + table_html(
-        frame.drop(columns="note"))
+    return table_html(frame)
 
 
 #: (title, table) of each setting's section, in order; tables absent from the input are skipped
@@ -384,10 +374,10 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
         overlap = overlap.assign(setting_a=overlap["setting_a"].map(overlap_labels).fillna(overlap["setting_a"]),
                                  setting_b=overlap["setting_b"].map(overlap_labels).fillna(overlap["setting_b"]))
         parts.append(_overlap_figure(overlap, out))
-        parts.append(_table(overlap))
+        parts.append(table_html(overlap))
         for title, table in (("KL across settings", "kl"),
                              ("Contextual fractions across settings", "cbd_fractions")):
-            parts.append(f"<h3>{title}</h3>" + _table(_named(tables[table], model_table)))
+            parts.append(f"<h3>{title}</h3>" + table_html(_named(tables[table], model_table)))
     return write_page(out, "biaslab contextuality report", parts)
 
 

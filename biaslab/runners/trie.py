@@ -19,7 +19,7 @@ the `unresolved` outcome at every setting, so the exact probabilities are exact 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -187,8 +187,7 @@ def _grow(candidates: list, tries: list[Trie], depth: int, min_mass: float) -> l
 
 
 def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens: int, stop_ids,
-         temperature: float, top_k: int, min_mass: float = DEFAULT_MIN_MASS,
-         on_finished: Callable[[int], None] | None = None) -> list[Trie]:
+         temperature: float, top_k: int, min_mass: float = DEFAULT_MIN_MASS) -> list[Trie]:
     """Build the trie of every prompt of `expander` (any `backends.base.Expander`): level 0 from `expander.root()`,
     level d from `expander.step` over the d generated tokens of every live node whose probability at
     (temperature, top_k) is at least `min_mass` (at most `MAX_LIVE_PER_LEVEL` per prompt), one call per level.
@@ -199,8 +198,6 @@ def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens
     tokenizer : decodes paths for the answer parsers (`answers.decode_many`).
     parsers : one `AnswerParser` per prompt (row).
     max_new_tokens, stop_ids, temperature, top_k, min_mass : the sampling settings whose event is computed.
-    on_finished : called after each level with the number of prompts whose trie that level completed (the calls
-        sum to the number of prompts), for progress.
 
     Returns
     -------
@@ -211,20 +208,13 @@ def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens
     outcomes = _Outcomes(tokenizer, parsers, stop_ids, max_new_tokens)
     # frontier: (row, node, path, mass) per node to expand
     frontier = [(r, tries[r].add_node(None, None, 0), (), 1.0) for r in range(len(top))]
-    finished = 0
     for depth in range(max_new_tokens):
         candidates = _expand_level(top, frontier, tries, outcomes, depth, temperature, top_k)
         next_frontier = _grow(candidates, tries, depth, min_mass)
-        if on_finished:
-            completed = len({row for row, *_ in frontier} - {row for row, *_ in next_frontier})
-            finished += completed
-            on_finished(completed)
         if not next_frontier:
             break
         top = expander.step([(row, path) for row, _, path, _ in next_frontier])
         frontier = next_frontier
-    if on_finished and finished < len(tries):
-        on_finished(len(tries) - finished)
     for trie in tries:
         assert len(trie.topk_ids) == len(trie.node_parent), "every created node is expanded exactly once"
     return tries

@@ -26,27 +26,29 @@ def _bar(clock: Clock, total: int, done: int):
     return advance, task, lambda: (rate_column.render(task).plain, eta_column.render(task).plain)
 
 
-def test_bursts_give_the_average_rate_and_a_countdown():
-    """Exact mode reports 96 prompts at once every 40 s: the rate is 96 / 40 = 2.4 it/s from the first burst on
-    (rich's own speed reads a burst of several reports a few ms apart as hundreds per second), and the ETA is
-    (3600 - done) / 2.4, counted down between bursts."""
+def test_units_give_the_average_rate_after_the_first_and_a_countdown():
+    """Exact mode reports each exploration's prompts as it ends. The first (16 prompts) carries the warm-up: 11 s
+    where the run then does 96 prompts every 16 s (issue 36: the first ETA said hours for a job of minutes). The
+    first estimate is 16 / 11 it/s; from the second report on the rate is 96 / 16 = 6 it/s, not 112 / 27, and the
+    ETA (3600 - done) / 6 counts down between reports."""
     clock = Clock()
     advance, task, shown = _bar(clock, 3600, 0)
     assert shown() == ("-- it/s", "-:--:--")
-    clock.now += 40 - 3 / 128
-    for _ in range(3):  # one exploration's prompts finish at three trie levels, ~8 ms apart (exact binary steps)
-        clock.now += 1 / 128
-        advance(32)
-    assert average_rate(task) == 96 / 40.0
-    assert remaining_seconds(task, clock.now) == (3600 - 96) / 2.4
-    assert shown() == ("2.4 it/s", "0:24:20")  # 1460 s
-    clock.now += 20  # between bursts: the rate holds, the ETA counts down
-    assert shown() == ("2.4 it/s", "0:24:00")
-    assert task.speed is not None and task.speed > 1000  # what rich's own column would have shown
-    clock.now += 20
+    clock.now += 11
+    advance(16)
+    assert average_rate(task) == 16 / 11
+    assert shown() == ("1.5 it/s", "0:41:04")  # 3584 / (16 / 11) = 2464 s
+    clock.now += 16
     advance(96)
-    assert average_rate(task) == 192 / 80.0
-    assert remaining_seconds(task, clock.now) == (3600 - 192) / 2.4
+    assert average_rate(task) == 6.0
+    assert remaining_seconds(task, clock.now) == (3600 - 112) / 6
+    assert shown() == ("6.0 it/s", "0:09:41")  # 581.3 s
+    clock.now += 10  # between reports: the rate holds, the ETA counts down
+    assert shown() == ("6.0 it/s", "0:09:31")
+    clock.now += 22  # a slower exploration: 96 in 32 s
+    advance(96)
+    assert average_rate(task) == 192 / 48
+    assert remaining_seconds(task, clock.now) == (3600 - 208) / 4
     clock.now += 10_000  # stalled far past the estimate: zero, never negative
     assert shown()[1] == "0:00:00"
 

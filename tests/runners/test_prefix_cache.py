@@ -189,29 +189,55 @@ def test_slot_layer_writes_in_place_grows_and_selects_rows():
     assert buffer[0, 0, :3].eq(1).all() and buffer[0, 0, 3].eq(0).all()
 
 
-def test_walk_reports_every_prompt_finished_once(tiny_gpt2, data_dir, dataset_folder):
-    """Progress per finished prompt: the counts passed to `on_finished` sum to the number of prompts, with one call
-    per level, and the tries equal those of a walk without progress."""
-    from biaslab.engines.hf.tree import HFExpander
-    from biaslab.runners.trie import walk
+def _exact_run(tmp_path, loaded, data_dir, name: str, monkeypatch, order=None) -> tuple[dict, list, list]:
+    """An exact collection of 40 WinoPron prompts (8 explored together, chunks of 4): its probabilities, the size of
+    each exploration as `walk` received it and the counts reported to the progress callback (`order`, if given,
+    replaces `spread`)."""
+    from biaslab.runners.protocols import choice
 
+    walked: list[int] = []
+    reported: list[int] = []
+    real_walk = choice.walk
+    monkeypatch.setattr(choice, "walk", lambda expander, tok, parsers, **kw: (
+        walked.append(len(parsers)), real_walk(expander, tok, parsers, **kw))[1])
+    if order is not None:
+        monkeypatch.setattr(choice, "spread", order)
+    db = tmp_path / f"{name}.duckdb"
+    collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=40, chunk_size=4,
+                          prompt_batch=8),
+            progress=lambda total, done: reported.append, loaded=loaded)
+    monkeypatch.undo()
+    return _probs(db), walked, reported
+
+
+def test_progress_reports_whole_explorations_and_their_order_changes_no_number(tmp_path, tiny_gpt2, data_dir,
+                                                                                 dataset_folder, monkeypatch):
+    """Issue 36: exact mode reported each prompt as its trie closed, so a prompt that closed early in a 96-prompt
+    exploration read as 3 prompts in 9 s (ETA 40 min for a 97-second job). Each exploration is now reported once,
+    with all its prompts, as it ends. `spread` reorders explorations, never their prompts: the probabilities equal
+    those of the explorations run in `explorations` order, exactly."""
     dataset_folder("winopron")
-    requests = _requests(tiny_gpt2, data_dir, 12, seed=6)
-    model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
-    stops = stop_token_ids(model.generation_config, tok)
-    spec = PromptSpec.load()
-    prompts = [r.prompt_ids for r in requests]
-    parsers = [AnswerParser(r.options, spec.closing) for r in requests]
-    settings = dict(max_new_tokens=6, stop_ids=stops, temperature=0.5, top_k=40)
-    counts: list[int] = []
-    with torch.inference_mode():
-        from biaslab.engines.hf.kvcache import encode_prompts
+    spread_probs, walked, reported = _exact_run(tmp_path, tiny_gpt2, data_dir, "spread", monkeypatch)
+    sorted_probs, walked_sorted, _ = _exact_run(tmp_path, tiny_gpt2, data_dir, "sorted", monkeypatch,
+                                                order=lambda walks: walks)
+    assert reported == walked and sum(reported) == 40 and len(walked) > 3
+    assert walked[0] <= 8 and sorted(walked) == sorted(walked_sorted)
+    assert len({r for r, _ in spread_probs}) == 40 and spread_probs == sorted_probs
 
-        tries = walk(HFExpander(model, encode_prompts(model, prompts, 0), 64), tok, parsers,
-                     on_finished=counts.append, **settings)
-        again = walk(HFExpander(model, encode_prompts(model, prompts, 0), 64), tok, parsers, **settings)
-    assert sum(counts) == 12 and len(counts) == max(max(t.node_depth) for t in tries) + 1
-    assert [t.edges for t in tries] == [t.edges for t in again]
+
+def test_spread_keeps_the_first_exploration_and_mixes_cheap_and_dear_ones():
+    """Explorations come out of `explorations` by group, cheapest (shortest suffix) first; in `spread` order every
+    quarter of the run holds about the average cost, so a rate measured early holds for the rest."""
+    from biaslab.runners.protocols.choice import spread
+
+    walks = list(range(40))  # cost grows with the position, as suffix length does
+    order = spread(walks)
+    assert order[0] == 0 and sorted(order) == walks and order == spread(walks)
+    mean = sum(walks) / len(walks)
+    for quarter in range(4):
+        part = order[quarter * 10:(quarter + 1) * 10]
+        assert abs(sum(part) / len(part) - mean) < 0.25 * mean, (quarter, part)
+    assert sum(walks[:10]) / 10 < 0.3 * mean  # what the ETA saw before: the cheap quarter first
 
 
 def test_explore_rows_fit_the_cache_budget(tiny_gpt2):

@@ -7,8 +7,11 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +83,23 @@ def cpu_facts() -> dict[str, Any]:
         allowed = os.cpu_count()
     return {"cpu_model": model, "cpu_flags": [f for f in CPU_FLAGS if f in flags], "allowed_cpus": allowed,
             "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None}
+
+
+#: the neighbour: a deterministic CPU-bound loop (no memory traffic, no I/O), pinned to one core
+NEIGHBOUR = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nx = 0\nwhile True:\n    x = (x * 1103515245 + 12345) % 2147483648\n"
+
+
+@contextmanager
+def neighbour(enabled: bool):
+    """With `enabled`, a CPU-bound process pinned to the last core this process may use, for the duration."""
+    if not enabled:
+        yield None
+        return
+    core = max(os.sched_getaffinity(0))
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(core)])
+    time.sleep(0.5)  # running before anything is timed
+    try:
+        yield core
+    finally:
+        proc.kill()
+        proc.wait()

@@ -30,16 +30,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from _common import cpu_facts, peak_rss_mb, write_json
+from _common import cpu_facts, neighbour, peak_rss_mb, write_json
 from biaslab.runners.collect import CollectConfig, collect
 try:
     from biaslab.engines.hf.kvcache import native_gqa
@@ -136,26 +133,6 @@ def limit_seconds(model, prompts: list[list[int]], trie_tokens: list[list[int]],
         "limit_threads": best[0],
         "limit_seconds_by_threads_and_rows_per_forward": {f"{t} threads, {g} rows": v for (t, g), v in medians.items()},
         "padded_share_one_forward": 1 - (distinct - cut) / (len(rows) * width)}
-
-
-#: the neighbour: a deterministic CPU-bound loop (no memory traffic, no I/O), pinned to one core
-NEIGHBOUR = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nx = 0\nwhile True:\n    x = (x * 1103515245 + 12345) % 2147483648\n"
-
-
-@contextmanager
-def neighbour(enabled: bool):
-    """With `enabled`, a CPU-bound process pinned to the last core this process may use, for the duration."""
-    if not enabled:
-        yield None
-        return
-    core = max(os.sched_getaffinity(0))
-    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR, str(core)])
-    time.sleep(0.5)  # running before anything is timed
-    try:
-        yield core
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def measure(loaded, args, tmp: Path, label: str) -> dict:

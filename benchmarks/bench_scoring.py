@@ -1,6 +1,7 @@
 """Sequence scoring speed on the same requests: biaslab's engine vs the naive per-candidate loop vs a bare forward.
 
 Usage: python benchmarks/bench_scoring.py [--model smollm2-135m] [--dataset ruff] [--stimuli 100] [--repeats 3]
+       [--neighbour]
 
 All run in this one process on one loaded model (bf16 on CPU by default), over the `prob` protocol's requests
 (every candidate pronoun filled into each stimulus):
@@ -12,21 +13,30 @@ All run in this one process on one loaded model (bf16 on CPU by default), over t
   any scorer built on the model's forward pays).
 It also checks that biaslab and the naive loop agree: max abs difference of per-token log-probabilities in the run's
 dtype, and in fp32 on a copy of the model (bf16 rounding alone moves single logits by ~0.1).
+
+With --neighbour (issue 35), only the production path and the bare forward are timed, twice: quiet, then with a
+deterministic CPU-bound process pinned to the last core this process may use. Production runs as `runners collect`
+runs it (threads follow the free cores before each batch, `engines.threads.FreeCores`), and also with every allowed
+core fixed (what it did before); the bare forward is the faster of every allowed core and one fewer, under the
+same conditions. Printed per condition: seconds (median of --repeats), the spread of repeats (slowest / fastest)
+and production / bare forward; the last line is `scoring_neighbour_ratio_over_quiet=<float>`.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 import torch
 
-from _common import median_time, peak_rss_mb, prob_sequences, write_json
+from _common import cpu_facts, median_time, neighbour, peak_rss_mb, prob_sequences, write_json
 from biaslab.engines.hf.batching import token_budget_batches
 from biaslab.engines.hf.loading import load_model
 from biaslab.engines.models import bos_token_id
 from biaslab.engines.hf.prefix_scoring import score_causal_grouped
 from biaslab.engines.hf.scoring import score_causal
+from biaslab.engines.threads import FreeCores, follow_free_cores
 
 
 def naive_scores(model, seqs: list[list[int]]) -> list[np.ndarray]:
@@ -51,6 +61,59 @@ def bare_forward(model, seqs: list[list[int]], max_tokens: int, pad: int) -> Non
             model(input_ids=ids, attention_mask=mask)
 
 
+def _timed(fn, repeats: int) -> dict:
+    median, times = median_time(fn, repeats)
+    return {"seconds": median, "by_repeat": times, "spread": max(times) / min(times)}
+
+
+def neighbour_measure(model, seqs, groups, args, pad: int) -> dict:
+    """Production (threads following the free cores, and every allowed core fixed) and the bare forward (the faster
+    of every allowed core and one fewer), quiet and with the neighbour (the module docstring)."""
+    allowed = len(os.sched_getaffinity(0))
+    before = torch.get_num_threads()
+    results = {}
+    try:
+        for label in ("quiet", "neighbour"):
+            with neighbour(label == "neighbour") as core:
+                torch.set_num_threads(allowed)
+
+                def following():
+                    cores = FreeCores()  # a fresh one per run, as `runners collect` makes
+                    return score_causal_grouped(model, seqs, groups, max_tokens=args.batch_tokens, pad_id=pad,
+                                                before_batch=lambda: follow_free_cores(cores))
+
+                following()  # warm-up
+                row = {"production": _timed(following, args.repeats)}
+                torch.set_num_threads(allowed)
+                row["production_fixed_threads"] = _timed(lambda: score_causal_grouped(
+                    model, seqs, groups, max_tokens=args.batch_tokens, pad_id=pad), args.repeats)
+                bare = {}
+                for threads in sorted({allowed, max(1, allowed - 1)}, reverse=True):
+                    torch.set_num_threads(threads)
+                    bare[threads] = _timed(lambda: bare_forward(model, seqs, args.batch_tokens, pad), args.repeats)
+                best = min(bare, key=lambda t: bare[t]["seconds"])
+                row.update(bare_forward=bare[best], bare_forward_threads=best, neighbour_core=core,
+                           load_average=os.getloadavg())
+                row["ratio"] = row["production"]["seconds"] / bare[best]["seconds"]
+                row["ratio_fixed_threads"] = row["production_fixed_threads"]["seconds"] / bare[best]["seconds"]
+                results[label] = row
+    finally:
+        torch.set_num_threads(before)
+    results["neighbour_ratio_over_quiet"] = results["neighbour"]["ratio"] / results["quiet"]["ratio"]
+    return results
+
+
+def print_neighbour(results: dict) -> None:
+    for label in ("quiet", "neighbour"):
+        r = results[label]
+        print(f"{label}: production {r['production']['seconds']:.2f} s (spread {r['production']['spread']:.2f}x), "
+              f"fixed threads {r['production_fixed_threads']['seconds']:.2f} s "
+              f"(spread {r['production_fixed_threads']['spread']:.2f}x), bare forward "
+              f"{r['bare_forward']['seconds']:.2f} s ({r['bare_forward_threads']} threads); production / bare "
+              f"{r['ratio']:.2f} (fixed threads {r['ratio_fixed_threads']:.2f}); load {r['load_average'][0]:.1f}")
+    print(f"scoring_neighbour_ratio_over_quiet={results['neighbour_ratio_over_quiet']:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m")
@@ -60,6 +123,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--batch-tokens", type=int, default=4096)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--neighbour", action="store_true",
+                    help="time production and the bare forward quiet and beside a CPU-bound process (docstring)")
     args = ap.parse_args()
 
     loaded = load_model(args.model, dtype=args.dtype)
@@ -69,7 +134,15 @@ def main() -> None:
     n_tokens = sum(len(s) for s in seqs)
     model = loaded.model
 
-    unique_tokens = sum(len(s) for s in seqs)  # tokens a scorer without sharing must run
+    if args.neighbour:
+        results = neighbour_measure(model, seqs, groups, args, pad)
+        path = write_json(f"scoring_{loaded.spec.dtype}_neighbour", {
+            "model": args.model, "dtype": loaded.spec.dtype, "dataset": args.dataset, "requests": len(seqs),
+            "tokens": n_tokens, **cpu_facts(), **results})
+        print(f"{len(seqs)} requests, {n_tokens:,} tokens, {args.model} {loaded.spec.dtype}, CPU "
+              f"{cpu_facts()['cpu_model']}; json: {path}")
+        print_neighbour(results)
+        return
     shared_tokens = 0
     for g in dict.fromkeys(groups):
         members = [s for s, gg in zip(seqs, groups) if gg == g]

@@ -102,7 +102,8 @@ def runners() -> None:
               help="CPU threads for torch, fixed (default: every core this process may run on, from its CPU "
                    "affinity, less the cores other processes keep busy, re-measured every 2 s during the run: a "
                    "busy neighbour otherwise slows many small multi-threaded steps far more than it takes; the "
-                   "starting count is recorded in the run).")
+                   "counts used are recorded in the run). bf16 numbers can change with the count on some CPUs: "
+                   "fix it for bf16 evidence that does not depend on the machine's load.")
 @click.option("--prompt", default=None,
               help="choice / meta: prompt file, a packaged name or a .json file with version/system/user/prefill/"
                    "closing (default forced_choice_v1; with --protocol meta metaprompt_v1).")

@@ -74,44 +74,59 @@ def _own_ticks() -> int | None:
 
 
 class FreeCores:
-    """The thread count for the cores other processes leave free, measured `first` seconds after it is made, then
-    at most every `interval` seconds.
+    """The thread count for the cores other processes leave free: measured on the first call over the time since
+    it was made (at least `first` seconds: the first call waits out the rest), then at most every `interval` seconds.
 
-    Over the last interval: others = (busy ticks of the allowed cores - this process's ticks) / (seconds x ticks per
+    Over the last window: others = (busy ticks of the allowed cores - this process's ticks) / (seconds x ticks per
     second), in cores; threads = allowed - ceil(others - 0.3), at least 1 (a neighbour taking 0.3 of a core or more
     counts as a busy core; background noise does not).
+
+    The first call measures before it answers because a run's first batch can be most of the run: scoring the 400
+    RUFF sentences is three batches, and with the count left at every core until a later batch, the first batch
+    shared its core with the neighbour and the whole run took 2.2 times its quiet time instead of 1.4
+    (`bench_scoring.py --neighbour`, issue 35). `runners collect` makes one before it loads the model, so the
+    window is usually long past when the first batch starts.
 
     Parameters
     ----------
     allowed : the cores this process may use (default: its affinity).
     interval : seconds between measurements.
-    first : seconds before the first one.
-    clock, busy, own : the clock and the tick counters (tests give fakes).
+    first : the shortest window of the first measurement, in seconds (ticks are 1/100 s: 0.25 s of a busy core is
+        25 ticks).
+    clock, sleep, busy, own : the clock, how to wait, and the tick counters (tests give fakes).
     """
 
-    def __init__(self, allowed: set[int] | None = None, interval: float = 2.0, first: float = 0.5,
+    def __init__(self, allowed: set[int] | None = None, interval: float = 2.0, first: float = 0.25,
                  clock: Callable[[], float] = time.monotonic, busy: Callable[[set[int]], int | None] = _cpu_ticks,
-                 own: Callable[[], int | None] = _own_ticks):
+                 own: Callable[[], int | None] = _own_ticks, sleep: Callable[[float], None] = time.sleep):
         try:
             self.cpus = set(allowed) if allowed is not None else set(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             self.cpus = set(range(os.cpu_count() or 1))
-        self.interval, self.clock, self.busy, self.own = interval, clock, busy, own
-        self.wait = first  # the first measurement comes sooner: a short run decides within its first second
+        self.interval, self.clock, self.busy, self.own, self.sleep = interval, clock, busy, own, sleep
+        self.wait = first
+        self.measured = False  # no measurement yet: the next call waits for a window of `first` seconds
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.last = self._sample()
         self.current = len(self.cpus)
         self.others = 0.0
+        self.used: set[int] = set()  # every count `threads` returned (recorded in the run: runs.params.threads_used)
 
     def _sample(self):
         return self.clock(), self.busy(self.cpus), self.own()
 
     def threads(self) -> int:
         """The thread count to use now (the last one until `interval` has passed)."""
+        self.used.add(count := self._measure())
+        return count
+
+    def _measure(self) -> int:
         now = self.clock()
         if now - self.last[0] < self.wait:
-            return self.current
-        self.wait = self.interval
+            if self.measured or None in self.last:
+                return self.current
+            self.sleep(self.wait - (now - self.last[0]))
+        self.wait, self.measured = self.interval, True
         sample = self._sample()
         (t0, b0, o0), (t1, b1, o1) = self.last, sample
         self.last = sample

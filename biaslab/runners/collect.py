@@ -84,6 +84,9 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     from ..engines.threads import FreeCores, use_threads
 
     protocol, module = config.validate()
+    # --threads fixes the count; else it follows the cores other processes leave free, first measured over the
+    # time from here to the first batch (preparing, reading stimuli, loading weights)
+    cores = FreeCores() if config.threads is None else None
     handle = _handle(config, module, loaded)  # a model that cannot be read stops here: no warehouse file is touched
     try:
         capabilities = handle.backend.capabilities if handle.backend is not None else module.CAPABILITIES
@@ -103,12 +106,16 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             run_id = runs.start_run(wh, config, handle.prepared, protocol, use_threads(config.threads))
             with runs.finishing(wh, run_id, protocol.table) as stats:
                 backend = handle.load_if(wh, work.count)
-                if backend is not None and config.threads is None:  # --threads fixes the count; else it follows
-                    backend.follow_free_cores(FreeCores())          # the cores other processes leave free
+                if backend is not None and cores is not None:
+                    backend.follow_free_cores(cores)
                 advance = progress(len(requests), len(requests) - work.count) if progress else None
-                stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
-                                              on_progress=advance)
-                use_threads(config.threads)  # a count lowered for a neighbour does not outlive the run
+                try:
+                    stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
+                                                  on_progress=advance)
+                finally:
+                    if cores is not None and cores.used:  # bf16 evidence can depend on it (docs/decisions.md)
+                        stats["params"] = {"threads_used": sorted(cores.used)}
+                    use_threads(config.threads)  # a count lowered for a neighbour does not outlive the run
     finally:
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,

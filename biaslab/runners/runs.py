@@ -75,7 +75,8 @@ def finishing(wh, run_id: str, table: str) -> Iterator[dict]:
     disk full, a bug), with the rows it added to `table` (the protocol's evidence table; for a run that did not
     finish, its rows stored there under its run_id: the chunks committed before it stopped). A SIGKILL cannot be
     caught: `biaslab warehouse check` finds such runs by their dead process and `--repair` marks them
-    interrupted. Yields a dict whose "added" the caller sets."""
+    interrupted. Yields a dict whose "added" the caller sets, and "params" if it has parameters to add to the run's
+    (`Warehouse.finish_run`)."""
     stats = {"added": 0}
     status = "failed"
     with terminations_interrupt():
@@ -89,7 +90,7 @@ def finishing(wh, run_id: str, table: str) -> Iterator[dict]:
             try:
                 if status != "finished":
                     stats["added"] = wh.count(table, "run_id = ?", [run_id])
-                wh.finish_run(run_id, status=status, rows_added=stats["added"])
+                wh.finish_run(run_id, status=status, rows_added=stats["added"], params=stats.get("params"))
             except Exception as exc:  # e.g. the disk is still full: keep the original error, say what is left
                 reason = (str(exc).splitlines() or [type(exc).__name__])[0]
                 print(f"biaslab: could not mark run {run_id[:8]} {status} ({reason}); "

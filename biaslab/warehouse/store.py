@@ -453,13 +453,18 @@ class Warehouse:
         }])
         return run_id
 
-    def finish_run(self, run_id: str, status: str = "finished", rows_added: int | None = None) -> None:
-        """Mark a run finished (or failed / interrupted) with its end time."""
+    def finish_run(self, run_id: str, status: str = "finished", rows_added: int | None = None,
+                   params: Mapping[str, Any] | None = None) -> None:
+        """Mark a run finished (or failed / interrupted) with its end time; `params`, if given, are merged into the
+        run's recorded parameters (what is known only at the end, such as the thread counts used)."""
         with self.transaction():
             self.con.execute(
                 "UPDATE runs SET status = ?, finished_at = ?, rows_added = ? WHERE run_id = ?",
                 [status, _utcnow(), rows_added, run_id],
             )
+            if params:
+                self.con.execute("UPDATE runs SET params = json_merge_patch(coalesce(params, '{}'), ?::JSON) "
+                                 "WHERE run_id = ?", [json.dumps(dict(params), sort_keys=True, default=str), run_id])
 
     # ------------------------------------------------------------------ reading
     def tables(self) -> list[str]:

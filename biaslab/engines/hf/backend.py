@@ -152,26 +152,26 @@ class HFBackend(EngineBase):
 
     # ------------------------------------------------------------------ scoring
     def score(self, sequences: Sequence[Sequence[int]], groups: Sequence[Hashable] | None = None) -> list[np.ndarray]:
-        """Per-token log-probabilities (see `Backend.score`); members of a group share their prefix's forward."""
-        self._threads()
+        """Per-token log-probabilities (see `Backend.score`); members of a group share their prefix's forward. The
+        thread count follows the free cores before each batch."""
         from .prefix_scoring import score_causal_grouped
 
         if self.kind == "masked":
             raise Unsupported("a masked LM has no causal scores: use pll")
         groups = list(groups) if groups is not None else list(range(len(sequences)))
-        return score_causal_grouped(self.model, sequences, groups, max_tokens=self.batch_tokens, pad_id=self.pad_id)
+        return score_causal_grouped(self.model, sequences, groups, max_tokens=self.batch_tokens, pad_id=self.pad_id,
+                                    before_batch=self._threads)
 
     def pll(self, sequences: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int | None]], scheme: str
             ) -> list[np.ndarray]:
-        """Masked-LM pseudo-log-likelihood per scored token (see `scoring.score_masked`)."""
-        self._threads()
+        """Masked-LM pseudo-log-likelihood per scored token (see `scoring.score_masked`); threads as in `score`."""
         from .scoring import score_masked
 
         if self.kind != "masked":
             raise Unsupported("pseudo-log-likelihood needs a masked LM")
         tok = self.tokenizer
         return score_masked(self.model, sequences, word_ids, scheme=scheme, mask_id=tok.mask_token_id,
-                            pad_id=tok.pad_token_id or 0, max_tokens=self.batch_tokens)
+                            pad_id=tok.pad_token_id or 0, max_tokens=self.batch_tokens, before_batch=self._threads)
 
     # ------------------------------------------------------------------ top-K
     def top_k(self, prefixes: Sequence[Sequence[int]], k: int) -> TopK:

@@ -108,9 +108,13 @@ def _emit_tables(tables: dict, fmt: str) -> None:
             frame.to_csv(sys.stdout, index=False)
         else:
             notes = _notes(frame)
+            width = shutil.get_terminal_size((120, 24)).columns
+            if frame.empty and frame.attrs.get("empty_because"):  # no empty grid: the title and why
+                click.echo(textwrap.fill(f"{name} (0 rows): {frame.attrs['empty_because']}", width=width,
+                                         subsequent_indent="    ", break_on_hyphens=False))
+                continue
             if notes is not None:  # in a table, a long `note` column would squeeze the others: one line each below
                 frame = frame.drop(columns="note")
-            width = shutil.get_terminal_size((120, 24)).columns
             print_frame(name, frame, width=width, wide=wide, out=sys.stdout,
                         columns=[c for c in columns if c in frame.columns] or None)
             for note in notes or ():

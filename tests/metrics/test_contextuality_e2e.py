@@ -28,22 +28,42 @@ def _synthetic_probability(stimulus, shift: float) -> float:
     return 1.0 / (1.0 + math.exp(-logit))
 
 
-@pytest.fixture(scope="module")
-def two_model_warehouse(tmp_path_factory, data_dir):
-    """WinoPron stimuli plus exact-mode evidence of two synthetic models with known probabilities, written through
-    the warehouse's own append path. (Tiny random models put almost no mass on she/he, which would leave the
-    metrics empty; the runner path itself is tested in tests/runners.)"""
-    root = tmp_path_factory.mktemp("ctx")
-    db = root / "w.duckdb"
+def _synthetic_warehouse(db, data_dir, models=(("synthetic-a", 0.0), ("synthetic-b", -1.0))):
+    """WinoPron stimuli plus exact-mode evidence of synthetic models (model_key, logit shift) with known
+    probabilities, written through the warehouse's own append path."""
     stimuli = winopron_stimuli(data_dir)  # technician/customer and the next pair, 3 cases
     with Warehouse.open(db) as wh:
         wh.append("stimuli", [s.to_row() for s in stimuli])
-        for model_key, shift in (("synthetic-a", 0.0), ("synthetic-b", -1.0)):
+        for model_key, shift in models:
             requests, probs = exact_choice_rows(model_key, stimuli, [_synthetic_probability(s, shift) for s in stimuli],
                                                 [0.8] * len(stimuli), prompt_version="test", temperature=0.5,
                                                 top_k=40, unresolved=True)
             wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
     return db, stimuli
+
+
+@pytest.fixture(scope="module")
+def two_model_warehouse(tmp_path_factory, data_dir):
+    """Two synthetic models (`_synthetic_warehouse`). (Tiny random models put almost no mass on she/he, which would
+    leave the metrics empty; the runner path itself is tested in tests/runners.)"""
+    return _synthetic_warehouse(tmp_path_factory.mktemp("ctx") / "w.duckdb", data_dir)
+
+
+def test_one_setting_compares_nothing(tmp_path, data_dir, monkeypatch):
+    """Issue 36: with one collection setting, model_overlap compared the setting with itself (Jaccard 1); now it has
+    no rows and says why, in one line that fits 100 columns, and in JSON it is an empty list."""
+    db, _ = _synthetic_warehouse(tmp_path / "one.duckdb", data_dir, models=(("synthetic-a", 0.0),))
+    monkeypatch.setenv("COLUMNS", "100")
+    shown = CliRunner().invoke(biaslab, ["metrics", "contextuality", "--db", str(db), "--bootstrap", "3"],
+                               catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("model_overlap"))
+    assert lines[start].startswith("model_overlap (0 rows): 1 collection setting; a comparison needs at least 2")
+    assert "setting_a" not in shown.output and max(len(line) for line in lines) <= 100
+    as_json = CliRunner().invoke(biaslab, ["metrics", "contextuality", "--db", str(db), "--format", "json",
+                                           "--bootstrap", "3"], catch_exceptions=False)
+    assert json.loads(as_json.output)["model_overlap"] == []
 
 
 def test_metrics_cover_both_models(two_model_warehouse):
@@ -55,7 +75,10 @@ def test_metrics_cover_both_models(two_model_warehouse):
     for name in ("validity", "pf", "pf_by_order", "kl", "kl_by_order", "spearman", "spearman_by_order",
                  "mutual_information", "cbd_fractions", "model_overlap"):
         assert len({row["model_key"] for row in tables[name]} if name != "model_overlap" else
-                   {row["setting_a"] for row in tables[name]}) == 2, name
+                   {row[side] for row in tables[name] for side in ("setting_a", "setting_b")}) == 2, name
+    # two settings: one pair per variant, never a setting against itself
+    assert sorted(row["variant"] for row in tables["model_overlap"]) == ["joint", "marginal-product"]
+    assert all(row["setting_a"] < row["setting_b"] for row in tables["model_overlap"])
     # mean KL(primed_f || unprimed) equals an independent computation from the synthetic model: per order, and with
     # both orders pooled per template (valid mass 0.8 in both orders: the pooled p(f) is the mean of the two)
     for model_key, shift in (("synthetic-a", 0.0), ("synthetic-b", -1.0)):

@@ -193,3 +193,36 @@ def test_bootstrap_mi_by_counts_equals_scikit_learn():
     y = (rng.random(1000) < np.array([0.1, 0.4, 0.6, 0.95])[codes]).astype(int)
     sk = mutual_info_classif(codes.reshape(-1, 1), y, discrete_features=[True])[0] / math.log(2)
     assert _mi_counts_bits(codes, y) == pytest.approx(sk, abs=1e-12)
+
+
+def _cbd_rows(contextual_by_setting: dict[str, set[int]], pairs: int = 6):
+    """cbd rows (joint variant) of settings that differ in model_key: pair p contextual where listed."""
+    import pandas as pd
+
+    rows = []
+    for key, contextual in contextual_by_setting.items():
+        for pair in range(pairs):
+            rows.append({"model_key": key, "mode": "exact", "temperature": 0.5, "top_k": 40, "top_p": 1.0,
+                         "prompt_version": "v", "max_new_tokens": 6, "variant": "joint", "pair_id": pair,
+                         "contextual": pair in contextual})
+    return pd.DataFrame(rows)
+
+
+def test_model_overlap_lists_each_pair_of_different_settings_once_with_its_jaccard():
+    """Issue 36: a setting compared with itself (Jaccard 1 by construction) is not a result; three settings give
+    three pairs, each Jaccard |A & B| / |A | B| computed by hand."""
+    from biaslab.metrics.contextuality.stats import model_overlap
+
+    table = model_overlap(_cbd_rows({"a": {0, 1, 2}, "b": {1, 2, 3, 4}, "c": set()}))
+    got = {(r.setting_a.split()[0], r.setting_b.split()[0]): (r.both, r.jaccard) for r in table.itertuples()}
+    assert set(got) == {("a", "b"), ("a", "c"), ("b", "c")}
+    assert got[("a", "b")] == (2, 2 / 5) and got[("a", "c")] == (0, 0.0) and got[("b", "c")] == (0, 0.0)
+    assert "empty_because" not in table.attrs
+
+
+def test_model_overlap_of_one_setting_is_empty_and_says_why():
+    from biaslab.metrics.contextuality.stats import model_overlap
+
+    table = model_overlap(_cbd_rows({"a": {0, 1}}))
+    assert table.empty and "jaccard" in table.columns
+    assert table.attrs["empty_because"].startswith("1 collection setting; a comparison needs at least 2")

@@ -389,12 +389,17 @@ def _named(frame: pd.DataFrame, model_table: pd.DataFrame | None) -> pd.DataFram
 def _overlap_figure(overlap: pd.DataFrame, out: Path) -> str:
     """Jaccard index of the contextual pairs (joint variant) of every two settings, as a matrix."""
     joint = overlap[overlap["variant"] == "joint"]
-    labels = sorted(joint["setting_a"].unique())
+    labels = sorted(set(joint["setting_a"]) | set(joint["setting_b"]))
     if len(labels) < 2:
         return nothing_to_show("overlap of contextual pairs", f"{len(labels)} collection setting; a comparison "
                                "needs at least 2")
-    matrix = joint.pivot(index="setting_a", columns="setting_b", values="jaccard").reindex(index=labels,
-                                                                                           columns=labels)
+    pairs = joint.pivot(index="setting_a", columns="setting_b", values="jaccard").reindex(index=labels,
+                                                                                          columns=labels)
+    matrix = pairs.combine_first(pairs.T)  # each pair is listed once: the matrix is symmetric
+    counts = dict(zip(joint["setting_a"], joint["contextual_a"])) | dict(zip(joint["setting_b"],
+                                                                            joint["contextual_b"]))
+    for label in labels:  # a setting against itself: 1, or undefined without contextual pairs
+        matrix.loc[label, label] = 1.0 if counts.get(label) else np.nan
     numbers = [str(i + 1) for i in range(len(labels))]  # the settings' names are long: numbered, listed below
     fig, ax = plt.subplots(figsize=(3.5 + 0.6 * len(labels), 2.8 + 0.6 * len(labels)))
     image = ax.imshow(matrix.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis")

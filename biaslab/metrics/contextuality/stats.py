@@ -527,9 +527,15 @@ def cbd_fractions(cbd_rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: Why `model_overlap` has no rows where one collection setting is stored.
+ONE_SETTING = "a comparison needs at least 2 collection settings (models, dtypes, modes or sampling settings)"
+
+
 def model_overlap(cbd_rows: pd.DataFrame) -> pd.DataFrame:
-    """For every two settings: contextual pairs (either order) of each, their intersection and Jaccard index
-    (`note` as in `cbd_fractions`)."""
+    """For every two different settings (each pair once, `setting_a` < `setting_b`): contextual pairs (either order)
+    of each, their intersection and Jaccard index |A & B| / |A | B| (NaN when both are empty); `note` as in
+    `cbd_fractions`. With fewer than two settings the table has no rows and `attrs["empty_because"]` says why (a
+    setting compared with itself says nothing)."""
     if cbd_rows.empty:
         return pd.DataFrame()
     label = cbd_rows[SETTING].astype(str).agg(" ".join, axis=1)
@@ -539,13 +545,17 @@ def model_overlap(cbd_rows: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (a, va), sa in sets.items():
         for (b, vb), sb in sets.items():
-            if va == vb:
+            if va == vb and a < b:
                 union = sa | sb
                 rows.append({"variant": va, "setting_a": a, "setting_b": b, "contextual_a": len(sa),
                              "contextual_b": len(sb), "both": len(sa & sb),
                              "jaccard": len(sa & sb) / len(union) if union else np.nan,
                              "note": MARGINAL_PRODUCT_NOTE if va == "marginal-product" else ""})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=["variant", "setting_a", "setting_b", "contextual_a", "contextual_b", "both",
+                                      "jaccard", "note"])
+    if out.empty:
+        out.attrs["empty_because"] = f"{label.nunique()} collection setting; {ONE_SETTING}"
+    return out
 
 
 #: Note on the Spearman tables: how many templates have a stereotype rating, and the paper's count.

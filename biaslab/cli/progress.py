@@ -96,14 +96,14 @@ def progress_bar(description: str, clock: Callable[[], float] = time.monotonic
         task = progress.add_task(description, total=total, completed=done)
         progress.reset(task, total=total, completed=done, resumed=done, last=None, first=None)  # timed from here
 
-        reported = [done]  # items reported so far, resumed ones included
+        state = next(t for t in progress.tasks if t.id == task)
 
         def advance(n: int) -> None:
             """Report `n` items whose unit of work has ended (the module docstring)."""
             now = clock()
-            first = {"first": (now, reported[0] + n)} if reported[0] == done else {}
-            reported[0] += n
-            progress.update(task, advance=n, last=now, **first)
+            progress.update(task, advance=n, last=now)
+            if state.fields["first"] is None:  # the first report: its time and count
+                progress.update(task, first=(now, state.completed))
 
         return advance
 

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .stats import CONTEXTS, SETTING  # noqa: E402
+from .stats import CONTEXTS, ONE_SETTING, SETTING  # noqa: E402
 from ...warehouse.catalog import model_title, with_model_names  # noqa: E402
 from ..html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page, table_html,
                            write_page)
@@ -369,7 +369,7 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
     overlap = tables["model_overlap"]
     parts.append("<h2>Comparison across models and settings</h2>")
     if overlap.empty or len(keys) < 2:
-        parts.append(nothing_to_show("comparison", f"{len(keys)} collection setting; a comparison needs at least 2"))
+        parts.append(nothing_to_show("comparison", f"{len(keys)} collection setting; {ONE_SETTING}"))
     else:
         overlap = overlap.assign(setting_a=overlap["setting_a"].map(overlap_labels).fillna(overlap["setting_a"]),
                                  setting_b=overlap["setting_b"].map(overlap_labels).fillna(overlap["setting_b"]))
@@ -391,8 +391,7 @@ def _overlap_figure(overlap: pd.DataFrame, out: Path) -> str:
     joint = overlap[overlap["variant"] == "joint"]
     labels = sorted(set(joint["setting_a"]) | set(joint["setting_b"]))
     if len(labels) < 2:
-        return nothing_to_show("overlap of contextual pairs", f"{len(labels)} collection setting; a comparison "
-                               "needs at least 2")
+        return nothing_to_show("overlap of contextual pairs", f"{len(labels)} collection setting; {ONE_SETTING}")
     pairs = joint.pivot(index="setting_a", columns="setting_b", values="jaccard").reindex(index=labels,
                                                                                           columns=labels)
     matrix = pairs.combine_first(pairs.T)  # each pair is listed once: the matrix is symmetric

@@ -10,6 +10,7 @@ interruption loses at most the chunk in flight and a rerun does only what is mis
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -111,8 +112,6 @@ def spread(walks: list, seed: int = 0) -> list:
     22 over the first 400 to 15-17 over later ones, and the ETA stayed 15-25% short for the first half of the run.
     In a random order every stretch of the run costs the same on average. Each exploration holds the same prompts
     as before, so every stored number is unchanged."""
-    import random
-
     rest = list(walks[1:])
     random.Random(seed).shuffle(rest)
     return [*walks[:1], *rest]

@@ -86,7 +86,8 @@ def cpu_facts() -> dict[str, Any]:
 
 
 #: the neighbour: a deterministic CPU-bound loop (no memory traffic, no I/O), pinned to one core
-NEIGHBOUR = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nx = 0\nwhile True:\n    x = (x * 1103515245 + 12345) % 2147483648\n"
+NEIGHBOUR = ("import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nx = 0\nwhile True:\n"
+             "    x = (x * 1103515245 + 12345) % 2147483648\n")
 
 
 @contextmanager

@@ -76,7 +76,8 @@ def main() -> None:
             for a, b in ((r["percentile_low"], lo), (r["percentile_high"], hi)):
                 if np.isfinite(a) or np.isfinite(b):
                     diff = max(diff, abs(a - b))
-    result = {"machine": machine(), "cpu": cpu_facts(), "dtype": "float64 (numpy)", "datasets": args.datasets, "pairs": args.pairs, "bootstrap": args.bootstrap,
+    result = {"machine": machine(), "cpu": cpu_facts(), "dtype": "float64 (numpy)", "datasets": args.datasets,
+              "pairs": args.pairs, "bootstrap": args.bootstrap,
               "production_s": fast_t, "loop_s": slow_t, "speedup": slow_t / fast_t,
               "max_abs_interval_difference": diff, "production_runs_s": fast_all, "loop_runs_s": slow_all}
     print(f"{args.datasets} datasets x {args.pairs} pairs, {args.bootstrap} resamples: production {fast_t:.3f} s, "

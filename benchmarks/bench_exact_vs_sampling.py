@@ -26,12 +26,23 @@ from _common import peak_rss_mb, write_json
 from biaslab import loaders
 from biaslab.runners.answers import AnswerParser, decode
 from biaslab.engines.models import stop_token_ids
-from biaslab.runners.trie import INVALID, explore, probabilities
+from biaslab.runners.trie import INVALID, probabilities, walk
 from biaslab.engines.hf.kvcache import encode_prompts
 from biaslab.engines.hf.loading import load_model
 from biaslab.runners.prompting import PromptSpec, render
 from biaslab.engines.base import SamplingSettings
 from biaslab.engines.hf.sampling import sample_shared_prefixes
+from biaslab.engines.hf.tree import HFExpander
+
+
+def explore(model, tok, prompts, parsers, *, max_new_tokens, k_store, stop_ids, pad_id, temperature, top_k):
+    """The exact-mode tries of `prompts`: `walk` over the hf engine's expander, each prompt encoded from its first
+    token."""
+    import torch
+
+    with torch.inference_mode():
+        return walk(HFExpander(model, encode_prompts(model, prompts, pad_id), k_store), tok, parsers,
+                    max_new_tokens=max_new_tokens, stop_ids=stop_ids, temperature=temperature, top_k=top_k)
 
 
 def hf_generate_seconds_per_sample(model, tok, prompts, n: int, stops: set[int]) -> float:
@@ -120,7 +131,8 @@ def main() -> None:
           f"({args.samples} samples each)")
     print(f"exact mode: {exact_s:.2f} s for all prompts ({exact_s / len(prompts):.3f} s per prompt)")
     print(f"sampling: {per_sample_s * 1000:.2f} ms per sample; mean p(valid) {sum(valid) / len(valid):.3f}; "
-          f"{args.valid_target} valid samples per prompt need {sum(needed):,} samples = {sampling_to_precision_s:.0f} s")
+          f"{args.valid_target} valid samples per prompt need {sum(needed):,} samples = "
+          f"{sampling_to_precision_s:.0f} s")
     print(f"Hugging Face generate: {hf_per_sample_s * 1000:.2f} ms per sample -> {hf_to_precision_s:.0f} s")
     print(f"exact mode is {result['speedup_exact_vs_hf_generate']:.0f}x faster than HF generate and "
           f"{result['speedup_exact_vs_sampling']:.0f}x faster than biaslab's shared-prefix sampler "

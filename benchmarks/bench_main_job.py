@@ -153,7 +153,7 @@ def measure(loaded, args, tmp: Path, label: str) -> dict:
     for repeat in range(args.repeats):  # a fresh warehouse each time, so every repeat computes everything
         started: list[float] = []
 
-        def progress(total: int, done: int):
+        def progress(total: int, done: int, started: list[float] = started):
             started.append(time.perf_counter())
             return lambda n: None
 
@@ -216,7 +216,8 @@ def main() -> None:
         print(f"{label}: production {r['production_seconds']:.2f} s (repeats "
               + ", ".join(f"{p:.2f}" for p in r["production_seconds_by_repeat"])
               + f"; spread {r['repeat_spread']:.2f}x; threads {r['run_threads']}), limit {r['limit_seconds']:.2f} s "
-              f"({r['limit_rows_per_forward']} rows per forward, {r['limit_threads']} threads), ratio {r['ratio_to_limit']:.2f}, "
+              f"({r['limit_rows_per_forward']} rows per forward, {r['limit_threads']} threads), "
+              f"ratio {r['ratio_to_limit']:.2f}, "
               f"{r['prompts_per_second']:.2f} prompts/s, load {r['load_average'][0]:.1f}")
     if args.neighbour:
         print(f"neighbour ratio / quiet ratio = {payload['neighbour_ratio_over_quiet']:.2f}")

@@ -128,7 +128,8 @@ def build(db: Path, data_dir: Path, token_rows: int, n_samples: int, gen_samples
         answers = [wp[i].options[wp[i].option_labels.index("female" if f else "male")] if v else "<text>"
                    for i, v, f in zip(index, valid, female_pick)]
         samples = pa.table({
-            "model_key": pa.array([MODEL] * len(index)), "request_id": pa.array([f"s{wp[i].stimulus_id}" for i in index]),
+            "model_key": pa.array([MODEL] * len(index)),
+            "request_id": pa.array([f"s{wp[i].stimulus_id}" for i in index]),
             "sample_index": pa.array(np.tile(np.arange(per), len(wp)), pa.int32()),
             "seed": pa.array(np.arange(len(index)), pa.int64()), "temperature": pa.array(np.full(len(index), 0.5)),
             "top_k": pa.array(np.full(len(index), 40), pa.int32()), "top_p": pa.array(np.full(len(index), 1.0)),

@@ -185,10 +185,10 @@ def main() -> None:
 
     # --- timing, in the run dtype -------------------------------------------------------------------------------
     sums = {"biaslab": biaslab_sums(ours.model)}
-    t_ours, runs_ours = median_time(lambda: biaslab_sums(ours.model), args.repeats)
+    t_ours, runs_ours = median_time(lambda model=ours.model: biaslab_sums(model), args.repeats)
     timing: dict[str, dict] = {"biaslab": {"median_s": t_ours, "runs_s": runs_ours,
                                            "setting": f"token-budget batches of {args.batch_tokens}"}}
-    breakdown = biaslab_breakdown(lambda: biaslab_sums(ours.model), seqs, groups)
+    breakdown = biaslab_breakdown(lambda model=ours.model: biaslab_sums(model), seqs, groups)
     rss_biaslab = peak_rss_mb()  # before any peer is loaded: biaslab's own footprint
     same_tokens: dict[str, int] = {}
     sweep: dict[str, dict[int, float]] = {}
@@ -198,7 +198,7 @@ def main() -> None:
         sweep[Peer.name] = {}
         for bs in batch_sizes:
             sums[f"{Peer.name}@{bs}"] = peer.score(texts, bs)  # warm-up run, also kept for bf16 agreement
-            sweep[Peer.name][bs] = median_time(lambda: peer.score(texts, bs), args.repeats)[0]
+            sweep[Peer.name][bs] = median_time(lambda peer=peer, bs=bs: peer.score(texts, bs), args.repeats)[0]
         best = min(sweep[Peer.name], key=sweep[Peer.name].get)
         timing[Peer.name] = {"median_s": sweep[Peer.name][best], "setting": f"batch_size={best}",
                              "by_batch_size": sweep[Peer.name]}
@@ -263,7 +263,7 @@ def main() -> None:
         print(f"{name:<16}{timing[name]['setting']:<34}{t:>9.2f}{len(seqs) / t:>9.0f}{ratio:>11}  {diff:>16}")
     for p in peers:
         print(f"  {p} by batch size: " + ", ".join(f"{b}: {s:.2f} s" for b, s in sweep[p].items()))
-    print(f"identical token ids: " + ", ".join(f"{p} {v}" for p, v in result["identical_token_ids"].items()))
+    print("identical token ids: " + ", ".join(f"{p} {v}" for p, v in result["identical_token_ids"].items()))
     if agreement:
         print(f"{'fp32 agreement (sum logprob)':<30}{'max|diff| vs biaslab':>22}{'max|diff| vs float64':>22}"
               f"{'median vs f64':>15}{'fp32 s (1 run)':>16}")

@@ -3,11 +3,18 @@
 Python API (docs/python-api.md): ``wh = biaslab.open("warehouse/biaslab.duckdb")``; ``wh.tables()``,
 ``wh.table(name)`` and ``wh.sql(query)`` give Ibis expressions; ``biaslab.contextuality(wh)``,
 ``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)``, ``biaslab.metaprompt(wh)`` and
-``biaslab.options(wh, "my-study", by=["context"])`` return a study's tables (the same functions the `biaslab metrics` commands call).
+``biaslab.options(wh, "my-study", by=["context"])`` return a study's tables (the same functions the `biaslab metrics`
+commands call).
 Imported on first use, so ``import biaslab`` stays light.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version as _version
+
+try:  # one place for the version: pyproject.toml, read from the installed metadata
+    __version__ = _version("biaslab")
+except PackageNotFoundError:  # a source tree on sys.path without an install (e.g. the GPU kit's PYTHONPATH copy)
+    __version__ = "0+unknown"
+del PackageNotFoundError, _version
 
 _LAZY = {
     "open": ("biaslab.warehouse.handle", "open_warehouse"),
@@ -19,6 +26,8 @@ _LAZY = {
     "metaprompt": ("biaslab.metrics.studies", "metaprompt"),
     "options": ("biaslab.metrics.studies", "options"),
 }
+# the study functions above are the built-in studies of `biaslab.metrics.registry` (checked by
+# tests/metrics/test_study_registry.py); a registered study is `biaslab.<name>` too (`__getattr__`)
 
 __all__ = ["__version__", *_LAZY]
 
@@ -29,4 +38,10 @@ def __getattr__(name: str):
 
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
+    if not name.startswith("_"):  # a study added with `biaslab.metrics.registry.register_study`
+        from .metrics.registry import studies
+
+        found = studies().get(name)
+        if found is not None:
+            return found.function
     raise AttributeError(f"module 'biaslab' has no attribute {name!r}")

@@ -71,15 +71,20 @@ def tiny_bert_dir(tmp_path_factory):
     return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
+#: the device of the tiny models (`BIASLAB_TEST_DEVICE`, default cpu): the GPU kit runs the exact-vs-sampling and
+#: scoring-vs-naive tests with `BIASLAB_TEST_DEVICE=cuda` (benchmarks/gpu/run_device.sh)
+TEST_DEVICE = os.environ.get("BIASLAB_TEST_DEVICE", "cpu")
+
+
 @pytest.fixture(scope="session")
 def tiny_gpt2(tiny_gpt2_dir):
     from biaslab.engines.hf.loading import load_model
 
-    return load_model(str(tiny_gpt2_dir), dtype="fp32", device="cpu")
+    return load_model(str(tiny_gpt2_dir), dtype="fp32", device=TEST_DEVICE)
 
 
 @pytest.fixture(scope="session")
 def tiny_bert(tiny_bert_dir):
     from biaslab.engines.hf.loading import load_model
 
-    return load_model(str(tiny_bert_dir), dtype="fp32", device="cpu")
+    return load_model(str(tiny_bert_dir), dtype="fp32", device=TEST_DEVICE)

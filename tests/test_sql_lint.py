@@ -1,7 +1,8 @@
 """Every SQL text biaslab builds with an f-string puts names and paths in through the one quoting module
 (`biaslab.sql.quoting`: `identifier`, `identifiers`, `literal`) or as bound parameters.
 
-An f-string is SQL when its constant text has an SQL keyword in upper case (as biaslab writes SQL). Each of its substitutions must be
+An f-string is SQL when its constant text has an SQL keyword in upper case (as biaslab writes SQL). Each of its
+substitutions must be
 a call of a quoting function, a number (`int(...)`, `float(...)`, a numeric constant), a module constant (an
 UPPER_CASE name), or a variable, attribute or function whose name ends in `_sql` (SQL written by biaslab itself,
 by convention built from the same pieces). Anything else is reported with its file and line.

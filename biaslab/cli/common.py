@@ -1,4 +1,4 @@
-"""Shared CLI pieces: the --db / --data-dir options, one-line errors, and table / csv / json output."""
+"""Shared CLI pieces: the --db / --data-dir / --debug options, one-line errors, and table / csv / json output."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import datetime as dt
 import decimal
 import json
 import math
+import os
 import sys
+import traceback
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
@@ -16,15 +18,19 @@ from typing import Any, TextIO
 import click
 import duckdb
 
-from ..engines.base import EngineError
-from ..loaders.errors import DataError
+from .. import __version__
+from ..errors import BiaslabError, UsageError, bug_report
 from ..metrics.text import printable
-from ..warehouse import DEFAULT_DB, WarehouseError
+from ..warehouse import DEFAULT_DB
 
-#: Exceptions that are the user's input or machine, not a bug: shown as one line, exit status 1. OSError: a path
-#: the system refuses (name too long, not a folder, no space left, permission, ...); EngineError: a server's
-#: failure after its retries.
-EXPECTED_ERRORS = (DataError, WarehouseError, duckdb.Error, ValueError, OSError, EngineError)
+#: Exceptions that are the user's input or machine, not a bug: shown as one line, exit status 1 (a `UsageError`: 2).
+#: BiaslabError: every error biaslab raises on purpose (`biaslab.errors`); OSError: a path the system refuses (name
+#: too long, not a folder, no space left, permission, ...); duckdb.IOException: DuckDB's OSError, met by whichever
+#: query first reads a corrupt or unreadable warehouse file. Anything else is a bug: traceback, then `bug_report`.
+EXPECTED_ERRORS = (BiaslabError, OSError, duckdb.IOException)
+#: the environment variable that turns on --debug (any value but empty, 0, false, no, off)
+DEBUG_ENV = "BIASLAB_DEBUG"
+_DEBUG_KEY = "biaslab.debug"
 
 
 def _short_path(path: str, limit: int = 100) -> str:
@@ -40,14 +46,47 @@ def one_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def debugging(ctx: click.Context | None) -> bool:
+    """Whether tracebacks are shown for every error: --debug on the command line, or BIASLAB_DEBUG set."""
+    if ctx is not None and ctx.meta.get(_DEBUG_KEY):
+        return True
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.meta[_DEBUG_KEY] = True  # meta is shared by every context of the invocation
+
+
+debug_option = click.option(
+    "--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+    help=f"Show the full traceback of every error, also of the one-line ones (or set {DEBUG_ENV}=1).",
+)
+
+
 class Group(click.Group):
-    """A click group that turns expected errors into a one-line message and a non-zero exit."""
+    """A click group that shows an error biaslab raises on purpose (`BiaslabError`) or a path or file the system
+    refuses (`EXPECTED_ERRORS`) as one line, exit status 1 (`UsageError`: 2), and anything else, a bug, with its
+    traceback and the line `bug_report`, exit status 1. With --debug (or BIASLAB_DEBUG=1) every error shows its
+    traceback. Click's own exceptions (usage errors, exits, aborts), SystemExit and KeyboardInterrupt pass through
+    unchanged."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
         except EXPECTED_ERRORS as exc:
-            raise click.ClickException(one_line(exc)) from None
+            if debugging(ctx):
+                traceback.print_exc(file=sys.stderr)
+            error = click.ClickException(one_line(exc))
+            error.exit_code = 2 if isinstance(exc, UsageError) else 1
+            raise error from None
+        except Exception:
+            sys.stdout.flush()
+            traceback.print_exc(file=sys.stderr)
+            click.echo(bug_report(__version__), err=True)
+            raise click.exceptions.Exit(1) from None
 
 
 db_option = click.option(
@@ -181,7 +220,8 @@ class ResultPrinter:
     """Print one or more query results to stdout as tables, CSV or JSON, streaming the rows.
 
     table: one table per result, each capped at `max_rows` rows (None or 0: no cap) and then one line saying that
-        more rows were not shown (the rows after the cap are not read, so they are not counted). Text is shown literally: no rich markup, emoji codes or highlighting.
+        more rows were not shown (the rows after the cap are not read, so they are not counted). Text is shown
+        literally: no rich markup, emoji codes or highlighting.
     csv: header and rows per result, a blank line between results. Never capped.
     json: a list of objects per result; with `multiple=True` a list of those lists. Strict JSON (see
         `json_value`). Never capped.

@@ -16,6 +16,7 @@ from typing import TextIO
 
 import pandas as pd
 
+from ..errors import UsageError
 from ..metrics.display import MODEL_COLUMNS, cell, constant_columns, is_value_column
 
 #: what names the collection setting of a row (shown once per section, in this order)
@@ -200,7 +201,7 @@ def layout(frame: pd.DataFrame, width: int, *, wide: bool = False, columns: Sequ
     if columns:
         unknown = [c for c in columns if c not in frame.columns]
         if unknown:
-            raise ValueError(f"--columns: no column {', '.join(unknown)} in this table (columns: "
+            raise UsageError(f"--columns: no column {', '.join(unknown)} in this table (columns: "
                              f"{', '.join(frame.columns)})")
         text = text[[c for c in frame.columns if c in columns or c in SECTION_COLUMNS or not is_value_column(frame[c])]]
     sections = [c for c in SECTION_COLUMNS if c in text.columns]

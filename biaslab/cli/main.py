@@ -6,7 +6,7 @@ import click
 
 from .. import __version__
 from ..warehouse import Warehouse
-from .common import Group, db_option
+from .common import Group, db_option, debug_option
 from .catalog_cmd import collections_command, models_command
 from .data_cmd import data_group
 from .metrics_cmd import annotate_group, metrics_group, report_group
@@ -15,6 +15,7 @@ from .sql_cmd import info_command, sql_command
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="biaslab")
+@debug_option
 def biaslab() -> None:
     """biaslab: measure gender and social bias in language models from stored evidence.
 

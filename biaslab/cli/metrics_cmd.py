@@ -18,12 +18,41 @@ from .common import Group, db_option, format_option
 from .frames import print_frame
 
 
-@click.group("metrics", cls=Group)
+class StudyGroup(Group):
+    """`biaslab metrics` / `biaslab report`: one subcommand per study of `biaslab.metrics.registry`, read when the
+    commands are listed or looked up; a built-in study has its hand-written command below, a registered one gets a
+    generated command (its options, its description as help)."""
+
+    #: the report group: only the studies with a report writer
+    reports = False
+
+    def _studies(self) -> dict:
+        from ..metrics.registry import studies
+
+        return {n: s for n, s in studies().items() if not self.reports or s.report is not None}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self._studies()})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands:
+            return self.commands[name]
+        study = self._studies().get(name)
+        if study is None or study.builtin:
+            return None
+        return _report_command(study) if self.reports else _metrics_command(study)
+
+
+class ReportGroup(StudyGroup):
+    reports = True
+
+
+@click.group("metrics", cls=StudyGroup)
 def metrics_group() -> None:
     """Study metrics computed from the warehouse (no model is loaded)."""
 
 
-@click.group("report", cls=Group)
+@click.group("report", cls=ReportGroup)
 def report_group() -> None:
     """HTML reports with tables and figures, computed from the warehouse."""
 
@@ -56,6 +85,52 @@ def _report_of(out: str, db: str, heading: str):
         parts.append(f'<p class="empty">Nothing to report: {html.escape(str(exc))}.</p>')
         click.echo(f"wrote {write_page(Path(out), heading, parts)}")
         raise click.ClickException(str(exc)) from None
+
+
+def _datasets(study: str) -> list[str]:
+    """The datasets of a registered study (`biaslab.metrics.registry`)."""
+    from ..metrics.registry import get_study
+
+    return list(get_study(study).dataset_names)
+
+
+def _study_options(study, f):
+    """The click options of a registered study's `StudyOption`s."""
+    for opt in reversed(study.options):
+        flag = "--" + opt.name.replace("_", "-")
+        if isinstance(opt.default, bool):
+            f = click.option(flag, opt.name, is_flag=True, default=opt.default, help=opt.help)(f)
+        else:
+            f = click.option(flag, opt.name, type=opt.type, default=opt.default, show_default=True,
+                             help=opt.help)(f)
+    return f
+
+
+def _metrics_command(study) -> click.Command:
+    """`biaslab metrics NAME` of a registered study: its metrics function's tables, printed as the built-in ones."""
+    def command(db: str, fmt: str, out: str | None, **kwargs) -> None:
+        with _open(db) as handle:
+            tables = study.function(handle, **kwargs)
+            if out:
+                _results_artifact(handle, study.name, tables, list(study.dataset_names), kwargs, out)
+        _emit_tables(tables, fmt)
+
+    command = _table_options(_OUT(_study_options(study, command)))
+    return click.command(study.name, help=study.description)(db_option(format_option(command)))
+
+
+def _report_command(study) -> click.Command:
+    """`biaslab report NAME` of a registered study with a report writer."""
+    def command(db: str, out: str, **kwargs) -> None:
+        with _report_of(out, db, study.heading or study.description), _open(db) as handle:
+            tables = study.function(handle, **kwargs)
+            names = handle.models()
+        click.echo(f"wrote {study.report_writer(tables, Path(out), db, names)}")
+
+    command = _study_options(study, command)
+    command = click.option("--out", "out", type=click.Path(file_okay=False), required=True,
+                           help="Output folder.")(command)
+    return click.command(study.name, help=study.description)(db_option(command))
 
 
 def _results_artifact(handle, study: str, tables: dict, datasets, parameters: dict, out: str) -> None:
@@ -190,7 +265,7 @@ def contextuality_command(db: str, fmt: str, draws: int, bootstrap: int, seed: i
         tables = contextuality(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi, by_order=by_order,
                                temperatures=temps)
         if out:
-            _results_artifact(handle, "contextuality", tables, ["winopron"],
+            _results_artifact(handle, "contextuality", tables, _datasets("contextuality"),
                               {"draws": draws, "bootstrap": bootstrap, "seed": seed, "by_order": by_order, "mi": mi,
                                "temperatures": temps}, out)
     _emit_tables(tables, fmt)
@@ -232,13 +307,12 @@ def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: st
     Tables: mixed_model, predicted_values (the paper's Figure 2), condition_means, length_control (share of root
     items whose four sentences have equal token counts, per tokenizer). Convergence problems are reported in the
     table, never hidden."""
-    from ..metrics.negation.model import NEGATION_DATASETS
     from ..metrics.studies import negation
 
     with _open(db) as handle:
         tables = negation(handle, intercept_only_on_failure=intercept_only_on_failure, sentences=False)
         if out:
-            _results_artifact(handle, "negation", tables, list(NEGATION_DATASETS),
+            _results_artifact(handle, "negation", tables, _datasets("negation"),
                               {"intercept_only_on_failure": intercept_only_on_failure}, out)
     _emit_tables(tables, fmt)
 
@@ -260,7 +334,7 @@ def metaprompt_command(db: str, fmt: str, by_context: bool, out: str | None) -> 
     with _open(db) as handle:
         tables = metaprompt(handle, by_context=by_context)
         if out:
-            _results_artifact(handle, "metaprompt", tables, ["winopron"], {"by_context": by_context}, out)
+            _results_artifact(handle, "metaprompt", tables, _datasets("metaprompt"), {"by_context": by_context}, out)
     _emit_tables(tables, fmt)
 
 
@@ -378,7 +452,7 @@ def misgendering_command(db: str, fmt: str, no_pronoun: str, vocabulary: str, ou
     with _open(db) as handle:
         tables = misgendering(handle, no_pronoun=no_pronoun, vocabulary=vocabulary)
         if out:
-            _results_artifact(handle, "misgendering", tables, ["misgendered", "ruff", "tango"],
+            _results_artifact(handle, "misgendering", tables, _datasets("misgendering"),
                               {"no_pronoun": no_pronoun, "vocabulary": vocabulary}, out)
     _emit_tables(tables, fmt)
 
@@ -496,7 +570,7 @@ def annotate_group() -> None:
               help="Continuations drawn at random per model x dataset x pronoun x context cell (the paper: 25).")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Seed of the draws (each cell's draw depends only on this seed and the cell).")
-@click.option("--dataset", default=None, help="Only this dataset (misgendered, ruff, tango).")
+@click.option("--dataset", default=None, help="Only this dataset (one of the misgendering study's).")
 def annotate_export_command(db: str, out: str, n: int, seed: int, dataset: str | None) -> None:
     """Write a CSV stratified as the paper's annotation sheets: per model x dataset x declared pronoun x context
     (pre / post) cell, N random continuations (sample_id, model, dataset, declared, context, prompt_text, text, and

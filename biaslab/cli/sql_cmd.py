@@ -86,7 +86,7 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
 
     Example: biaslab sql "select dataset, count(*) from stimuli group by 1" --format csv
     """
-    from ..warehouse.readonly import read_only
+    from ..warehouse.readonly import QueryError, read_only
 
     sql = _query_text(query, query_file)
     with read_only(db, allow_paths, timeout=timeout, memory_limit=memory_limit) as session:
@@ -100,11 +100,11 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
         except duckdb.PermissionException as exc:
             hint = "" if allow_paths else " (files can be read only under an --allow-path DIR)"
             raise click.ClickException(str(exc).strip().splitlines()[0] + hint) from None
-        except duckdb.InvalidInputException as exc:
-            if "'pytz'" not in str(exc):
-                raise
-            raise click.ClickException("TIMESTAMP WITH TIME ZONE values need the pytz package in Python "
-                                       "(pip install pytz), or cast them: ts::TIMESTAMP") from None
+        except duckdb.Error as exc:  # the user's own SQL failed (syntax, unknown table, bad cast, ...): one line
+            if isinstance(exc, duckdb.InvalidInputException) and "'pytz'" in str(exc):
+                raise click.ClickException("TIMESTAMP WITH TIME ZONE values need the pytz package in Python "
+                                           "(pip install pytz), or cast them: ts::TIMESTAMP") from None
+            raise QueryError(str(exc)) from exc
         except BrokenPipeError:  # e.g. `biaslab sql ... | head`: stop quietly
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())

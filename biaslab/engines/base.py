@@ -1,8 +1,8 @@
 """The `Backend` protocol: the one interface between the protocols (prob, choice exact / sample, gen, TANGO
-templates) and any engine (DESIGN.md section 10).
+templates) and any engine (docs/design.md section 10).
 
 A backend offers evidence, not studies. Every method takes token ids (the protocols tokenize with
-`backend.tokenizer`, so the ids a backend sees are the ids stored) and returns what DESIGN.md section 4 stores:
+`backend.tokenizer`, so the ids a backend sees are the ids stored) and returns what docs/design.md section 4 stores:
 
 - `score`: per-token log-probabilities of given token ids (causal LMs);
 - `pll`: per-token pseudo-log-likelihoods under a masking scheme (masked LMs);
@@ -16,7 +16,10 @@ A backend offers evidence, not studies. Every method takes token ids (the protoc
   exploration). Runners call these methods on every backend; nothing is probed.
 
 Each engine module exposes `NAME`, `CAPABILITIES`, `Options` (a pydantic model of its `--engine-arg KEY=VALUE`
-settings, unknown keys refused), `installed()` and `prepare(model, options)`; `biaslab.engines.get(name)` finds it.
+settings, unknown keys refused), `installed()`, `validate_options(options)` and `prepare(model, options)`, and may
+declare shortcut flags of its settings (`FLAGS`, `Flag`); `biaslab.engines.get(name)` finds it, built in or a plugin
+(`biaslab.engines.registry`). What a protocol needs of an engine (these capability names) the protocol declares
+(`biaslab.runners.protocols.base.Protocol.needs`).
 
 Contract shared by all methods (as lm-eval's `LM` states its own):
 
@@ -38,31 +41,44 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+# EngineError and Unsupported re-exported here, where the engines have always found them: an engine that failed for
+# good, and a method or combination it cannot serve (e.g. PLL on vLLM; one line, raised before any work is done)
+from ..errors import EngineError, Unsupported, UsageError  # noqa: F401
+
 #: capability names (`Backend.capabilities`)
 SCORE = "score"          # causal per-token log-probabilities of given ids
 PLL = "pll"              # masked-LM pseudo-log-likelihood
 TOP_K = "top_k"          # top-K at prefixes (choice exact mode)
 SAMPLE = "sample"        # seeded sampling (choice sample mode, gen)
 
-#: what each protocol needs
-PROTOCOL_NEEDS: dict[str, frozenset[str]] = {
-    "prob": frozenset({SCORE}),
-    "pll": frozenset({PLL}),
-    "choice-exact": frozenset({TOP_K}),
-    "choice-sample": frozenset({SAMPLE}),
-    "gen": frozenset({SAMPLE}),
-}
 
 
-class EngineError(RuntimeError):
-    """An engine failed for good while serving requests (e.g. a server's error after its retries): one line, and
-    the run is marked failed; nothing of the chunk in flight is stored."""
+@dataclass(frozen=True)
+class Flag:
+    """A `runners collect` shortcut flag of one engine setting: `--FLAG VALUE` stands for `--engine-arg FIELD=VALUE`.
+    An engine module declares its own in `FLAGS` (a tuple of these; none by default); the command line builds one
+    option per flag from the engine registry, its type from the field's annotation in the engine's `Options`.
 
+    Attributes
+    ----------
+    field : the `Options` field the flag sets.
+    help : the flag's help text (the command line prefixes the engines that take it, e.g. "vllm: ").
+    name : the flag, default ``--`` + the field with dashes (``max_model_len`` -> ``--max-model-len``).
+    metavar : how the help shows the value (default: click's name of the type).
+    size : the value is a byte size written as people write it ("4GiB", "512MiB", "1.5 GB", bytes), read into an
+        integer number of bytes by the command line.
+    """
 
-class Unsupported(ValueError, RuntimeError):
-    """The backend cannot serve this method (e.g. PLL on vLLM); one line, raised before any work is done.
+    field: str
+    help: str
+    name: str | None = None
+    metavar: str | None = None
+    size: bool = False
 
-    A ValueError too, so the command line reports it as one line like every other refused argument."""
+    @property
+    def flag(self) -> str:
+        """The flag as typed: `name`, else ``--`` + the field with dashes."""
+        return self.name or "--" + self.field.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -101,7 +117,7 @@ class Sample:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """Every sampling parameter, set explicitly (DESIGN.md section 5): no repetition penalty, no other processor.
+    """Every sampling parameter, set explicitly (docs/design.md section 5): no repetition penalty, no other processor.
 
     Each step: logits z -> z / temperature -> keep z >= the top_k-th largest (ties kept) -> keep the smallest
     descending-probability prefix whose mass reaches top_p -> softmax -> draw; stop tokens are impossible for the
@@ -117,15 +133,15 @@ class SamplingSettings:
     def validate(self) -> None:
         """Raise ValueError (one line) for settings no sampler can use."""
         if not self.temperature > 0:
-            raise ValueError(f"temperature must be > 0 in sample mode, got {self.temperature}")
+            raise UsageError(f"temperature must be > 0 in sample mode, got {self.temperature}")
         if self.top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {self.top_k}")
+            raise UsageError(f"top_k must be >= 1, got {self.top_k}")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise UsageError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+            raise UsageError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if not 0 <= self.min_new_tokens <= self.max_new_tokens:
-            raise ValueError(f"min_new_tokens must be between 0 and max_new_tokens ({self.max_new_tokens})")
+            raise UsageError(f"min_new_tokens must be between 0 and max_new_tokens ({self.max_new_tokens})")
 
 
 @dataclass(frozen=True)
@@ -169,8 +185,8 @@ def engine_options(model: type, backend: str, given: Any):
         where = error.field or "engine arguments"
         if error.kind == "extra_forbidden":
             known = ", ".join(f"{name} ({f.description})" for name, f in model.model_fields.items()) or "none"
-            raise ValueError(f"--backend {backend}: unknown engine argument {where!r} (known: {known})") from None
-        raise ValueError(f"--backend {backend}: engine argument {where}: {error.message} (got "
+            raise UsageError(f"--backend {backend}: unknown engine argument {where!r} (known: {known})") from None
+        raise UsageError(f"--backend {backend}: engine argument {where}: {error.message} (got "
                          f"{error.given!r})") from None
 
 
@@ -197,13 +213,13 @@ class Prepared(Protocol):
     provenance: dict[str, Any]
 
     def verify(self, needs: frozenset[str]) -> None:
-        """Check that the engine serves every capability in `needs` (`PROTOCOL_NEEDS` of the protocol about to
-        run) the way the protocols rely on, before any run row is written; raise `Unsupported` in one line naming
-        what is missing. In-process engines have nothing to check (`PreparedBase`); a server is asked (see
+        """Check that the engine serves every capability in `needs` (what the protocol about to run needs, its
+        `needs(kind)`) the way the protocols rely on, before any run row is written; raise `Unsupported` in one line
+        naming what is missing. In-process engines have nothing to check (`PreparedBase`); a server is asked (see
         `biaslab.engines.openai`), and `max_top_k` is known once TOP_K is verified."""
         ...
 
-    def load(self) -> "Backend": ...
+    def load(self) -> Backend: ...
 
 
 class Identified:
@@ -372,7 +388,7 @@ class EngineBase(PreparedBase):
         return True
 
     def expander(self, prompts: Sequence[Sequence[int]], k: int, *, batches: Sequence[int] | None = None
-                 ) -> "Expander":
+                 ) -> Expander:
         return StatelessExpander(self, prompts, k)
 
 
@@ -390,10 +406,10 @@ class StatelessExpander:
         return self.backend.top_k([self.prompts[row] + list(path) for row, path in nodes], self.k)
 
 
-def require(backend_name: str, capabilities: frozenset[str], protocol: str) -> None:
-    """Raise `Unsupported` (one line) when a backend lacks what `protocol` needs ("prob", "pll", "choice-exact",
-    "choice-sample", "gen")."""
-    missing = PROTOCOL_NEEDS[protocol] - capabilities
+def require(backend_name: str, capabilities: frozenset[str], needs: frozenset[str], task: str) -> None:
+    """Raise `Unsupported` (one line) when a backend lacks a capability `task` needs (`needs`: capability names of
+    this module; `task`: what is refused, as the message names it, e.g. "choice-exact" or "pll")."""
+    missing = frozenset(needs) - capabilities
     if missing:
-        raise Unsupported(f"backend {backend_name!r} cannot run {protocol}: it has no {', '.join(sorted(missing))} "
+        raise Unsupported(f"backend {backend_name!r} cannot run {task}: it has no {', '.join(sorted(missing))} "
                           f"(it offers {', '.join(sorted(capabilities)) or 'nothing'})")

@@ -18,6 +18,7 @@ import os
 import socket
 from urllib.parse import urlparse
 
+from ..errors import DataError
 from .aliases import ALIASES
 
 #: seconds allowed for the TCP connection that tells whether the hub is reachable
@@ -75,6 +76,6 @@ def hub_access(name: str, revision: str | None = None) -> dict:
     if is_cached:
         return {"local_files_only": True}
     host, _ = hub_endpoint()
-    raise ValueError(f"--model {name}: not a built-in alias, local folder or .gguf file, not in the Hugging Face "
-                     f"cache, and the hub ({host}) cannot be reached from here to download it; "
-                     f"{_aliases_hint(name)}or give the path of a local model folder")
+    raise DataError(f"--model {name}: not a built-in alias, local folder or .gguf file, not in the Hugging Face "
+                    f"cache, and the hub ({host}) cannot be reached from here to download it; "
+                    f"{_aliases_hint(name)}or give the path of a local model folder")

@@ -1,5 +1,5 @@
 """Model identity without torch: what a model name resolves to (built-in alias, local folder, `.gguf` file or hub
-id), its tokenizer and config, its `ModelSpec` (the model key, DESIGN.md section 3), and the token ids every engine
+id), its tokenizer and config, its `ModelSpec` (the model key, docs/design.md section 3), and the token ids every engine
 needs (BOS policy, stop ids). Every backend resolves models here; only the hf backend then loads weights with torch
 (`biaslab.engines.hf.loading`).
 """
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import DataError, Unsupported, UsageError
 from ..schema import ModelSpec
 from .aliases import ALIASES
 from .hub import hub_access
@@ -55,7 +56,7 @@ def bos_token_id(tokenizer: Any) -> tuple[int, str]:
         return tokenizer.bos_token_id, "prepend"
     if tokenizer.eos_token_id is not None:
         return tokenizer.eos_token_id, "eos_as_bos"
-    raise ValueError("tokenizer has neither a BOS nor an EOS token: cannot score the first token")
+    raise Unsupported("tokenizer has neither a BOS nor an EOS token: cannot score the first token")
 
 
 def detect_kind(config: Any) -> str:
@@ -83,7 +84,7 @@ def parse_model_args(pairs: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, raw in pairs.items():
         if key not in MODEL_ARGS:
-            raise ValueError(f"--model-arg {key}: unknown (known: {', '.join(sorted(MODEL_ARGS))})")
+            raise UsageError(f"--model-arg {key}: unknown (known: {', '.join(sorted(MODEL_ARGS))})")
         value: Any = raw
         if raw.lower() in ("true", "false"):
             value = raw.lower() == "true"
@@ -93,10 +94,10 @@ def parse_model_args(pairs: dict[str, str]) -> dict[str, Any]:
             try:
                 value = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"--model-arg {key}: invalid JSON ({exc.msg})") from None
+                raise UsageError(f"--model-arg {key}: invalid JSON ({exc.msg})") from None
         out[key] = value
     if not isinstance(out.get("trust_remote_code", False), bool):
-        raise ValueError("--model-arg trust_remote_code takes true or false")
+        raise UsageError("--model-arg trust_remote_code takes true or false")
     return out
 
 
@@ -160,23 +161,23 @@ def resolve_source(name: str, revision: str | None = None) -> ModelSource:
     looks like a path that does not exist). `revision` applies to hub ids only."""
     local = name in ALIASES or name.endswith(".gguf") or Path(name).expanduser().exists()
     if revision is not None and local:
-        raise ValueError(f"--revision applies to hub ids only; {name} is a built-in alias or a local file/folder")
+        raise UsageError(f"--revision applies to hub ids only; {name} is a built-in alias or a local file/folder")
     if name in ALIASES:
         resolved = ALIASES[name]()
         return ModelSource(str(resolved.folder), resolved.source, resolved.revision)
     if name.endswith(".gguf"):
         path = Path(name).expanduser().resolve()
         if not path.is_file():
-            raise ValueError(f"--model: GGUF file {path} not found")
+            raise UsageError(f"--model: GGUF file {path} not found")
         return ModelSource(str(path.parent), str(path), files_sha256([path]), gguf_file=path.name)
     if Path(name).expanduser().is_dir():
         path = Path(name).expanduser().resolve()
         weights = [p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file()]
         if not weights:
-            raise ValueError(f"--model: folder {path} holds no weights ({', '.join(WEIGHT_SUFFIXES)})")
+            raise DataError(f"--model: folder {path} holds no weights ({', '.join(WEIGHT_SUFFIXES)})")
         return ModelSource(str(path), str(path), files_sha256(weights))
     if name.startswith(("/", ".", "~")) or Path(name).suffix in WEIGHT_SUFFIXES:
-        raise ValueError(f"--model: no model folder or file at {name} (and it is not a built-in alias: "
+        raise UsageError(f"--model: no model folder or file at {name} (and it is not a built-in alias: "
                          f"{', '.join(sorted(ALIASES))})")
     return ModelSource(name, name, None, hub=True)  # hub id: needs the cache or a reachable hub (`hub.hub_access`)
 
@@ -190,10 +191,10 @@ def check_gguf(path: Path) -> None:
     with open(path, "rb") as f:
         head = f.read(GGUF_HEADER_BYTES)
     if head[:4] != b"GGUF":
-        raise ValueError(f"--model {path}: not a GGUF file (it starts with {head[:4]!r}, a GGUF file with b'GGUF')")
+        raise DataError(f"--model {path}: not a GGUF file (it starts with {head[:4]!r}, a GGUF file with b'GGUF')")
     if len(head) < GGUF_HEADER_BYTES:
-        raise ValueError(f"--model {path}: GGUF file cut short ({len(head)} bytes; its header alone is "
-                         f"{GGUF_HEADER_BYTES}): download it again")
+        raise DataError(f"--model {path}: GGUF file cut short ({len(head)} bytes; its header alone is "
+                        f"{GGUF_HEADER_BYTES}): download it again")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -251,16 +252,16 @@ def read_model(name: str, *, dtype: str, quant: str = "none", kind: str | None =
         config = AutoConfig.from_pretrained(where.folder, **read)
         tokenizer = AutoTokenizer.from_pretrained(where.folder, **read)
     except OSError as exc:
-        raise ValueError(f"--model {name}: cannot load ({_first_line(exc)})") from None
+        raise DataError(f"--model {name}: cannot load ({_first_line(exc)})") from None
     except ValueError as exc:  # e.g. custom code without trust_remote_code=true
-        raise ValueError(f"--model {name}: {_first_line(exc)}") from None
+        raise DataError(f"--model {name}: {_first_line(exc)}") from None
     except Exception as exc:  # a damaged file breaks the readers in their own ways (struct.error, KeyError, ...)
-        raise ValueError(f"--model {name}: cannot read its config or tokenizer ({type(exc).__name__}: "
-                         f"{_first_line(exc)})") from None
+        raise DataError(f"--model {name}: cannot read its config or tokenizer ({type(exc).__name__}: "
+                        f"{_first_line(exc)})") from None
     shipped = shipped_quantization(config) if not where.gguf_file else None
     if shipped is not None:
         if quant == "nf4":
-            raise ValueError(f"--model {name} is shipped {shipped}-quantized: load it as shipped (no --quant nf4)")
+            raise UsageError(f"--model {name} is shipped {shipped}-quantized: load it as shipped (no --quant nf4)")
         quant = shipped
     kind = kind or detect_kind(config)
     keyed_revision = where.revision or getattr(config, "_commit_hash", None) or revision

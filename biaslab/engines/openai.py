@@ -10,7 +10,7 @@ model), so the ids the server scores are the ids stored; nothing is re-tokenized
 - `score` (prob): `echo=true, logprobs=1, max_tokens=1`: the server returns the log-probability of every prompt
   token given the tokens before it (`token_logprobs`, the first one null); the generated token is dropped.
 - `top_k` (choice exact): one new token with `logprobs=K` (greedy, so the sampled token is the top one); the K
-  log-probabilities are normalized, so `TopK.logits` = z - logsumexp(z) and `TopK.logsumexp` = 0 (DESIGN.md
+  log-probabilities are normalized, so `TopK.logits` = z - logsumexp(z) and `TopK.logsumexp` = 0 (docs/design.md
   section 10). K is what the server returns: `verify` probes it (a request asking for `PROBE_K`, read from the
   returned count or the refusal's "max allowed: N"), and a K above it is refused in one line that says the
   server's K. `expander`: the `StatelessExpander` (each trie level re-submits prompt + path; a server with prefix
@@ -18,7 +18,7 @@ model), so the ids the server scores are the ids stored; nothing is re-tokenized
 - `sample` (choice sample, gen): one request per sample with its `seed`, temperature, top_k, top_p, min_tokens,
   min_p 0 and neutral penalties set explicitly, `logprobs=1`, the stop ids as `stop_token_ids`. The
   log-probabilities stored are what the server returns: vLLM's default `--logprobs-mode raw_logprobs` gives the
-  model's own temperature-1 values (DESIGN.md section 4); another mode or server may not.
+  model's own temperature-1 values (docs/design.md section 4); another mode or server may not.
 - Token ids of returned tokens come from vLLM's `return_tokens_as_token_ids` ("token_id:N"); a server that returns
   only token strings cannot serve `top_k` or `sample` (one line).
 
@@ -42,14 +42,15 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, PreparedBase, Sample, SamplingSettings, TopK,
-                   Unsupported, engine_options)
+from ..errors import UsageError
+from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase, Sample, SamplingSettings,
+                   TopK, Unsupported, engine_options)
 from .models import served_token_ids
 from .openai_http import (BACKOFF_CAP_S, BACKOFF_S, RETRY_STATUSES, Client, ServerError,
                           error_message, token_id)
 from .server_checks import PROBE_K, ServerChecks, known_ids, probe_top_k
 
-__all__ = ["NAME", "CAPABILITIES", "Options", "installed", "engine_settings", "validate_options", "prepare",
+__all__ = ["NAME", "CAPABILITIES", "Options", "FLAGS", "installed", "engine_settings", "validate_options", "prepare",
            "OpenAIPrepared", "OpenAIBackend", "server_identity", "make_client",
            # the HTTP side and the server checks, used through this module
            "BACKOFF_CAP_S", "BACKOFF_S", "RETRY_STATUSES", "Client", "ServerError", "error_message", "token_id",
@@ -76,8 +77,17 @@ class Options(BaseModel):
     @classmethod
     def _http(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^https?://", value):
-            raise ValueError("must start with http:// or https://")
+            raise UsageError("must start with http:// or https://")
         return value.rstrip("/") if value else value
+
+
+#: the `runners collect` shortcut flags of `Options` fields (`--engine-arg KEY=VALUE` takes every field)
+FLAGS = (
+    Flag("base_url", "the server's base URL, e.g. http://127.0.0.1:8000/v1."),
+    Flag("api_key_env", "name of the environment variable holding the API key (the key itself is never stored).",
+         metavar="VAR"),
+    Flag("max_concurrency", "requests in flight at once."),
+)
 
 
 def installed() -> tuple[bool, str]:
@@ -93,26 +103,26 @@ def engine_settings(options: BackendOptions) -> dict[str, Any]:
     """The engine arguments checked by `Options` (one-line `ValueError`s), defaults filled in."""
     out = engine_options(Options, NAME, options.engine_args).model_dump()
     if not out["base_url"]:
-        raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+        raise UsageError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
     var = out["api_key_env"]
     if var is not None and not os.environ.get(var):
-        raise ValueError(f"--api-key-env {var}: the environment variable {var} is not set (or empty)")
+        raise UsageError(f"--api-key-env {var}: the environment variable {var} is not set (or empty)")
     return out
 
 
 def validate_options(options: BackendOptions) -> None:
     """Refuse what this backend cannot do, in one line, before anything is read or any server is asked."""
     if options.quant not in ("none", None):
-        raise ValueError(f"--backend openai: --quant {options.quant} is chosen by the server, not here")
+        raise UsageError(f"--backend openai: --quant {options.quant} is chosen by the server, not here")
     if options.device not in (None,):
-        raise ValueError("--backend openai: the server places the model (no --device)")
+        raise UsageError("--backend openai: the server places the model (no --device)")
     if options.model_args:
-        raise ValueError("--backend openai: --model-arg belongs to the server's own command line")
+        raise UsageError("--backend openai: --model-arg belongs to the server's own command line")
     if options.revision is not None:
-        raise ValueError("--backend openai: --revision belongs to the server's own command line")
+        raise UsageError("--backend openai: --revision belongs to the server's own command line")
     engine_settings(options)
     if options.dtype is None:
-        raise ValueError("--backend openai needs --dtype: the dtype the server runs (e.g. its --dtype), which is "
+        raise UsageError("--backend openai needs --dtype: the dtype the server runs (e.g. its --dtype), which is "
                          "part of the model key and which the server does not report")
 
 
@@ -125,7 +135,7 @@ def server_identity(client: Client, model: str, folder: str, wanted: str | None)
         raise ServerError(f"GET {client.url('models')}: the server lists no model")
     if wanted is not None:
         if wanted not in ids:
-            raise ValueError(f"served_model {wanted!r} is not served at {client.base_url} (it serves {', '.join(ids)})")
+            raise UsageError(f"served_model {wanted!r} is not served at {client.base_url} (it serves {', '.join(ids)})")
         served = wanted
     elif len(ids) == 1:
         served = ids[0]
@@ -133,7 +143,7 @@ def server_identity(client: Client, model: str, folder: str, wanted: str | None)
         roots = {m.get("id"): m.get("root") for m in listed["data"] if isinstance(m, dict)}
         matches = [i for i in ids if i in (model, folder) or roots.get(i) in (model, folder)]
         if len(matches) != 1:
-            raise ValueError(f"{client.base_url} serves {len(ids)} models ({', '.join(ids)}); name one with the "
+            raise UsageError(f"{client.base_url} serves {len(ids)} models ({', '.join(ids)}); name one with the "
                              f"engine argument served_model")
         served = matches[0]
     try:
@@ -143,7 +153,7 @@ def server_identity(client: Client, model: str, folder: str, wanted: str | None)
     return served, version
 
 
-def prepare(model: str, options: BackendOptions) -> "OpenAIPrepared":
+def prepare(model: str, options: BackendOptions) -> OpenAIPrepared:
     """Load the tokenizer of `model` (alias or folder of the served model) locally, ask the server what it serves,
     and compute the model key. No weights load here or anywhere; what the protocol needs is checked by
     `OpenAIPrepared.verify` (`server_checks`)."""
@@ -201,7 +211,7 @@ class OpenAIPrepared(PreparedBase):
             self.max_top_k = k
         self.verified |= todo
 
-    def load(self) -> "OpenAIBackend":
+    def load(self) -> OpenAIBackend:
         return OpenAIBackend(self)
 
 

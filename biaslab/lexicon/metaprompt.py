@@ -13,6 +13,7 @@ tracking        occupation, participant     whichever of $OCCUPATION / $PARTICIP
 
 from __future__ import annotations
 
+from ..errors import DataError, UsageError
 from ..schema import Stimulus
 
 #: the questions, in the order they are asked and reported
@@ -25,14 +26,14 @@ def question_of(prompt_version: str) -> tuple[str, str]:
     """(spec version, question) of a stored meta request's prompt_version "{version}:{question}"."""
     version, sep, question = prompt_version.rpartition(":")
     if not sep or question not in QUESTIONS:
-        raise ValueError(f"not a metaprompt version: {prompt_version!r}")
+        raise DataError(f"not a metaprompt version: {prompt_version!r}")
     return version, question
 
 
 def _check(stimulus: Stimulus) -> None:
     if stimulus.occupation is None or stimulus.participant is None or stimulus.template is None:
-        raise ValueError(f"stimulus {stimulus.item_id}: the meta protocol needs occupation, participant and template "
-                         f"(WinoPron stimuli)")
+        raise DataError(f"stimulus {stimulus.item_id}: the meta protocol needs occupation, participant and template "
+                        f"(WinoPron stimuli)")
 
 
 def question_options(question: str, stimulus: Stimulus) -> tuple[str, str]:
@@ -44,7 +45,7 @@ def question_options(question: str, stimulus: Stimulus) -> tuple[str, str]:
         _check(stimulus)
         pair = (stimulus.occupation, stimulus.participant)
     else:
-        raise ValueError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
+        raise UsageError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
     return (pair[1], pair[0]) if stimulus.option_order == "FM" else (pair[0], pair[1])
 
 
@@ -59,11 +60,11 @@ def gold_option(question: str, occupation: str, participant: str, template: str,
         return POS_OPTIONS[0]
     if question == "anaphora":
         if antecedent not in (occupation, participant):
-            raise ValueError(f"antecedent {antecedent!r} is neither {occupation!r} nor {participant!r}")
+            raise DataError(f"antecedent {antecedent!r} is neither {occupation!r} nor {participant!r}")
         return antecedent
     if question == "tracking":
         return occupation if template.index("$OCCUPATION") < template.index("$PARTICIPANT") else participant
-    raise ValueError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
+    raise UsageError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
 
 
 def stimulus_gold(question: str, stimulus: Stimulus) -> str:

@@ -85,6 +85,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import DataError, MissingPackage, Unsupported, UsageError
 from ..schema import CASES
 from .pronoun_detection import HE, SHE, Families, PronounHit, form_index, pronoun_hits, vocabulary
 
@@ -127,7 +128,7 @@ class Conversion:
     option_texts: tuple[str, ...]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_nlp(name: str | None = None) -> Any:
     """A spaCy English pipeline (tagger, parser, lemmatizer; named-entity recognition excluded), cached per name.
 
@@ -137,8 +138,8 @@ def load_nlp(name: str | None = None) -> Any:
     try:
         import spacy
     except ImportError as exc:
-        raise ImportError("converting TANGO generations needs spaCy: pip install 'biaslab[nlp]', then "
-                          "python -m spacy download en_core_web_sm") from exc
+        raise MissingPackage("converting TANGO generations needs spaCy: pip install 'biaslab[nlp]', then "
+                             "python -m spacy download en_core_web_sm") from exc
     names = (name,) if name else MODELS
     failures = []
     for model in names:
@@ -146,8 +147,8 @@ def load_nlp(name: str | None = None) -> Any:
             return spacy.load(model, exclude=["ner"])
         except (OSError, ImportError) as exc:
             failures.append(f"{model}: {exc}")
-    raise RuntimeError("no spaCy English model could be loaded (" + "; ".join(failures) + "). Install spaCy and "
-                       "a model: pip install 'biaslab[nlp]', then python -m spacy download en_core_web_sm")
+    raise Unsupported("no spaCy English model could be loaded (" + "; ".join(failures) + "). Install spaCy and "
+                      "a model: pip install 'biaslab[nlp]', then python -m spacy download en_core_web_sm")
 
 
 def like(form: str, word: str) -> str:
@@ -333,7 +334,7 @@ def convert(prompt: str, continuation: str, nlp: Any, families: Families | None 
     families = vocabulary("tango") if families is None else families
     missing = [f for f in CANDIDATES if f not in families or any(c not in families[f] for c in CASES)]
     if missing:
-        raise ValueError(f"families {missing} missing, or missing a case; candidates are {list(CANDIDATES)}")
+        raise UsageError(f"families {missing} missing, or missing a case; candidates are {list(CANDIDATES)}")
     hits = pronoun_hits(continuation, families)
     if not hits:
         return None
@@ -341,7 +342,7 @@ def convert(prompt: str, continuation: str, nlp: Any, families: Families | None 
     cut = (continuation[: hits[1].start] if len(hits) > 1 else continuation).rstrip()
     full = prompt + cut
     if SLOT in full:
-        raise ValueError(f"the generation already contains the slot marker {SLOT!r}: {full!r}")
+        raise DataError(f"the generation already contains the slot marker {SLOT!r}: {full!r}")
     start = len(prompt) + hit.start
     end = start + len(hit.word)
     before, after = full[:start], full[end:]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
 from ..schema import Stimulus
 from .errors import DataError
 from .options import parse_bool
@@ -74,7 +75,7 @@ class DatasetInfo:
     sources: Mapping[str, Upstream] = field(default_factory=dict)
     #: why the dataset cannot be fetched (no public, commit-pinned source); shown by `biaslab data fetch`
     no_source: str | None = None
-    #: the runner protocols this dataset's stimuli are asked with, the default first (DESIGN.md section 11):
+    #: the runner protocols this dataset's stimuli are asked with, the default first (docs/design.md section 11):
     #: prob (score each option in the slot, or the sentence), choice (forced-choice prompt), meta (comprehension
     #: questions about a forced-choice passage), gen (continuations). Names only: the protocols are the runners'.
     protocols: tuple[str, ...] = ("prob",)
@@ -82,6 +83,8 @@ class DatasetInfo:
     #: where the prob protocol's stimuli come from: None (the loaded stimuli) or "gen" (templates built from the
     #: model's own stored generations of this dataset, TANGO's probability version, `biaslab.runners.tango`)
     prob_from: str | None = None
+    #: the studies that read this dataset (`biaslab.metrics.registry`: a study's datasets are those naming it)
+    studies: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.folder:
@@ -120,11 +123,11 @@ class DatasetInfo:
         """
         return self.load_verified(data_dir, accept_modified=accept_modified, **options).stimuli
 
-    def load_verified(self, data_dir: Path, *, accept_modified: Any = False, **options: Any) -> "Loaded":
+    def load_verified(self, data_dir: Path, *, accept_modified: Any = False, **options: Any) -> Loaded:
         """`load`, with the checksum outcome of every file read (see `biaslab.loaders.verify`)."""
         unknown = sorted(set(options) - set(self.options))
         if unknown:
-            raise ValueError(f"dataset {self.name}: unknown option(s) {unknown}; accepted: {sorted(self.options)}")
+            raise UsageError(f"dataset {self.name}: unknown option(s) {unknown}; accepted: {sorted(self.options)}")
         accept = parse_bool(accept_modified, "accept_modified") if accept_modified is not None else False
         folder = self.path(data_dir)
         if not folder.is_dir():

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import errors
 
-class DataError(ValueError):
-    """Bad or missing dataset input, located as precisely as the format allows."""
+
+class DataError(errors.DataError):
+    """Bad or missing dataset input, located as precisely as the format allows: the loaders' `biaslab.errors.DataError`
+    (``DataError(file, message, line=, field=)``)."""
 
     def __init__(self, file: str | Path, message: str, *, line: int | None = None, field: str | None = None):
         self.file = str(file)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..errors import BiaslabError
 from .readers import sha256_file
 from .dataset import DatasetInfo, Upstream
 
@@ -35,7 +36,7 @@ DEFAULT_TIMEOUT = 30.0
 CHUNK = 1 << 16
 
 
-class FetchError(Exception):
+class FetchError(BiaslabError):
     """A dataset could not be fetched; the message is one line naming the URL (or file) and the reason."""
 
 

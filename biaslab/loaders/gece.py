@@ -139,6 +139,7 @@ FILES = {
 
 DATASETS = tuple(DatasetInfo(
     name=_name,
+    studies=("calibration",),
     folder=FOLDER,
     loader=file_loader(load_gece_file, _name, _file, shown=f"gece_data/{_file}"),
     licence=LICENCE,

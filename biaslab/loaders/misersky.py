@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import errors
+from ..errors import UsageError
 from .errors import DataError
 from .readers import read_table
 from .dataset import Upstream, github_raw
@@ -155,14 +157,14 @@ def match_noun(noun: str, norms: Mapping[str, float], overrides: Mapping[str, st
     NormMatch, or None when the noun matches nothing.
     """
     if rule not in RULES:
-        raise ValueError(f"norm matching rule must be one of {', '.join(RULES)}, got {rule!r}")
+        raise UsageError(f"norm matching rule must be one of {', '.join(RULES)}, got {rule!r}")
     for plural in plural_candidates(noun):
         if plural in norms:
             return NormMatch(noun, plural, norms[plural], "inflection")
     key = overrides.get(noun.strip().lower())
     if key is not None:
         if key not in norms:
-            raise KeyError(f"override {noun!r} -> {key!r}: no such role noun in the norms")
+            raise errors.DataError(f"override {noun!r} -> {key!r}: no such role noun in the norms")
         return NormMatch(noun, key, norms[key], "override")
     if rule == "paper":
         needle = noun.strip().lower()

@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .. import errors
 from ..schema import Stimulus
 from .errors import DataError
 from .options import parse_bool, parse_int
@@ -141,7 +142,7 @@ def realize(rec: Record, template: str, name: str, forms: dict[str, str]) -> str
 def draw_names(names: list[tuple[str, str]], n_templates: int, seed: int) -> list[list[tuple[str, str]]]:
     """NAMES_PER_TEMPLATE distinct names per template, in template order, from one seeded generator."""
     if len(names) < NAMES_PER_TEMPLATE:
-        raise ValueError(f"need at least {NAMES_PER_TEMPLATE} names, have {len(names)}")
+        raise errors.DataError(f"need at least {NAMES_PER_TEMPLATE} names, have {len(names)}")
     rng = random.Random(seed)
     return [rng.sample(names, NAMES_PER_TEMPLATE) for _ in range(n_templates)]
 
@@ -185,6 +186,7 @@ def load_misgendered(folder: Path, seed: Any = 0, keep_artifact: Any = False) ->
 
 INFO = DatasetInfo(
     name="misgendered",
+    studies=("misgendering",),
     loader=load_misgendered,
     licence="CC BY 4.0",
     description="MISGENDERED explicit declaration {nom}/{acc}/{pos_ind}: 50 templates x 15 seeded names x "

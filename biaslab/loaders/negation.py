@@ -88,6 +88,7 @@ def load_negation(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
 DATASETS = (
     DatasetInfo(
         name="negation-examples",
+        studies=("negation",),
         folder="negation_bias_examples",
         loader=file_loader(load_negation, "negation-examples", "negation_bias_examples.csv"),
         licence="none stated (24 example sentences typed in from Table 2 of Wang, Sommerauer and Bloem, after "
@@ -98,6 +99,7 @@ DATASETS = (
     ),
     DatasetInfo(
         name="negation",
+        studies=("negation",),
         loader=file_loader(load_negation, "negation", "negation_bias.csv"),
         licence="unknown (user-supplied copy of yishani/negationbias; check the upstream terms)",
         description="Negation-bias dataset supplied by the user (300 root items x SA/SN/NA/NN upstream), same columns "

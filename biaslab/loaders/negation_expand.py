@@ -68,6 +68,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from ..errors import DataError, UsageError
 from .negation import COLUMNS, check_condition, check_sentence
 from .readers import Record, read_table
 
@@ -158,7 +159,7 @@ def rephrase(structure: str, context_sentence: str, description: str, group: str
         return f"{x_body},", f"which means {lower_first(y_body)}{y_end}"
     if structure == "thats_why":
         return f"{upper_first(y_body)},", f"that's why {lower_first(x_body)}{x_end}"
-    raise ValueError(f"unknown structure {structure!r}; use one of {STRUCTURES}")
+    raise UsageError(f"unknown structure {structure!r}; use one of {STRUCTURES}")
 
 
 # --------------------------------------------------------------------------------------------------- synonyms
@@ -192,9 +193,9 @@ def _synonym_index(synonyms: Mapping[str, Sequence[str]]) -> dict[str, list[str]
         for value in values:
             value = value.strip()
             if not value or not slug(value):
-                raise ValueError(f"synonym {value!r} of {noun!r} has no letter or digit")
+                raise DataError(f"synonym {value!r} of {noun!r} has no letter or digit")
             if value.casefold() == noun.strip().casefold():
-                raise ValueError(f"synonym {value!r} is the noun itself")
+                raise DataError(f"synonym {value!r} is the noun itself")
             if value.casefold() not in {v.casefold() for v in bucket}:
                 bucket.append(value)
     return index

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..errors import UsageError
+
 
 def parse_bool(value: Any, option: str) -> bool:
     """A flag given as a bool or as "true"/"1"/"yes" / "false"/"0"/"no" (any case, surrounding spaces ignored)."""
@@ -14,7 +16,7 @@ def parse_bool(value: Any, option: str) -> bool:
         return True
     if isinstance(value, str) and value.strip().lower() in ("false", "0", "no"):
         return False
-    raise ValueError(f"option {option}: expected true or false, got {value!r}")
+    raise UsageError(f"option {option}: expected true or false, got {value!r}")
 
 
 def pop_flag(options: dict[str, Any], name: str, flag: bool) -> tuple[bool, dict[str, Any]]:
@@ -29,9 +31,9 @@ def pop_flag(options: dict[str, Any], name: str, flag: bool) -> tuple[bool, dict
 def parse_int(value: Any, option: str) -> int:
     """An integer given as an int (not a bool) or as a string of optional sign and digits."""
     if isinstance(value, bool):
-        raise ValueError(f"option {option}: expected an integer, got {value!r}")
+        raise UsageError(f"option {option}: expected an integer, got {value!r}")
     if isinstance(value, int):
         return value
     if isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
         return int(value)
-    raise ValueError(f"option {option}: expected an integer, got {value!r}")
+    raise UsageError(f"option {option}: expected an integer, got {value!r}")

@@ -101,7 +101,8 @@ def load_text(path: Path) -> Text:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(path, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})", line=line) from None
+        raise DataError(path, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+                        line=line) from None
     return Text(path, text.replace("\r\n", "\n"), sha)
 
 

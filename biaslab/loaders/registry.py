@@ -9,6 +9,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from ..errors import UsageError
 from . import verify
 from .dataset import DatasetInfo
 
@@ -17,8 +18,8 @@ MODULES: dict[str, str] = {
     "winogender": "winogender",
     "winopron": "winopron",
     "misgendered": "misgendered",
-    "tango": "tango",
     "ruff": "ruff",
+    "tango": "tango",
     "winobias": "winobias",
     "gece-winobias": "gece",
     "gece-winogender": "gece",
@@ -47,7 +48,7 @@ def datasets() -> dict[str, DatasetInfo]:
 def get(name: str) -> DatasetInfo:
     """The built-in dataset `name`; ValueError naming the known ones otherwise."""
     if name not in MODULES:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(MODULES))}")
+        raise UsageError(f"unknown dataset {name!r}; known: {', '.join(sorted(MODULES))}")
     return _declared(MODULES[name])[name]
 
 

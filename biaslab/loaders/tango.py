@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
 from ..schema import Stimulus
 from .errors import DataError
 from ..lexicon.pronouns import PAIR_CASE
@@ -55,7 +56,7 @@ def select_families(pronouns: Any) -> tuple[str, ...]:
     chosen = tuple(dict.fromkeys(chosen))
     unknown = [p for p in chosen if p not in FAMILIES]
     if unknown or not chosen:
-        raise ValueError(f"option pronouns: expected 'core', 'all' or families among {list(FAMILIES)}, "
+        raise UsageError(f"option pronouns: expected 'core', 'all' or families among {list(FAMILIES)}, "
                          f"got {pronouns!r}")
     return chosen
 
@@ -139,6 +140,7 @@ REPO, COMMIT = "amazon-science/tango", "bbaf0bb22a3fc391e2e7247a2d25c6850625013b
 
 INFO = DatasetInfo(
     name="tango",
+    studies=("misgendering",),
     protocols=("gen", "prob"),
     prob_from="gen",  # its prob protocol scores templates built from the model's own generations
     loader=load_tango,

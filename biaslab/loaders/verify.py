@@ -65,7 +65,7 @@ class Verification:
     @classmethod
     def for_files(cls, dataset: str, folder: Path, files: Mapping[str, str | None], *,
                   accept_modified: bool = False, fetchable: bool = False,
-                  upstream: frozenset[str] = frozenset()) -> "Verification":
+                  upstream: frozenset[str] = frozenset()) -> Verification:
         pins = {_key(Path(folder) / rel): (rel, sha) for rel, sha in files.items()}
         return cls(dataset, pins, accept_modified, fetchable, upstream)
 

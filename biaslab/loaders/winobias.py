@@ -46,6 +46,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UsageError
 from ..schema import Stimulus
 from .errors import DataError
 from ..lexicon.pronouns import BINARY, FORM_CASES, FORM_GENDER, PAIR_CASE, PARADIGMS, capitalize
@@ -277,7 +278,7 @@ def all_files() -> list[str]:
 def load_winobias(folder: Path, subset: str | None = "all") -> list[Stimulus]:
     key = subset or "all"
     if key not in SUBSETS:
-        raise ValueError(f"winobias: subset must be one of {sorted(SUBSETS)} (or None), got {subset!r}")
+        raise UsageError(f"winobias: subset must be one of {sorted(SUBSETS)} (or None), got {subset!r}")
     version = files_digest([folder / rel for rel in all_files()])
     occupations = read_occupations(folder)
     stimuli = []

@@ -1,6 +1,6 @@
 """WinoPron (Gautam et al. 2024, "Revisiting English Winogender Schemas for Consistency, Coverage, and Grammatical
 Case"), upstream `new_templates.tsv` (extracted from the repository's password zip; see PROVENANCE.md), used as a
-forced pronoun choice under priming (contextual invariance study, DESIGN.md sections 1 and 7).
+forced pronoun choice under priming (contextual invariance study, docs/design.md sections 1 and 7).
 
 Upstream: 360 template rows = 60 occupation-participant pairs x 2 answers x 3 grammatical cases. Columns
 `occupation(0)`, `other-participant(1)`, `answer` (0: the pronoun refers to the occupation, 1: to the participant),
@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UsageError
 from ..schema import Stimulus
 from .misersky import (NORMS_FILE, NORMS_FOLDER, NORMS_SHA256, NORMS_SOURCE, NormMatch, load_norms, match_noun,
                        match_nouns, norms_path)
@@ -50,7 +51,7 @@ TEMPLATES_FILE = "new_templates.tsv"
 TEMPLATE_COLUMNS = ("occupation(0)", "other-participant(1)", "answer", "pronoun_type", "template")
 DEFAULT_NORMS = f"../{NORMS_FOLDER}/{NORMS_FILE}"
 
-#: Null primes c_0,1 and c_0,2 (DESIGN.md section 7): no pronoun, no person, no relation to any template.
+#: Null primes c_0,1 and c_0,2 (docs/design.md section 7): no pronoun, no person, no relation to any template.
 NULL_PRIME_1 = "The weather stayed mild and dry for most of the afternoon."
 NULL_PRIME_2 = "The old library building on the corner has a red wooden door."
 NULL_PRIMES = f"{NULL_PRIME_1}|{NULL_PRIME_2}"
@@ -143,7 +144,7 @@ def _same_template(t: Template, by_key: dict[tuple[str, int], Template]) -> Temp
     return t
 
 
-#: Pairing rules: which template primes which (option `pairing`). DESIGN.md section 7 fixes "other_answer".
+#: Pairing rules: which template primes which (option `pairing`). docs/design.md section 7 fixes "other_answer".
 PAIRINGS: dict[str, Callable[[Template, dict[tuple[str, int], Template]], Template]] = {
     "other_answer": _other_answer,
     "same_template": _same_template,
@@ -165,10 +166,10 @@ def parse_null_primes(value: str | Sequence[str]) -> tuple[str, str]:
     parts = value.split("|") if isinstance(value, str) else list(value)
     parts = [p.strip() for p in parts]
     if len(parts) != 2 or not all(parts):
-        raise ValueError(f"null_primes: expected two non-empty sentences separated by '|', got {value!r}")
+        raise UsageError(f"null_primes: expected two non-empty sentences separated by '|', got {value!r}")
     for p in parts:
         if _PRONOUN_WORD.search(p):
-            raise ValueError(f"null_primes: a null prime must contain no pronoun: {p!r}")
+            raise UsageError(f"null_primes: a null prime must contain no pronoun: {p!r}")
     return parts[0], parts[1]
 
 
@@ -235,7 +236,7 @@ def load_winopron(folder: Path, null_primes: str | Sequence[str] = NULL_PRIMES, 
                   norms: str = DEFAULT_NORMS) -> list[Stimulus]:
     folder = Path(folder)
     if pairing not in PAIRINGS:
-        raise ValueError(f"pairing: unknown rule {pairing!r}; accepted: {sorted(PAIRINGS)}")
+        raise UsageError(f"pairing: unknown rule {pairing!r}; accepted: {sorted(PAIRINGS)}")
     nulls = parse_null_primes(null_primes)
     templates = read_templates(folder)
     by_key = check_pairs(templates)
@@ -268,6 +269,7 @@ def rated_templates(data_dir: Path, rule: str = "biaslab") -> tuple[int, int]:
 
 DATASETS = (DatasetInfo(
     name=DATASET,
+    studies=("contextuality", "metaprompt"),
     loader=load_winopron,
     licence="AGPL-3.0",
     description="WinoPron: 360 templates x 5 priming contexts x 2 option orders; female/male forms of the slot's "

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..errors import UsageError
 from ..schema import Stimulus
 from .readers import Record, files_digest, read_table, unnamed_index
 from .dataset import DatasetInfo
@@ -60,7 +61,7 @@ def last_cloze(rec: Record) -> tuple[str, str, str] | None:
 def load_winoqueer(folder: Path, subset: str | None = "last-cloze") -> list[Stimulus]:
     """One stimulus per pair of the subset (only "last-cloze"; see the module docstring)."""
     if (subset or "last-cloze") not in SUBSETS:
-        raise ValueError(f"winoqueer: subset must be one of {list(SUBSETS)}, got {subset!r}")
+        raise UsageError(f"winoqueer: subset must be one of {list(SUBSETS)}, got {subset!r}")
     path = folder / FILE
     records = read_table(path, COLUMNS, multiline=False)
     version = files_digest([path])
@@ -89,6 +90,7 @@ def load_winoqueer(folder: Path, subset: str | None = "last-cloze") -> list[Stim
 
 DATASETS = (DatasetInfo(
     name="winoqueer",
+    studies=("calibration",),
     loader=load_winoqueer,
     licence="MIT",
     description="WinoQueer last-cloze subset: pairs differing only in the last word; options (queer term, "

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DataError
+
 
 def as_probabilities(x, name: str = "p") -> np.ndarray:
     """1-D float array of finite values in [0, 1]; ValueError otherwise."""
     arr = np.asarray(x, dtype=float).reshape(-1)
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise DataError(f"{name} contains NaN or infinite values")
     if arr.size and (arr.min() < 0.0 or arr.max() > 1.0):
-        raise ValueError(f"{name} must lie in [0, 1]")
+        raise DataError(f"{name} must lie in [0, 1]")
     return arr
 
 
@@ -23,9 +25,9 @@ def as_binary(x, name: str = "y") -> np.ndarray:
     try:
         arr = arr.astype(float)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must contain only 0 and 1 (or bools)") from exc
+        raise DataError(f"{name} must contain only 0 and 1 (or bools)") from exc
     if np.isnan(arr).any():
-        raise ValueError(f"{name} contains NaN")
+        raise DataError(f"{name} contains NaN")
     if not np.all((arr == 0) | (arr == 1)):
-        raise ValueError(f"{name} must contain only 0 and 1 (or bools)")
+        raise DataError(f"{name} must contain only 0 and 1 (or bools)")
     return arr.astype(int)

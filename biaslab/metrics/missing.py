@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import NoEvidence  # re-exported: `biaslab metrics` exits 1 with it; `biaslab report` writes a page
 
-class NoEvidence(ValueError):
-    """The warehouse holds none of the evidence a study reads: the message says what is missing and the command
-    that collects it. `biaslab metrics` exits 1 with it; `biaslab report` writes a page that says so (and exits 1)."""
+__all__ = ["NoEvidence", "stimulus_count", "missing"]
 
 
 def stimulus_count(handle, datasets: Sequence[str]) -> int:

@@ -1,5 +1,6 @@
 """One function per study, taking a `biaslab.open` handle: `contextuality`, `misgendering`, `negation`, `calibration`,
-`metaprompt`, and `options` (any dataset with options, e.g. a user's own study). The `biaslab metrics` and `biaslab report` commands call these same functions, so the command line and
+`metaprompt`, and `options` (any dataset with options, e.g. a user's own study). The `biaslab metrics` and
+`biaslab report` commands call these same functions, so the command line and
 the Python API give the same tables.
 
 Each function reads the study's relational part through the views (`biaslab.views`) on the handle's engine (the
@@ -15,17 +16,21 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ..errors import UsageError
 from .missing import NoEvidence, missing as _missing
 
-__all__ = ["NoEvidence", "PairError", "CALIBRATION_DATASETS", "contextuality", "misgendering", "negation",
+__all__ = ["NoEvidence", "PairError", "contextuality", "misgendering", "negation",
            "calibration", "metaprompt", "options", "to_json_ready", "negation_sentences"]
 
-#: the datasets of the calibration study (what its "nothing collected" message counts)
-CALIBRATION_DATASETS = ("gece-winobias", "gece-winogender", "genderlex", "genderlex-person", "genderlex-someone",
-                        "winoqueer")
+
+def _datasets(study: str) -> tuple[str, ...]:
+    """The datasets of `study` (`biaslab.metrics.registry`): what its "nothing collected" message counts."""
+    from .registry import get_study
+
+    return get_study(study).dataset_names
 
 
-class PairError(ValueError):
+class PairError(UsageError):
     """A --pair declaration that does not name two models of the warehouse (one line)."""
 
 
@@ -33,7 +38,7 @@ def _finish(handle, tables: dict[str, pd.DataFrame], output: str, private: bool 
     from ..warehouse.catalog import with_model_names
 
     if output not in ("pandas", "polars"):
-        raise ValueError(f"output must be 'pandas' or 'polars', got {output!r}")
+        raise UsageError(f"output must be 'pandas' or 'polars', got {output!r}")
     names = handle.models()
     out = {k: (v if k.startswith("_") else with_model_names(v, names)) for k, v in tables.items()
            if private or not k.startswith("_")}
@@ -71,7 +76,8 @@ def contextuality(handle, *, draws: int = 20, bootstrap: int = 30, seed: int = 0
     from .contextuality.tables import contextuality_report, temperature_tables
 
     if handle.fetch(handle.table("winopron_pf").limit(1)).empty:
-        raise _missing(handle, "WinoPron forced-choice evidence", ["winopron"], "runners collect --dataset winopron")
+        raise _missing(handle, "WinoPron forced-choice evidence", _datasets("contextuality"),
+                       "runners collect --dataset winopron")
     tables = contextuality_report(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi)
     if not by_order:
         tables = {k: v for k, v in tables.items() if k not in BY_ORDER_TABLES}
@@ -125,12 +131,11 @@ def negation(handle, *, intercept_only_on_failure: bool = False, sentences: bool
 def negation_sentences(handle) -> pd.DataFrame:
     """The per-sentence perplexities of the negation study (`negation.tables.sentence_perplexities`); `NoEvidence`
     when none are stored."""
-    from .negation.model import NEGATION_DATASETS
     from .negation.tables import sentence_perplexities
 
-    ppl = sentence_perplexities(handle)
+    ppl = sentence_perplexities(handle, _datasets("negation"))
     if ppl.empty:
-        raise _missing(handle, "negation-bias sentence score", NEGATION_DATASETS,
+        raise _missing(handle, "negation-bias sentence score", _datasets("negation"),
                        "runners collect --dataset negation-examples")
     return ppl
 
@@ -159,7 +164,8 @@ def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap
         raise PairError(str(exc)) from None
     tables = calibration_report_tables(handle, dataset, n_bins=bins, n_boot=bootstrap, seed=seed)
     if tables["metrics"].empty and tables["winoqueer"].empty:
-        raise _missing(handle, "scored pronoun pair with a gold label", [dataset] if dataset else CALIBRATION_DATASETS,
+        raise _missing(handle, "scored pronoun pair with a gold label",
+                       [dataset] if dataset else _datasets("calibration"),
                        f"runners collect --dataset {dataset or 'gece-winobias'}")
     if declared:
         try:
@@ -186,7 +192,8 @@ def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> di
 
     tables = metaprompt_tables(handle, by_context=by_context)
     if tables["metaprompt"].empty:
-        raise _missing(handle, "metaprompt evidence", ["winopron"], "runners collect --dataset winopron --protocol meta")
+        raise _missing(handle, "metaprompt evidence", _datasets("metaprompt"),
+                       "runners collect --dataset winopron --protocol meta")
     return _finish(handle, tables, output)
 
 

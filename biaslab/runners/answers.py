@@ -1,9 +1,10 @@
 """The forced-choice answer parser, shared by sample mode and exact mode so both count the same event.
 
-Parsing (DESIGN.md section 6): the generated text after the prefill is read up to the closing quote (one character;
+Parsing (docs/design.md section 6): the generated text after the prefill is read up to the closing quote (one character;
 or to the end of generation when no quote comes); the answer is valid when, trimmed, it equals one of the options
 ignoring case (Unicode case folding). Where the chat template rejected the prefill, the model must first write the
-prefill's text itself (`lead`, whitespace ignored); in channel formats (gpt-oss) only the final channel counts. A partial text ending in U+FFFD (a multi-byte character split across tokens)
+prefill's text itself (`lead`, whitespace ignored); in channel formats (gpt-oss) only the final channel counts. A
+partial text ending in U+FFFD (a multi-byte character split across tokens)
 stays live in exact mode until generation ends.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from typing import Literal
+
+from ..errors import DataError
 
 Status = Literal["valid", "invalid", "live"]
 
@@ -49,7 +52,8 @@ def _rust_decoder(cls: type) -> bool:
     except ImportError:  # another transformers layout: its own batch_decode
         return False
     return (issubclass(cls, TokenizersBackend) and cls._decode is TokenizersBackend._decode
-            and cls.decode is PreTrainedTokenizerBase.decode and cls.batch_decode is PreTrainedTokenizerBase.batch_decode)
+            and cls.decode is PreTrainedTokenizerBase.decode
+            and cls.batch_decode is PreTrainedTokenizerBase.batch_decode)
 
 
 #: gpt-oss (harmony) channel format: the answer is the text after the last final-channel header, up to the next
@@ -90,10 +94,10 @@ class AnswerParser:
 
     def __post_init__(self) -> None:
         if len(self.closing) != 1:
-            raise ValueError(f"the closing quote must be one character, got {self.closing!r}")
+            raise DataError(f"the closing quote must be one character, got {self.closing!r}")
         lowered = [o.strip().casefold() for o in self.options]
         if len(set(lowered)) != len(lowered) or not all(lowered):
-            raise ValueError(f"options must be distinct and non-empty ignoring case: {self.options}")
+            raise DataError(f"options must be distinct and non-empty ignoring case: {self.options}")
 
     def _strip(self, text: str) -> tuple[str, str]:
         """("done", answer part) when the final channel and the lead are complete; ("partial", text) while they may

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..engines.base import PROTOCOL_NEEDS, require
+from .. import engines
 from ..warehouse import Warehouse
 from . import runs, stimuli as stimuli_of
 from .config import CollectConfig
@@ -61,25 +61,20 @@ class EngineHandle:
 
 
 def _handle(config: CollectConfig, module, loaded) -> EngineHandle:
-    """The model: prepared by the backend without weights, or one passed in (an `engines.hf.loading.LoadedModel` runs
-    through the Hugging Face backend; a loaded `Backend` as is), for tests and benchmarks that reuse one model."""
+    """The model: prepared by the backend without weights, or one passed in, for tests and benchmarks that reuse one
+    model (a model an engine loaded, or a loaded `Backend`: `engines.reuse`)."""
     if loaded is None:
         return EngineHandle(module.prepare(config.model, config.backend_options()))
-    from ..engines.hf.backend import HFPrepared
-    from ..engines.hf.loading import LoadedModel
-
-    if isinstance(loaded, LoadedModel):
-        prepared = HFPrepared(loaded, config.max_tokens)
-        return EngineHandle(prepared, prepared.load(), owned=False)
-    return EngineHandle(loaded, loaded, owned=False)
+    prepared, backend = engines.reuse(loaded, config.max_tokens)
+    return EngineHandle(prepared, backend, owned=False)
 
 
 def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[int], None]] | None = None,
             loaded=None) -> CollectResult:
     """Run one collection. `progress(total, done)` returns a callback advanced by the requests just written.
 
-    `loaded` (an `engines.hf.loading.LoadedModel` or a `Backend`) skips model loading, for tests and benchmarks that reuse
-    one model.
+    `loaded` (a model an engine loaded beforehand, or a `Backend`: `engines.reuse`) skips model loading, for tests
+    and benchmarks that reuse one model.
     """
     from ..engines.threads import FreeCores, use_threads
 
@@ -90,9 +85,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     handle = _handle(config, module, loaded)  # a model that cannot be read stops here: no warehouse file is touched
     try:
         capabilities = handle.backend.capabilities if handle.backend is not None else module.CAPABILITIES
-        needed = protocol.capability(handle.spec.kind)
-        require(config.backend, capabilities, needed)
-        handle.prepared.verify(PROTOCOL_NEEDS[needed])  # a server is asked what the protocol needs
+        needs = protocol.require(config.backend, capabilities, handle.spec.kind)
+        handle.prepared.verify(needs)  # a server is asked what the protocol needs
         protocol.check_engine(handle.prepared)
         # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
         # sql`, `info`, `metrics` and `report` can read the warehouse while the model computes

@@ -15,7 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from ..engines import DEFAULT_BACKEND
 from ..engines.base import BackendOptions
+from ..errors import Unsupported, UsageError
 from ..schema.errors import first_error
 from . import protocols
 
@@ -29,19 +31,19 @@ def flag(field: str) -> str:
     return FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
-def one_line(exc: ValidationError, accepted: list[str] | None = None, protocol: str | None = None) -> ValueError:
-    """The first problem of a pydantic validation as one line naming the flag."""
+def one_line(exc: ValidationError, accepted: list[str] | None = None, protocol: str | None = None) -> UsageError:
+    """The first problem of a pydantic validation as one line naming the flag (a bad option: `UsageError`)."""
     error = first_error(exc)
     field = error.field.split(".")[0]
     if error.kind == "extra_forbidden":
         takes = ", ".join(flag(f) for f in accepted or []) or "no options of its own"
-        return ValueError(f"{flag(field)} does not apply to --protocol {protocol} (it takes {takes})")
+        return UsageError(f"{flag(field)} does not apply to --protocol {protocol} (it takes {takes})")
     if error.message.startswith("--") or not field:
-        return ValueError(error.message)
+        return UsageError(error.message)
     if error.message.startswith("must be"):
-        return ValueError(f"{flag(field)} {error.message}, got {error.given}")
+        return UsageError(f"{flag(field)} {error.message}, got {error.given}")
     shown = f" (got {error.given!r})" if error.has_input and not isinstance(error.given, dict) else ""
-    return ValueError(f"{flag(field)}: {error.message}{shown}")
+    return UsageError(f"{flag(field)}: {error.message}{shown}")
 
 
 class CollectConfig(BaseModel):
@@ -52,7 +54,7 @@ class CollectConfig(BaseModel):
     dataset: str
     protocol: str | None = None
     model: str = "smollm2-135m"
-    backend: str = "hf"
+    backend: str = DEFAULT_BACKEND
     dtype: str | None = None
     quant: str = "none"
     device: str | None = None
@@ -78,7 +80,7 @@ class CollectConfig(BaseModel):
             raise one_line(exc) from None
 
     @model_validator(mode="after")
-    def _loader_flag(self) -> "CollectConfig":
+    def _loader_flag(self) -> CollectConfig:
         from ..loaders.options import pop_flag
 
         flag_value, rest = pop_flag(self.loader_options, "accept_modified", self.accept_modified)
@@ -106,7 +108,7 @@ class CollectConfig(BaseModel):
         name = self.protocol or supported[0]
         if name not in supported:
             available = "not available" if name in protocols.NAMES else "unknown"
-            raise ValueError(f"--protocol {name} is {available} for {self.dataset}; use one of {supported}")
+            raise UsageError(f"--protocol {name} is {available} for {self.dataset}; use one of {supported}")
         return name
 
     def plugin(self) -> protocols.Protocol:
@@ -133,7 +135,7 @@ class CollectConfig(BaseModel):
         module = engines.get(self.backend)
         ok, why = module.installed()
         if not ok:
-            raise ValueError(f"--backend {self.backend} is not available: {why}")
+            raise Unsupported(f"--backend {self.backend} is not available: {why}")
         return module
 
     def backend_options(self) -> BackendOptions:
@@ -147,9 +149,9 @@ class CollectConfig(BaseModel):
         try:
             index, count = (int(x) for x in str(self.shard).split("/"))
         except ValueError:
-            raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {self.shard!r}") from None
+            raise UsageError(f"--shard must look like i/n (e.g. 0/4), got {self.shard!r}") from None
         if not (count >= 1 and 0 <= index < count):
-            raise ValueError(f"--shard {self.shard}: need 0 <= i < n")
+            raise UsageError(f"--shard {self.shard}: need 0 <= i < n")
         return index, count
 
     def database(self) -> Path:
@@ -182,10 +184,8 @@ class CollectConfig(BaseModel):
         module.validate_options(self.backend_options())
         plugin = self.plugin()
         if (self.shard is None) != (self.out_shard is None):
-            raise ValueError("--shard i/n and --out-shard DIR go together")
+            raise UsageError("--shard i/n and --out-shard DIR go together")
         if self.shard is not None:
             self.shard_position()
-        from ..engines.base import require
-
-        require(module.NAME, module.CAPABILITIES, plugin.capability("causal"))
+        plugin.require(module.NAME, module.CAPABILITIES, "causal")
         return plugin, module

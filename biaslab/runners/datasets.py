@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import loaders
+from ..errors import UsageError
 from ..lexicon import pronoun_detection
 from ..warehouse.user_datasets import StoredDataset, current
 
@@ -65,7 +66,7 @@ def resolve(name: str, db: str | Path) -> DatasetRef:
         with Warehouse.open(db, read_only=True) as wh:
             stored = current(wh, name)
     if stored is None:
-        raise ValueError(f"unknown dataset {name!r}: not built in ({', '.join(sorted(loaders.MODULES))}) and not "
+        raise UsageError(f"unknown dataset {name!r}: not built in ({', '.join(sorted(loaders.MODULES))}) and not "
                          f"loaded into {db}; load your own with `biaslab data load --file FILE --name {name}` "
                          f"(or --spec SPEC)")
     return DatasetRef(name, stored=stored)

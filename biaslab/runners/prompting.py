@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..errors import DataError, UsageError
 from ..schema import Stimulus
 
 DEFAULT_PROMPT = "forced_choice_v1"
@@ -36,7 +37,7 @@ class PromptSpec:
     closing: str
 
     @classmethod
-    def load(cls, name_or_path: str = DEFAULT_PROMPT) -> "PromptSpec":
+    def load(cls, name_or_path: str = DEFAULT_PROMPT) -> PromptSpec:
         """A packaged prompt by name, or a JSON file with the same fields.
 
         Raises ValueError with one line naming the file for: a missing file, invalid JSON (with line and column),
@@ -46,36 +47,39 @@ class PromptSpec:
         path = Path(name_or_path)
         if path.suffix == ".json":
             if not path.is_file():
-                raise ValueError(f"--prompt: no prompt file at {path}")
-            where, text = str(path), path.read_text(encoding="utf-8")
+                raise UsageError(f"--prompt: no prompt file at {path}")
+            try:
+                where, text = str(path), path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:  # not a text file: the user's file, not a bug
+                raise DataError(f"{path}: not UTF-8 text ({exc})") from None
         else:
             resource = resources.files("biaslab.runners").joinpath(f"prompts/{name_or_path}.json")
             if not resource.is_file():
-                raise ValueError(f"unknown prompt {name_or_path!r} (a packaged name or a .json file)")
+                raise UsageError(f"unknown prompt {name_or_path!r} (a packaged name or a .json file)")
             where, text = f"biaslab/runners/prompts/{name_or_path}.json", resource.read_text(encoding="utf-8")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+            raise DataError(f"{where}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
         return cls.from_mapping(data, where)
 
     @classmethod
-    def from_mapping(cls, data: object, where: str) -> "PromptSpec":
+    def from_mapping(cls, data: object, where: str) -> PromptSpec:
         """A prompt from its fields (a prompt file's JSON object, or a user dataset's declared prompt); ValueError
         in one line naming `where` for a value that is not an object, a missing or non-string field, and a user
         template without the {passage}, {option_1} and {option_2} placeholders."""
         if not isinstance(data, dict):
-            raise ValueError(f"{where}: a prompt file holds one JSON object, got {type(data).__name__}")
+            raise DataError(f"{where}: a prompt file holds one JSON object, got {type(data).__name__}")
         fields = ("version", "system", "user", "prefill", "closing")
         missing = [k for k in fields if k not in data]
         if missing:
-            raise ValueError(f"{where}: missing field(s) {', '.join(missing)} (a prompt file needs {', '.join(fields)})")
+            raise DataError(f"{where}: missing field(s) {', '.join(missing)} (a prompt file needs {', '.join(fields)})")
         wrong = [k for k in fields if not isinstance(data[k], str)]
         if wrong:
-            raise ValueError(f"{where}: field(s) {', '.join(wrong)} must be strings")
+            raise DataError(f"{where}: field(s) {', '.join(wrong)} must be strings")
         for placeholder in ("{passage}", "{option_1}", "{option_2}"):
             if placeholder not in data["user"]:
-                raise ValueError(f"{where}: field 'user' lacks the placeholder {placeholder}")
+                raise DataError(f"{where}: field 'user' lacks the placeholder {placeholder}")
         return cls(**{k: data[k] for k in fields})
 
 
@@ -99,7 +103,7 @@ class RenderedPrompt:
 def render(spec: PromptSpec, tokenizer, stimulus: Stimulus) -> RenderedPrompt:
     """The full prompt text up to and including the assistant prefill."""
     if stimulus.options is None or len(stimulus.options) != 2:
-        raise ValueError(f"stimulus {stimulus.item_id}: a forced choice needs exactly two options")
+        raise DataError(f"stimulus {stimulus.item_id}: a forced choice needs exactly two options")
     user = spec.user.format(passage=passage(stimulus), option_1=stimulus.options[0], option_2=stimulus.options[1])
     return _render_user(spec, tokenizer, user)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Request:
     """What every protocol's request has: its identity (`request_id` = hash(stimulus_id, protocol, rendering
-    parameters, prompt version), DESIGN.md section 3), the stimulus it comes from and the protocol ("prob",
+    parameters, prompt version), docs/design.md section 3), the stimulus it comes from and the protocol ("prob",
     "choice", "meta", "gen"). Results are keyed by (model_key, request_id[, ...])."""
 
     request_id: str

@@ -1,4 +1,4 @@
-"""The lifecycle of a collection's run (DESIGN.md section 3: provenance): the model's record, the run's row with
+"""The lifecycle of a collection's run (docs/design.md section 3: provenance): the model's record, the run's row with
 everything that made its numbers, the shard stamp, and its end: finished, interrupted (Ctrl-C, SIGTERM, SIGHUP) or
 failed, with the rows it added."""
 
@@ -9,6 +9,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from ..errors import UsageError
 
 
 def register_model(wh, spec) -> None:
@@ -39,7 +41,7 @@ def stamp_shard(wh, config, model_key: str, extra: dict[str, Any]) -> None:
                 "limit": config.limit}
     previous = wh.get_meta("shard")
     if previous is not None and json.loads(previous) != identity:
-        raise ValueError(f"{wh.path} already holds shard {previous}; use another --out-shard folder")
+        raise UsageError(f"{wh.path} already holds shard {previous}; use another --out-shard folder")
     wh.set_meta("shard", json.dumps(identity, sort_keys=True))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import loaders
+from .. import errors, loaders
 from ..loaders.errors import DataError
 from ..schema import Stimulus
 
@@ -92,7 +92,7 @@ def select(stimuli: list[Stimulus], config) -> list[Stimulus]:
     if config.limit is not None:
         stimuli = stimuli[: config.limit]
     if not stimuli:
-        raise ValueError(f"dataset {config.dataset}: no stimuli to collect")
+        raise errors.DataError(f"dataset {config.dataset}: no stimuli to collect")
     if config.shard is not None:
         stimuli = shard_stimuli(stimuli, *config.shard_position())
     return stimuli

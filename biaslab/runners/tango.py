@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..errors import NoEvidence
 from ..schema import Stimulus
 
 
@@ -101,13 +102,13 @@ def derived_templates(wh, model_key: str, prompts: list[Stimulus]) -> tuple[list
 
     templates, counts = templates_from_generations(wh, model_key, prompts, load_nlp())
     if counts.generations == 0:
-        raise ValueError(f"tango --protocol prob scores templates built from this model's own generations, and "
+        raise NoEvidence(f"tango --protocol prob scores templates built from this model's own generations, and "
                          f"{wh.path} has none for model {model_key}: run `runners collect --dataset tango "
                          f"--protocol gen` with the same model (and --limit) first")
     note = (f"{counts.generations} stored generations -> {counts.templates} templates ({counts.no_pronoun} without "
             f"a pronoun, {counts.not_candidate} of non-candidate families, {counts.unconvertible} containing the "
             f"slot marker)")
     if not templates:
-        raise ValueError(f"tango: no template to score: {note}")
+        raise NoEvidence(f"tango: no template to score: {note}")
     wh.append("stimuli", [s.to_row() for s in templates])
     return sorted(templates, key=lambda s: (s.item_id, s.stimulus_id)), note

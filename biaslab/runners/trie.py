@@ -1,4 +1,4 @@
-"""Exact choice probabilities without sampling (DESIGN.md section 6).
+"""Exact choice probabilities without sampling (docs/design.md section 6).
 
 Sampling with temperature T and top-k K picks token c at a step with probability
     p(c) = 1[z_c >= z_(K)] exp(z_c / T) / sum_{j : z_j >= z_(K)} exp(z_j / T),
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import UsageError
 from .answers import AnswerParser, decode_many
 
 LIVE = "__live__"
@@ -58,9 +59,9 @@ class Trie:
 def step_probabilities(logits: np.ndarray, temperature: float, top_k: int) -> np.ndarray:
     """Sampling probability of each stored (descending) logit under temperature and top-k; 0 outside the top-k."""
     if temperature <= 0:
-        raise ValueError("temperature must be > 0")
+        raise UsageError("temperature must be > 0")
     if top_k < 1 or top_k > len(logits):
-        raise ValueError(f"top_k must be in 1..{len(logits)} (the stored K), got {top_k}")
+        raise UsageError(f"top_k must be in 1..{len(logits)} (the stored K), got {top_k}")
     z = logits.astype(np.float64)
     keep = z >= z[top_k - 1]
     scaled = np.where(keep, (z - z[0]) / temperature, -np.inf)
@@ -219,27 +220,3 @@ def walk(expander, tokenizer, parsers: Sequence[AnswerParser], *, max_new_tokens
         assert len(trie.topk_ids) == len(trie.node_parent), "every created node is expanded exactly once"
     return tries
 
-
-def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequence[AnswerParser], *,
-            max_new_tokens: int, k_store: int, stop_ids: set[int], pad_id: int, temperature: float, top_k: int,
-            min_mass: float = DEFAULT_MIN_MASS, state=None,
-            tree: bool | None = None) -> list[Trie]:
-    """`walk` over a transformers model's cache (the Hugging Face engine's expander, `engines.hf.tree.HFExpander`).
-
-    `state`: the prompts already encoded (e.g. by `kvcache.SharedPrefixes.encode`, continuing a cached shared
-    prefix); by default each prompt is encoded from its first token (`kvcache.encode_prompts`). The state's cache
-    is consumed (grown in place).
-    `tree`: levels as tree attention over the prompts' cache (`TreeLevels`, default where the model's attention
-    takes a 4-D mask: sdpa, eager) or by cache copies (`CopyLevels`); both compute the same trie up to the dtype's
-    rounding (tests).
-    """
-    import torch
-
-    from ..engines.hf.kvcache import encode_prompts
-    from ..engines.hf.tree import HFExpander
-
-    with torch.inference_mode():
-        if state is None:
-            state = encode_prompts(model, prompts, pad_id)
-        return walk(HFExpander(model, state, k_store, tree), tokenizer, parsers, max_new_tokens=max_new_tokens,
-                    stop_ids=stop_ids, temperature=temperature, top_k=top_k, min_mass=min_mass)

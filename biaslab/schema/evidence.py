@@ -1,8 +1,8 @@
-"""The warehouse's tables as Arrow schemas: the one description of every stored column (DESIGN.md section 4).
+"""The warehouse's tables as Arrow schemas: the one description of every stored column (docs/design.md section 4).
 
 Each table has one `pyarrow.Schema` here, in the column order of the warehouse (the numbered migrations in
 `biaslab/sql/schema/` create the same columns; `tests/schema/test_evidence_schema.py` diffs the two), and its
-identity key (`KEYS`, DESIGN.md section 3). Runners build their rows with `arrow`, so every appended column has
+identity key (`KEYS`, docs/design.md section 3). Runners build their rows with `arrow`, so every appended column has
 the stored type; Ibis views compile against `ibis_schema`; import, merge and check read the keys from here.
 
 Type names follow DuckDB: VARCHAR = string, INTEGER = int32, BIGINT = int64, DOUBLE = float64, FLOAT = float32,
@@ -88,7 +88,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _f("stimulus_ids", pa.list_(S), KEY), _f("run_id", S)]),
 }
 
-#: identity key of every table that takes appends (DESIGN.md section 3); `meta` is keyed by its `key`
+#: identity key of every table that takes appends (docs/design.md section 3); `meta` is keyed by its `key`
 KEYS: dict[str, tuple[str, ...]] = {
     "stimuli": ("stimulus_id",),
     "models": ("model_key",),

@@ -1,4 +1,4 @@
-"""Identity keys (DESIGN.md section 3): the content hash every key is made of, and `request_id`.
+"""Identity keys (docs/design.md section 3): the content hash every key is made of, and `request_id`.
 
 `stimulus_id` is `Stimulus.stimulus_id` (the hash of every stimulus field) and `model_key` is `ModelSpec.model_key`
 (`biaslab.schema.records`); both are built with `content_hash`. Changing how any of them serializes orphans stored
@@ -31,7 +31,7 @@ def content_hash(payload: Any, length: int = ID_LENGTH) -> str:
 
 
 def request_id(stimulus_id: str, protocol: str, params: dict[str, Any], prompt_version: str = "") -> str:
-    """hash(stimulus_id, protocol, rendering parameters, prompt template version) (DESIGN.md section 3).
+    """hash(stimulus_id, protocol, rendering parameters, prompt template version) (docs/design.md section 3).
 
     Parameters
     ----------

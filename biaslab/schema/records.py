@@ -1,4 +1,4 @@
-"""The model record: what identifies a model's outputs (`ModelSpec`, whose hash is the `model_key` of DESIGN.md
+"""The model record: what identifies a model's outputs (`ModelSpec`, whose hash is the `model_key` of docs/design.md
 section 3). The rows of the evidence tables are described by `biaslab.schema.evidence`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ BosPolicy = Literal["prepend", "eos_as_bos", "none"]  # eos_as_bos: GPT-2 style 
 
 
 class ModelSpec(BaseModel):
-    """What changes a model's outputs; `model_key` hashes exactly these fields (DESIGN.md sections 3 and 10).
+    """What changes a model's outputs; `model_key` hashes exactly these fields (docs/design.md sections 3 and 10).
 
     The backend fields (`backend`, `backend_version`, `engine_args`) and `model_args` join the hash except for a
     plain Hugging Face model (backend "hf", no model arguments): those keys predate backends and stay what they

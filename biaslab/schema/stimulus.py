@@ -1,4 +1,4 @@
-"""The one normalized stimulus row that every dataset loader emits (DESIGN.md sections 2-3).
+"""The one normalized stimulus row that every dataset loader emits (docs/design.md sections 2-3).
 
 A stimulus is everything that determines the text a model sees, and nothing that depends on the model or on
 how it is asked. Runners turn stimuli into requests; metrics join results back to stimuli by `stimulus_id`.
@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..errors import DataError
 from .identity import content_hash
 
 #: WinoPron context settings, negation-bias stereotype contexts, misgendering generation cut points.
@@ -76,44 +77,44 @@ class Stimulus(BaseModel):
     attrs: dict[str, Any] = Field(default_factory=dict, description="dataset-specific extras (JSON)")
 
     @model_validator(mode="after")
-    def _check_consistency(self) -> "Stimulus":
+    def _check_consistency(self) -> Stimulus:
         if self.options is not None:
             if len(self.options) < 2:
-                raise ValueError("options: a choice needs at least two options")
+                raise DataError("options: a choice needs at least two options")
             if len(set(self.options)) != len(self.options):
-                raise ValueError(f"options: repeated option in {list(self.options)}")
+                raise DataError(f"options: repeated option in {list(self.options)}")
             if any(not o for o in self.options):
-                raise ValueError("options: empty option string")
+                raise DataError("options: empty option string")
             if not self.slot:
-                raise ValueError("slot: stimuli with options need a slot marker")
+                raise DataError("slot: stimuli with options need a slot marker")
             n = self.text.count(self.slot)
             if n != 1:
-                raise ValueError(f"text: slot marker {self.slot!r} occurs {n} times, expected exactly once")
+                raise DataError(f"text: slot marker {self.slot!r} occurs {n} times, expected exactly once")
             if self.option_labels is not None and len(self.option_labels) != len(self.options):
-                raise ValueError("option_labels: must have one label per option")
+                raise DataError("option_labels: must have one label per option")
             if self.option_texts is not None:
                 if len(self.option_texts) != len(self.options):
-                    raise ValueError("option_texts: must have one text per option")
+                    raise DataError("option_texts: must have one text per option")
                 prefix = self.text[: self.text.index(self.slot)]
                 for option, full in zip(self.options, self.option_texts):
                     if not full.startswith(prefix + option):
-                        raise ValueError(f"option_texts: {full!r} does not start with the text up to the slot "
-                                         f"followed by {option!r}")
+                        raise DataError(f"option_texts: {full!r} does not start with the text up to the slot "
+                                        f"followed by {option!r}")
         elif self.option_labels is not None or self.option_order is not None or self.option_texts is not None:
-            raise ValueError("options: option_labels / option_texts / option_order given without options")
+            raise DataError("options: option_labels / option_texts / option_order given without options")
         if self.gold is not None and self.options is not None and self.gold not in self.options:
-            raise ValueError(f"gold: {self.gold!r} is not among options {list(self.options)}")
+            raise DataError(f"gold: {self.gold!r} is not among options {list(self.options)}")
         return self
 
     @property
     def stimulus_id(self) -> str:
-        """Content hash of every field (DESIGN.md section 3): same content, same id, across runs and machines."""
+        """Content hash of every field (docs/design.md section 3): same content, same id, across runs and machines."""
         return content_hash(self.model_dump(mode="json"))
 
     def fill(self, option: str) -> str:
         """The realized text with `option` in the slot (with its agreement, when `option_texts` is set)."""
         if self.slot is None or self.options is None:
-            raise ValueError("this stimulus has no slot")
+            raise DataError("this stimulus has no slot")
         if self.option_texts is not None:
             return self.option_texts[self.options.index(option)]
         return self.text.replace(self.slot, option, 1)

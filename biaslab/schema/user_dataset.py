@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..errors import DataError, UsageError
 from .identity import content_hash
 
-#: the protocols a user dataset may declare (DESIGN.md section 11)
+#: the protocols a user dataset may declare (docs/design.md section 11)
 USER_PROTOCOLS = ("prob", "choice", "gen")
 #: a user dataset's name: lower-case letters, digits, '.', '_' and '-', starting with a letter or digit
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -24,7 +25,7 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 def check_name(name: str) -> str:
     """`name` when it is a valid user dataset name (`NAME`), else ValueError in one line."""
     if not isinstance(name, str) or not NAME.match(name):
-        raise ValueError(f"dataset name {name!r}: use 1-64 lower-case letters, digits, '.', '_' or '-', starting "
+        raise UsageError(f"dataset name {name!r}: use 1-64 lower-case letters, digits, '.', '_' or '-', starting "
                          f"with a letter or digit (e.g. my-study)")
     return name
 
@@ -54,9 +55,9 @@ class DatasetDeclaration(BaseModel):
     @classmethod
     def _protocols(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if not value:
-            raise ValueError("protocols: declare at least one (prob, choice, gen)")
+            raise DataError("protocols: declare at least one (prob, choice, gen)")
         if len(set(value)) != len(value):
-            raise ValueError(f"protocols: {list(value)} repeats a protocol")
+            raise DataError(f"protocols: {list(value)} repeats a protocol")
         return value
 
     def version(self, stimulus_ids: list[str]) -> str:

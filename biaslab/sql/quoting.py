@@ -1,4 +1,4 @@
-"""The one way biaslab puts a name or a path into SQL text (DESIGN.md section 2; issue "SQL run from files").
+"""The one way biaslab puts a name or a path into SQL text (docs/design.md section 2; issue "SQL run from files").
 
 Values go into SQL as bound parameters (``con.execute(sql, [value])``) wherever DuckDB accepts one. Where it does
 not (identifiers, and the file names of ``ATTACH``, ``COPY ... TO`` and table functions inside a view definition),
@@ -9,10 +9,10 @@ A NUL character is refused (DuckDB would end the text there).
 
 from __future__ import annotations
 
+from ..errors import UsageError
 
 
-
-class QuotingError(ValueError):
+class QuotingError(UsageError):
     """A name or path that cannot go into SQL text (not text, or with a NUL character)."""
 
 

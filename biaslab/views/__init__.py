@@ -1,4 +1,4 @@
-"""The ONE definition of every relational view (DESIGN.md section 2).
+"""The ONE definition of every relational view (docs/design.md section 2).
 
 Each view is an Ibis expression over the warehouse's base tables (`Source`: table name -> Ibis table). From these
 expressions come:
@@ -26,6 +26,7 @@ from .registry import VIEWS
 from .scores import negation_sentences, sequence_metrics
 
 __all__ = ["DEFAULT_BACKEND", "VIEWS", "Source", "compiled", "gen_samples", "identity_pair_probs", "json_field",
-           "meta_answers", "meta_stimuli", "misgendering_prob", "misgendering_prob_options", "model_labels", "negation_sentences", "objects", "option_probs",
+           "meta_answers", "meta_stimuli", "misgendering_prob", "misgendering_prob_options", "model_labels",
+           "negation_sentences", "objects", "option_probs",
            "pronoun_pair_probs", "sample_codes", "sample_settings", "sequence_metrics", "statements",
            "unbound_source", "winopron_pf", "winopron_stimuli", "winopron_validity"]

@@ -1,5 +1,5 @@
 """The calibration views: `pronoun_pair_probs` (pronoun minimal pairs) and `identity_pair_probs` (WinoQueer identity
-terms), DESIGN.md section 7."""
+terms), docs/design.md section 7."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Misgendering meta-evaluation (Subramonian et al. 2025; DESIGN.md section 7): the probability-based method
+"""Misgendering meta-evaluation (Subramonian et al. 2025; docs/design.md section 7): the probability-based method
 (`misgendering_prob_options`, `misgendering_prob`) and the generation-based one (`gen_samples`)."""
 
 from __future__ import annotations

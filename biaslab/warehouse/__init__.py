@@ -1,4 +1,4 @@
-"""The DuckDB evidence warehouse (DESIGN.md sections 2-3)."""
+"""The DuckDB evidence warehouse (docs/design.md sections 2-3)."""
 
 from .errors import SchemaVersionError, WarehouseError
 from .store import DEFAULT_DB, TABLE_KEYS, Warehouse, schema_version

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ibis.expr.types as ir
 import pandas as pd
 
+from ..errors import Unsupported
 from ..views import DEFAULT_BACKEND, model_labels
 
 #: columns of `collections`
@@ -119,8 +120,8 @@ def collections(handle) -> pd.DataFrame:
     pandas DataFrame with COLLECTION_COLUMNS.
     """
     if handle.engine != "duckdb":
-        raise ValueError("collections need the DuckDB engine (open the warehouse file or the export with "
-                         "engine='duckdb')")
+        raise Unsupported("collections need the DuckDB engine (open the warehouse file or the export with "
+                          "engine='duckdb')")
     frame = handle.query(_COLLECTIONS_SQL)
     return with_model_names(frame, models(handle).execute())[COLLECTION_COLUMNS]
 

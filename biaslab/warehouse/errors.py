@@ -1,8 +1,8 @@
 """Errors raised by the warehouse layer, each with a message fit for a one-line CLI error."""
 
+from ..errors import WarehouseError  # re-exported: the class is `biaslab.errors.WarehouseError`
 
-class WarehouseError(RuntimeError):
-    """A warehouse cannot be opened, read or written as asked."""
+__all__ = ["WarehouseError", "SchemaVersionError"]
 
 
 class SchemaVersionError(WarehouseError):

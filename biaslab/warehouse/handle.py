@@ -20,6 +20,7 @@ import ibis
 import ibis.expr.types as ir
 
 from .. import views as view_defs
+from ..errors import UsageError
 from ..schema import evidence
 from .errors import WarehouseError
 from .export import MANIFEST, read_manifest, table_files
@@ -50,7 +51,7 @@ class WarehouseHandle:
         self._ibis_views: set[str] = set()
 
     @classmethod
-    def on(cls, warehouse) -> "WarehouseHandle":
+    def on(cls, warehouse) -> WarehouseHandle:
         """A handle over an open `Warehouse` (e.g. a writer that also reads what it wrote); closing the handle
         closes the warehouse."""
         return cls(Path(warehouse.path), "duckdb", ibis.duckdb.from_connection(warehouse.con), warehouse=warehouse)
@@ -178,7 +179,7 @@ class WarehouseHandle:
             self._duckdb.close()
             self._duckdb = None
 
-    def __enter__(self) -> "WarehouseHandle":
+    def __enter__(self) -> WarehouseHandle:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -201,7 +202,7 @@ def _output(frame, output: str):
 
         return pl.from_pandas(frame)
     if output != "pandas":
-        raise ValueError(f"output must be 'pandas' or 'polars', got {output!r}")
+        raise UsageError(f"output must be 'pandas' or 'polars', got {output!r}")
     return frame
 
 
@@ -223,11 +224,11 @@ def open_warehouse(path: str | os.PathLike = "warehouse/biaslab.duckdb", read_on
     path = Path(path)
     engine = engine or "duckdb"
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        raise UsageError(f"engine must be one of {ENGINES}, got {engine!r}")
     if path.is_dir():
         return _open_export(path, engine)
     if engine != "duckdb":
-        raise ValueError(f"engine {engine!r} reads an export folder; {path} is a warehouse file "
+        raise UsageError(f"engine {engine!r} reads an export folder; {path} is a warehouse file "
                          f"(export it first: biaslab warehouse export DIR)")
     from .store import Warehouse
 
@@ -245,7 +246,7 @@ def _open_export(folder: Path, engine: str) -> WarehouseHandle:
         try:
             for table, path in files.items():
                 con.execute(f"CREATE VIEW {identifier(table)} AS {_current_columns_sql(table, path)}")
-            for name, sql in view_defs.statements():
+            for _name, sql in view_defs.statements():
                 con.execute(sql)
         except duckdb.Error as exc:
             con.close()

@@ -21,8 +21,8 @@ from ..sql.quoting import identifier, identifiers, literal
 from .store import TABLE_KEYS, Warehouse
 
 #: Parents before children, so a partially merged shard never shows children without parents.
-MERGE_ORDER = ("stimuli", "user_datasets", "models", "runs", "sequence_scores", "token_scores", "choice_requests", "choice_nodes",
-               "choice_edges", "choice_probs", "gen_requests", "samples")
+MERGE_ORDER = ("stimuli", "user_datasets", "models", "runs", "sequence_scores", "token_scores", "choice_requests",
+               "choice_nodes", "choice_edges", "choice_probs", "gen_requests", "samples")
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,11 @@ class Refused(WarehouseError):
     """A statement that biaslab sql does not run: one line, exit status 1."""
 
 
+class QueryError(WarehouseError):
+    """DuckDB's error for a statement of biaslab sql (a syntax error, an unknown table or column, a failed cast, a
+    file it cannot read, ...): the user's SQL, not a bug; DuckDB's message as one line, exit status 1."""
+
+
 def allowed_directory(path: str) -> str:
     """The absolute form of an --allow-path folder, with a trailing separator (DuckDB matches prefixes: without it
     /data/x would also allow /data/xy)."""

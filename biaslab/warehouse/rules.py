@@ -120,7 +120,8 @@ def value_violations(con, table_sql: Ref, tables: set[str], label: Callable[[str
             continue
         names = (label or (lambda t: list(KEYS[t])))(rule.table)
         count, row = _first(con, f"SELECT count(*) OVER (), {identifiers(names)}, t.{identifier(rule.column)} "
-                                 f"FROM {table_sql(rule.table)} AS t WHERE NOT coalesce({rule.predicate_sql()}, true) LIMIT 1")
+                                 f"FROM {table_sql(rule.table)} AS t "
+                                 f"WHERE NOT coalesce({rule.predicate_sql()}, true) LIMIT 1")
         if count:
             out.append(Violation(rule.table, rule.column, rule.text, count,
                                  f"{_row_label(rule.table, row[:-1], names)} (got {row[-1]!r})"))
@@ -156,8 +157,8 @@ def key_violations(con, table_sql: Ref, tables: set[str]) -> list[Violation]:
 
 
 def reference_violations(con, table_sql: Ref, tables: set[str], known_sql: Ref | None = None) -> list[Violation]:
-    """Rows naming a parent request, a model or a stimulus that neither `table_sql` nor `known_sql` (e.g. the warehouse a
-    shard is merged into) holds."""
+    """Rows naming a parent request, a model or a stimulus that neither `table_sql` nor `known_sql` (e.g. the warehouse
+    a shard is merged into) holds."""
     def present_sql(table: str, columns: tuple[str, ...]) -> str:
         sources = [f"SELECT {identifiers(columns)} FROM {table_sql(table)}"] if table in tables else []
         if known_sql is not None:

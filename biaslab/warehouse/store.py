@@ -1,6 +1,6 @@
 """The DuckDB evidence warehouse: open or create, migrate, idempotent bulk appends, provenance, read access.
 
-Appends are all-or-nothing per call and idempotent on the identity keys of DESIGN.md section 3: rows whose key
+Appends are all-or-nothing per call and idempotent on the identity keys of docs/design.md section 3: rows whose key
 is already stored (or repeated inside the batch) are skipped, so collecting twice adds nothing and an
 interrupted collection resumes where it stopped.
 """
@@ -27,7 +27,7 @@ from . import migrations
 from .errors import SchemaVersionError, WarehouseError
 from .process import current_process
 
-#: Identity key of every table that takes appends (DESIGN.md section 3; `biaslab.schema.evidence.KEYS`).
+#: Identity key of every table that takes appends (docs/design.md section 3; `biaslab.schema.evidence.KEYS`).
 TABLE_KEYS = KEYS
 
 DEFAULT_DB = Path("warehouse") / "biaslab.duckdb"
@@ -172,7 +172,7 @@ class Warehouse:
     @classmethod
     def open(cls, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False, *,
              wait: float | None = None, config: Mapping[str, Any] | None = None,
-             shared: bool = False) -> "Warehouse":
+             shared: bool = False) -> Warehouse:
         """Open (and for writers create and migrate) the warehouse at `path`.
 
         A warehouse written by a newer biaslab is refused; an older one is migrated in one transaction by a
@@ -272,7 +272,7 @@ class Warehouse:
             self._con.close()
             self._con = None
 
-    def __enter__(self) -> "Warehouse":
+    def __enter__(self) -> Warehouse:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -389,7 +389,7 @@ class Warehouse:
                **equal: Any) -> set[tuple]:
         """What `table` already holds for this model and these requests: the distinct `columns` tuples of its rows
         with `model_key`, a `request_id` among `request_ids` and every `column = value` of `equal` (e.g. the
-        sampling settings of a samples key). The one resume query of every protocol (DESIGN.md section 3).
+        sampling settings of a samples key). The one resume query of every protocol (docs/design.md section 3).
 
         Parameters
         ----------

@@ -94,7 +94,8 @@ def test_last_run_is_matched_on_the_collection_settings(tmp_path):
                            "temperature": temperature, "top_k": 40, "top_p": 1.0} for o in ("he", "she")]
         wh.append_with_children("choice_requests", requests, {"choice_probs": probs})
         sample_requests = [{"model_key": "m" * 16, "request_id": f"sample-{s.stimulus_id}",
-                            "stimulus_id": s.stimulus_id, "protocol": "choice", "mode": "sample", "prompt_version": "v1", "adaptation": "-",
+                            "stimulus_id": s.stimulus_id, "protocol": "choice", "mode": "sample",
+                            "prompt_version": "v1", "adaptation": "-",
                             "prompt_text": "-", "options": ["he", "she"], "max_new_tokens": 6, "k_store": None,
                             "run_id": runs["seed1"]} for s in stimuli]
         samples = [{"model_key": "m" * 16, "request_id": f"sample-{s.stimulus_id}", "sample_index": k,

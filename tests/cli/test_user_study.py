@@ -53,14 +53,16 @@ def test_load_twice_then_an_edited_file_and_collect_resumes(tmp_path, tiny_gpt2_
     [mine] = [r for r in listed if r["dataset"] == "my-study"]
     assert (mine["source"], mine["protocols"], mine["stimuli"]) == ("your file", "prob, choice", 3)
     collect = ["collect", "--dataset", "my-study", "--model", tiny_gpt2_dir, "--dtype", "fp32", "--db", db]
-    assert "6 pending, 6 scored sequences added" in run(runners, *collect).output          # prob (the default): 3 x 2 options
+    # prob (the default): 3 x 2 options
+    assert "6 pending, 6 scored sequences added" in run(runners, *collect).output
     assert "0 pending, 0 scored sequences added" in run(runners, *collect).output          # twice adds nothing
     assert "3 pending, 3 requests added" in run(runners, *collect, "--protocol", "choice").output
     write_csv(data, [*ROWS[:2], ("i3", "The baker said that BLANK was early.", "unprimed")])
     edited = run(biaslab, "data", "load", "--file", data, "--name", "my-study", "--protocols", "prob,choice",
                  "--db", db)
     assert "3 stimuli read, 1 new" in edited.output and "now its current" in edited.output
-    assert "3 stimuli, 6 requests, 2 pending, 2 scored sequences added" in run(runners, *collect).output  # only the changed row
+    # only the changed row
+    assert "3 stimuli, 6 requests, 2 pending, 2 scored sequences added" in run(runners, *collect).output
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.count("stimuli", "dataset = ?", ["my-study"]) == 4          # the old row and its evidence stay
         assert wh.count("sequence_scores") == 8 and wh.count("user_datasets") == 2
@@ -138,7 +140,8 @@ def test_gen_with_the_users_own_pronoun_table(tmp_path, tiny_gpt2_dir):
     with Warehouse.open(db, read_only=True) as wh:
         [(vocabulary,)] = wh.rows("SELECT DISTINCT pronoun_vocabulary FROM gen_requests")
         declared = wh.rows("SELECT DISTINCT declared FROM gen_requests")
-    assert json.loads(vocabulary) == {"han": {"acc": ["honom"], "nom": ["han"]}, "hen": {"acc": ["hen"], "nom": ["hen"]},
+    assert json.loads(vocabulary) == {"han": {"acc": ["honom"], "nom": ["han"]},
+                                      "hen": {"acc": ["hen"], "nom": ["hen"]},
                                       "hon": {"acc": ["henne"], "nom": ["hon"]}} and declared == [("hen",)]
     tables = json.loads(run(biaslab, "metrics", "misgendering", "--db", db, "--format", "json").output)
     gen = [r for r in tables["correctness"] if r["dataset"] == "swedish-hen" and r["method"] == "gen"]

@@ -85,7 +85,8 @@ def test_annotation_round_trip(misgendering_warehouse, tmp_path):
                             "json").output)
     [row] = tables["annotation_vs_auto"]
     assert (row["annotator"], row["n"]) == ("a1", 32)  # the refused file wrote nothing
-    assert len(tables["annotation_vs_auto_cells"]) == 16 and {r["n_no_pronoun"] for r in tables["annotation_labels"]} == {2}
+    assert len(tables["annotation_vs_auto_cells"]) == 16
+    assert {r["n_no_pronoun"] for r in tables["annotation_labels"]} == {2}
 
 
 def test_report_renders_in_headless_chromium(misgendering_warehouse, tmp_path):

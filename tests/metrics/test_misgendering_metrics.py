@@ -237,7 +237,8 @@ def test_tango_pairs_generations_with_their_templates(tmp_path):
         request, rows = _gen_rows(prompt, "prompt", "tango", families, temperature)
         samples += rows
         for k, pick in picks.items():
-            t = Stimulus(dataset="tango", upstream_version="v", item_id=f"0.gen{k}", text="Sam is a writer and BLANK left.",
+            t = Stimulus(dataset="tango", upstream_version="v", item_id=f"0.gen{k}",
+                         text="Sam is a writer and BLANK left.",
                          slot="BLANK", pronoun_set="they", grammatical_case="nom", options=("he", "she", "they", "xe"),
                          option_labels=FAMILIES, gold="they",
                          attrs={"template_of": prompt.stimulus_id,

@@ -54,7 +54,8 @@ def _choice_diffs(db, key_a: str, key_b: str) -> np.ndarray:
 def test_prob_protocol_matches_hf_per_token(vllm_backend, hf_smollm, data_dir, dataset_folder, tmp_path):
     db = tmp_path / "w.duckdb"
     worst = {}
-    for dataset, folder, limit in (("negation-examples", "negation_bias_examples", None), ("winogender", "winogender", 40)):
+    for dataset, folder, limit in (("negation-examples", "negation_bias_examples", None),
+                                   ("winogender", "winogender", 40)):
         dataset_folder(folder)
         hf = _collect(db, data_dir, dataset, hf_smollm, limit=limit)
         vl = _collect(db, data_dir, dataset, vllm_backend, limit=limit)

@@ -66,7 +66,8 @@ def test_score_equals_a_full_forward_pass(backend, tiny_gpt2):
 
 def test_top_k_equals_the_last_position_logits(backend, tiny_gpt2):
     tok = tiny_gpt2.tokenizer
-    prefixes = [tok("The nurse said", add_special_tokens=False)["input_ids"], tok("Xe", add_special_tokens=False)["input_ids"]]
+    prefixes = [tok("The nurse said", add_special_tokens=False)["input_ids"],
+                tok("Xe", add_special_tokens=False)["input_ids"]]
     top = backend.top_k(prefixes, 10)
     for row, ids in enumerate(prefixes):
         logits = _full_logits(tiny_gpt2.model, ids)[-1]
@@ -130,7 +131,11 @@ def test_a_missing_capability_is_refused_before_anything_is_prepared(monkeypatch
 
 def test_pll_on_a_backend_without_it_is_one_line():
     with pytest.raises(ValueError, match="cannot run pll: it has no pll"):
-        require("vllm", frozenset({"score", "top_k", "sample"}), "pll")
+        require("vllm", frozenset({"score", "top_k", "sample"}), frozenset({"pll"}), "pll")
+    prob = CollectConfig(dataset="winogender").plugin()  # the protocol declares what it needs
+    assert prob.needs("masked") == frozenset({"pll"}) and prob.needs("causal") == frozenset({SCORE})
+    with pytest.raises(ValueError, match="backend 'vllm' cannot run pll: it has no pll"):
+        prob.require("vllm", frozenset({"score", "top_k", "sample"}), "masked")
 
 
 def test_uninstalled_backend_is_one_line_naming_it(tmp_path, data_dir, dataset_folder):

@@ -11,7 +11,8 @@ from scipy.stats import binom
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
 
 from biaslab.runners.answers import AnswerParser, decode
-from biaslab.runners.trie import INVALID, UNRESOLVED, explore, probabilities
+from biaslab.runners.trie import INVALID, UNRESOLVED, probabilities
+from hf_explore import explore
 from biaslab.engines.hf.kvcache import encode_prompts, extend
 from biaslab.engines.base import SamplingSettings
 from biaslab.engines.hf.sampling import sample_from_state, warp
@@ -56,7 +57,7 @@ def _model_options(model, tok, prompt: list[int], n_tokens: int = 2) -> tuple[st
             continue
         path = [token]
         while len(path) < n_tokens:
-            _, hidden = extend(model, state.select([0]), torch.tensor([path]))
+            _, hidden = extend(model, state.select([0]), torch.tensor([path], device=model.device))
             nxt = head.to_float(head.raw(hidden[:, -1]))[0].argsort(descending=True).tolist()
             path.append(next(t for t in nxt if _printable(tok, [*path, t])))
         text = decode(tok, path)
@@ -78,7 +79,7 @@ def brute_force(model, tok, prompt, parser, temperature, top_k, max_new, stops) 
 
     def walk(path: tuple[int, ...], mass: float) -> None:
         with torch.no_grad():
-            scores = model(torch.tensor([prompt + list(path)])).logits[:, -1].float()
+            scores = model(torch.tensor([prompt + list(path)], device=model.device)).logits[:, -1].float()
         for w in warpers:
             scores = w(None, scores)
         probs = scores.softmax(-1)[0].double()

@@ -45,7 +45,8 @@ def test_sql_rederivation_equals_a_fresh_exact_run(tmp_path, data_dir, dataset_f
     # different nodes alive, so a node's fp32 logits differ by a few ulps of their magnitude (seen: 1.3e-5 at
     # |z| = 35). A logit error d moves a probability by at most d / (2 T) per level.
     with Warehouse.open(tmp_path / "a.duckdb", read_only=True) as wh:
-        zmax = wh.con.execute("SELECT max(abs(z)) FROM (SELECT unnest(topk_logits) AS z FROM choice_nodes)").fetchone()[0]
+        zmax = wh.con.execute("SELECT max(abs(z)) FROM "
+                              "(SELECT unnest(topk_logits) AS z FROM choice_nodes)").fetchone()[0]
     logit_error = 8 * torch.finfo(torch.float32).eps * zmax
     tolerance = 2 * logit_error / (2 * 0.3)  # two levels below the shared first one
     for key, p in expected.items():

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from biaslab.runners.answers import AnswerParser, decode
-from biaslab.runners.trie import explore, probabilities
+from biaslab.runners.trie import probabilities
+from hf_explore import explore
 from biaslab.engines.hf.tree import top_k_with_ties
 from biaslab.engines.hf.kvcache import encode_prompts
 from biaslab.engines.base import SamplingSettings

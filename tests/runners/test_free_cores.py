@@ -93,7 +93,7 @@ def test_a_real_neighbour_is_seen():
     if len(allowed) < 2:
         pytest.skip("one allowed core")
     core = max(allowed)
-    spin = "import os\nos.sched_setaffinity(0, {%d})\nwhile True:\n    pass\n" % core
+    spin = f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True:\n    pass\n"
     neighbour = subprocess.Popen([sys.executable, "-c", spin])
     try:
         cores = FreeCores(interval=0.5, first=0.5)

@@ -13,7 +13,6 @@ from biaslab.runners.collect import CollectConfig, collect
 from biaslab.lexicon.metaprompt import QUESTIONS, gold_option, question_options
 from biaslab.runners.protocols.meta import MetaPromptSpec, meta_requests
 from biaslab.schema import request_id
-from biaslab.warehouse import Warehouse
 
 SYSTEM = ("Below you will find a passage in *bold* which contains precisely one instance of the term BLANK, followed "
           "by a question about the passage. Your task is to answer the question with one of the options provided. "

@@ -16,8 +16,8 @@ from biaslab.cli.main import biaslab
 from biaslab.cli.runners_cli import runners
 
 
-def _one_line_error(result, *fragments: str) -> str:
-    assert result.exit_code == 1, result.output
+def _one_line_error(result, *fragments: str, status: int = 1) -> str:
+    assert result.exit_code == status, result.output  # 2: a bad option (biaslab.errors.UsageError)
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
     assert "Traceback" not in result.output
@@ -35,7 +35,7 @@ def test_device_cuda_without_a_gpu(tmp_path, data_dir):
     _one_line_error(result, "--device cuda", "no CUDA GPU")
     assert not db.exists()
     result = CliRunner().invoke(runners, ["collect", "--dataset", "winogender", "--device", "gpu0", "--db", str(db)])
-    _one_line_error(result, "--device 'gpu0' is not a torch device name")
+    _one_line_error(result, "--device 'gpu0' is not a torch device name", status=2)
 
 
 @pytest.mark.parametrize("content, fragments", [
@@ -59,7 +59,7 @@ def test_bad_prompt_files(tmp_path, content, fragments):
     assert not db.exists()
     result = CliRunner().invoke(runners, ["collect", "--dataset", "winopron", "--prompt", str(tmp_path / "no.json"),
                                           "--db", str(db)])
-    _one_line_error(result, "no prompt file at")
+    _one_line_error(result, "no prompt file at", status=2)
 
 
 def test_db_where_no_folder_can_be_made(tmp_path, data_dir, dataset_folder):

@@ -22,7 +22,8 @@ from biaslab.runners.protocols.choice import choice_requests
 from biaslab.engines.models import stop_token_ids
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.engines.hf.tree import _split_point
-from biaslab.runners.trie import explore, probabilities
+from biaslab.runners.trie import probabilities
+from hf_explore import explore
 from biaslab.engines.hf.kvcache import SharedPrefixes, native_gqa, padded_length
 from biaslab.runners.prompting import PromptSpec, shared_prefix_ids
 from biaslab.engines.threads import allowed_cpus, use_threads

@@ -1,4 +1,5 @@
-"""A rerun with nothing pending, for every protocol: loads no model, adds nothing, says "0 pending, 0 <unit> added", exit 0.
+"""A rerun with nothing pending, for every protocol: loads no model, adds nothing, says "0 pending, 0 <unit> added",
+exit 0.
 
 The second run replaces `PreparedModel.load` with a function that fails the test, so "no model loaded" is checked,
 not assumed. Both entry points: `collect()` and the `runners collect` command.

@@ -22,7 +22,7 @@ TEXTS = [
 
 def naive_causal(model, ids: list[int]) -> np.ndarray:
     with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0].double()
+        logits = model(torch.tensor([ids], device=model.device)).logits[0].double()
     logprobs = torch.log_softmax(logits, dim=-1)
     return np.array([logprobs[t - 1, ids[t]].item() for t in range(1, len(ids))])
 

@@ -1,4 +1,4 @@
-"""Identity hashes pinned to literal values (DESIGN.md section 3).
+"""Identity hashes pinned to literal values (docs/design.md section 3).
 
 Stored evidence is found again only through `stimulus_id`, `request_id` and `model_key`. A change to how any of
 them is serialized (a new Stimulus field, a renamed parameter, another JSON layout, a new protocol version string)
@@ -34,7 +34,8 @@ def test_model_keys():
                 tokenizer="/models/x#0123456789abcdef", bos_policy="prepend")
     assert ModelSpec(**spec, dtype="fp32").model_key == "2507a7b8de83924e"
     assert ModelSpec(**spec, dtype="bf16").model_key == "71968be6d549bbca"
-    assert ModelSpec(**{**spec, "name": "another alias"}, dtype="fp32").model_key == "2507a7b8de83924e"  # name not keyed
+    # name not keyed
+    assert ModelSpec(**{**spec, "name": "another alias"}, dtype="fp32").model_key == "2507a7b8de83924e"
 
 
 def test_request_ids_of_every_protocol():

@@ -142,7 +142,8 @@ def test_duplicate_sample_differing_only_in_a_sampling_parameter_is_not_a_duplic
 
 def test_orphan_token_rows(clean_path):
     _raw(clean_path,
-         "INSERT INTO token_scores VALUES ('m1', 'gone', 0, 5, -0.1, NULL, NULL), ('m1', 'gone', 1, 6, -0.2, NULL, NULL)",
+         "INSERT INTO token_scores VALUES ('m1', 'gone', 0, 5, -0.1, NULL, NULL), "
+         "('m1', 'gone', 1, 6, -0.2, NULL, NULL)",
          # same request id under another model is still an orphan: parents match on (model_key, request_id)
          "INSERT INTO models SELECT * REPLACE ('m3' AS model_key) FROM models WHERE model_key = 'm1'",
          "INSERT INTO token_scores VALUES ('m3', 'r1', 0, 5, -0.1, NULL, NULL)")

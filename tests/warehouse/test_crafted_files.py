@@ -226,7 +226,7 @@ def _bad_prob(value):
 def _other_model():
     """Consistent evidence of another model than the stamp names (every row, its model record too)."""
     rows = _rows()
-    for table, data in rows.items():
+    for _table, data in rows.items():
         for row in data:
             if "model_key" in row:
                 row["model_key"] = "o" * 16

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -169,6 +170,6 @@ def test_open_is_read_only_by_default(exported):
     db, _ = exported
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     with biaslab.open(db) as wh:
-        with pytest.raises(Exception):
+        with pytest.raises(duckdb.InvalidInputException):
             wh.warehouse.con.execute("DELETE FROM stimuli")
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before

@@ -38,7 +38,8 @@ def test_older_warehouse_is_migrated(tmp_path):
     first = migrations.migrations()[0]
     con.execute(first.sql)
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
-    con.execute("INSERT INTO stimuli (stimulus_id, dataset, upstream_version, item_id, text) VALUES ('a','d','v','i','t')")
+    con.execute("INSERT INTO stimuli (stimulus_id, dataset, upstream_version, item_id, text) "
+                "VALUES ('a','d','v','i','t')")
     con.close()
     with Warehouse.open(path) as wh:
         assert schema_version(wh.con) == migrations.current_version()

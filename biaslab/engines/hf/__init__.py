@@ -2,6 +2,6 @@
 (`backend`), with its model loading (`loading`), key/value caches (`kvcache`), scoring (`scoring`,
 `prefix_scoring`), sampling (`sampling`), trie levels as tree attention (`tree`) and batching (`batching`)."""
 
-from .backend import CAPABILITIES, NAME, Options, installed, prepare, validate_options
+from .backend import CAPABILITIES, FLAGS, NAME, Options, installed, prepare, validate_options
 
-__all__ = ["CAPABILITIES", "NAME", "Options", "installed", "prepare", "validate_options"]
+__all__ = ["CAPABILITIES", "FLAGS", "NAME", "Options", "installed", "prepare", "validate_options"]

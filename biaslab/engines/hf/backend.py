@@ -19,18 +19,24 @@ an `HFBackend`, whose methods are the fast paths of the protocols:
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ...errors import UsageError
 from ..base import (PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, PreparedBase, Sample, SamplingSettings, TopK,
                     Unsupported)
 from ..models import bos_token_id, stop_token_ids
-from .tree import HFExpander, head_top_k
+
+if TYPE_CHECKING:  # torch: imported where the engine runs, never when the registry reads this module
+    from .tree import HFExpander
 
 NAME = "hf"
 CAPABILITIES = frozenset({SCORE, PLL, TOP_K, SAMPLE})
+#: no shortcut flags of engine settings (`base.Flag`): its settings are --dtype, --quant, --device, --revision,
+#: --model-arg and --batch-tokens
+FLAGS = ()
 #: up to this many new tokens, the samples of one prompt are drawn by distinct prefix (forced choice); longer
 #: generations diverge quickly and use one cached row per sample
 SHARED_PREFIX_MAX_TOKENS = 16
@@ -72,11 +78,11 @@ def validate_options(options: BackendOptions) -> None:
 
     resolve_device(options.device)
     if options.engine_args:
-        raise ValueError(f"--backend hf takes no engine arguments (got {', '.join(k for k, _ in options.engine_args)})"
+        raise UsageError(f"--backend hf takes no engine arguments (got {', '.join(k for k, _ in options.engine_args)})"
                          f"; they belong to --backend vllm / openai")
 
 
-def prepare(model: str, options: BackendOptions, *, kind: str | None = None) -> "HFPrepared":
+def prepare(model: str, options: BackendOptions, *, kind: str | None = None) -> HFPrepared:
     """Resolve `model` and compute its key without loading weights (`loading.prepare_model`)."""
     from .loading import prepare_model
 
@@ -101,7 +107,7 @@ class HFPrepared(PreparedBase):
         """The measured default dtype (`dtype_choice`) when --dtype was not given."""
         return self.inner.provenance
 
-    def load(self) -> "HFBackend":
+    def load(self) -> HFBackend:
         from .loading import LoadedModel
 
         loaded = self.inner if isinstance(self.inner, LoadedModel) else self.inner.load()
@@ -180,6 +186,7 @@ class HFBackend(EngineBase):
         import torch
 
         from .kvcache import encode_prompts
+        from .tree import head_top_k
 
         with torch.inference_mode(), self._gqa():
             state = encode_prompts(self.model, prefixes, self._choice_pad)
@@ -236,13 +243,14 @@ class HFBackend(EngineBase):
         return max(1, EXPLORE_CACHE_BYTES // (per_slot * max(1, tokens)))
 
     def expander(self, prompts: Sequence[Sequence[int]], k: int, *, tree: bool | None = None,
-                 batches: Sequence[int] | None = None) -> "HFExpander":
+                 batches: Sequence[int] | None = None) -> HFExpander:
         """Incremental top-K down the answer tries of `prompts`. `batches`: sizes of consecutive runs of prompts
         encoded in one forward each (each run one `prompt_group` when a prefix is shared); default: all at once."""
         self._threads()
         import torch
 
         from .kvcache import concat_states, encode_prompts
+        from .tree import HFExpander
 
         sizes = list(batches) if batches is not None else [len(prompts)]
         if sum(sizes) != len(prompts) or min(sizes) < 1:

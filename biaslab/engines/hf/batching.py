@@ -1,4 +1,4 @@
-"""Length-sorted batches filled to a token budget, and out-of-memory retry by halving (DESIGN.md section 5)."""
+"""Length-sorted batches filled to a token budget, and out-of-memory retry by halving (docs/design.md section 5)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Two ways to encode prompts:
 
-- `encode_prompts`: each prompt from its first token, left-padded (DESIGN.md section 5: left padding for
+- `encode_prompts`: each prompt from its first token, left-padded (docs/design.md section 5: left padding for
   generation).
 - `SharedPrefixes.encode`: prompts that begin with the same tokens (a chat prompt's system text and instructions:
   82 of WinoPron's ~140 tokens) continue ONE cached computation of that prefix; each row feeds only its own
@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ...errors import Unsupported
+
 
 @dataclass
 class PromptState:
@@ -38,7 +40,7 @@ class PromptState:
     last_hidden: torch.Tensor   # [rows, hidden]
     hidden: torch.Tensor | None = None  # [rows, length, hidden] of the encoded prompts (left-padded), if kept
 
-    def select(self, rows: Sequence[int]) -> "PromptState":
+    def select(self, rows: Sequence[int]) -> PromptState:
         """A copy holding only `rows` (repeats allowed), e.g. one row per trie node or per sample."""
         index = torch.as_tensor(list(rows), dtype=torch.long, device=self.mask.device)
         cache = copy.deepcopy(self.cache)
@@ -193,8 +195,8 @@ def concat_states(states: Sequence[PromptState], config) -> PromptState:
     if len(states) == 1:
         return states[0]
     if not plain_layers(config):
-        raise ValueError("concat_states combines states only over plain cache layers (this model has "
-                         "sliding-window layers)")
+        raise Unsupported("concat_states combines states only over plain cache layers (this model has "
+                          "sliding-window layers)")
     from transformers import DynamicCache
 
     length = max(s.mask.shape[1] for s in states)
@@ -271,8 +273,8 @@ class SharedPrefixes:
             cuts.append(keys.pop())
         if not plain_layers(self.model.config):
             if len(batches) > 1:
-                raise ValueError("encode_batches combines batches only over plain cache layers (this model has "
-                                 "sliding-window layers): encode one batch at a time")
+                raise Unsupported("encode_batches combines batches only over plain cache layers (this model has "
+                                  "sliding-window layers): encode one batch at a time")
             return self.encode(batches[0])
         if any(cut == 0 for cut, _ in cuts):
             return concat_states([self.encode(prompts) for prompts in batches], self.model.config)

@@ -1,7 +1,7 @@
 """Loading a model's weights with transformers for the hf engine: dtype, NF4 quantization, device (`--device`,
 including accelerate's "auto"), on top of the torch-free resolution and identity of `biaslab.engines.models`.
 
-The `model_key` (DESIGN.md section 3) hashes what changes outputs: the resolved source, the weights' revision or
+The `model_key` (docs/design.md section 3) hashes what changes outputs: the resolved source, the weights' revision or
 file hash, dtype, quantization, the tokenizer's identity and the BOS policy (`models.read_model`).
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ...errors import DataError, Unsupported, UsageError
 from ...schema import ModelSpec
 from ..base import Identified
 from ..models import parse_model_args, read_model
@@ -45,17 +46,17 @@ def resolve_device(device: str | None) -> torch.device:
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError):
-        raise ValueError(f"--device {device!r} is not a torch device name (e.g. cpu, cuda, cuda:1)") from None
+        raise UsageError(f"--device {device!r} is not a torch device name (e.g. cpu, cuda, cuda:1)") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"--device {device}: no CUDA GPU is available here (torch {torch.__version__}, "
-                             f"CUDA build: {torch.version.cuda or 'no'}); use --device cpu")
+            raise Unsupported(f"--device {device}: no CUDA GPU is available here (torch {torch.__version__}, "
+                              f"CUDA build: {torch.version.cuda or 'no'}); use --device cpu")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+            raise Unsupported(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
     elif dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"--device {device}: MPS is not available here; use --device cpu")
+        raise Unsupported(f"--device {device}: MPS is not available here; use --device cpu")
     elif dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"--device {device}: unsupported device type {dev.type!r} (cpu, cuda or mps)")
+        raise UsageError(f"--device {device}: unsupported device type {dev.type!r} (cpu, cuda or mps)")
     return dev
 
 
@@ -98,12 +99,12 @@ class PreparedModel(Identified):
             model = auto.from_pretrained(self.folder, **self.load_kwargs)
         except (OSError, ValueError, RuntimeError, KeyError, EOFError, struct.error) as exc:  # damaged weights
             text = str(exc).strip().splitlines()
-            raise ValueError(f"--model {self.spec.name}: cannot load its weights ({type(exc).__name__}: "
-                             f"{text[0] if text else 'no message'})") from None
+            raise DataError(f"--model {self.spec.name}: cannot load its weights ({type(exc).__name__}: "
+                            f"{text[0] if text else 'no message'})") from None
         if self.spec.quant not in ("none", "nf4") and getattr(model, "hf_quantizer", None) is None:
-            raise ValueError(f"--model {self.spec.name}: shipped {self.spec.quant}-quantized, but transformers loaded "
-                             f"it dequantized here (missing kernels for this device?); its evidence would not be "
-                             f"{self.spec.quant} evidence")
+            raise Unsupported(f"--model {self.spec.name}: shipped {self.spec.quant}-quantized, but transformers loaded "
+                              f"it dequantized here (missing kernels for this device?); its evidence would not be "
+                              f"{self.spec.quant} evidence")
         if self.spec.quant != "nf4" and "device_map" not in self.load_kwargs:
             model.to(self.device)
         model.eval()
@@ -129,11 +130,11 @@ def prepare_model(name: str, *, dtype: str | None = None, quant: str = "none", d
 
     dev = resolve_device(device)
     if dtype is not None and dtype not in DTYPES:
-        raise ValueError(f"--dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        raise UsageError(f"--dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     if quant not in ("none", "nf4"):
-        raise ValueError(f"--quant must be 'none' or 'nf4', got {quant!r}")
+        raise UsageError(f"--quant must be 'none' or 'nf4', got {quant!r}")
     if quant == "nf4" and dev.type != "cuda":
-        raise ValueError("--quant nf4 needs a CUDA GPU (bitsandbytes); use --dtype bf16 on CPU")
+        raise Unsupported("--quant nf4 needs a CUDA GPU (bitsandbytes); use --dtype bf16 on CPU")
     info = read_model(name, dtype=dtype or "fp32", quant=quant, kind=kind, revision=revision, model_args=model_args,
                       backend="hf", backend_version=transformers.__version__)
     measured = None

@@ -63,7 +63,7 @@ def score_causal_grouped(model, sequences: Sequence[Sequence[int]], groups: Sequ
         state = encode_prompts(model, prefixes, pad_id, keep_hidden=True)
         width = state.hidden.shape[1]
         prefix_lp = []
-        for r, (members, cut) in enumerate(groups_in):
+        for r, (_members, cut) in enumerate(groups_in):
             positions = torch.arange(width - cut, width - 1)  # left-padded: real tokens are the last `cut`
             targets = torch.as_tensor(prefixes[r][1:], dtype=torch.long)
             prefix_lp.append(_gather_logprobs(head, state.hidden[r, positions], targets).numpy())

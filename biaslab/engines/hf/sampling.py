@@ -1,4 +1,5 @@
-"""Seeded, batched sampling from cached prompts, with every sampling parameter set explicitly (DESIGN.md section 5).
+"""Seeded, batched sampling from cached prompts, with every sampling parameter set explicitly (docs/design.md
+section 5).
 
 Each step: logits z (float32) -> z / T -> keep z >= K-th largest (top-k, ties kept) -> keep the smallest
 descending-probability prefix whose mass reaches top_p (at least one token) -> softmax -> draw. The draw of sample i
@@ -99,7 +100,7 @@ def sample_shared_prefixes(model, state: PromptState, row: int, seeds: Sequence[
     paths: list[tuple[int, ...]] = [()] * len(seeds)
     active = list(range(len(seeds)))
     hidden_of: dict[tuple[int, ...], torch.Tensor] = {(): state.last_hidden[row]}
-    for step in range(params.max_new_tokens):
+    for _step in range(params.max_new_tokens):
         new = sorted({paths[r] for r in active} - hidden_of.keys())
         if new:
             branch = state.select([row] * len(new))

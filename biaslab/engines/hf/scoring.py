@@ -5,7 +5,7 @@ Model Scoring"): PLL(x) = sum_t log p(x_t | x with the tokens in M_t masked), wi
 scheme and M_t = {t} plus the later tokens of the same word for `within_word_l2r` (Kauf and Ivanova 2023, "A Better
 Way to Do Masked Language Model Scoring").
 
-Speed (DESIGN.md section 5): requests are sorted by length and batched to a token budget; the base model runs
+Speed (docs/design.md section 5): requests are sorted by length and batched to a token budget; the base model runs
 once per batch; the output head and the log-softmax are applied only at the positions scored (never a
 [batch, length, vocabulary] tensor); padding never enters a score; batches are halved on out-of-memory.
 """
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...errors import UsageError
 from .batching import run_halving_on_oom, token_budget_batches
 
 HEAD_CHUNK = 2048  # positions per output-head call: bounds the [positions, vocabulary] logits block
@@ -122,7 +123,7 @@ class MaskedRow:
 def pll_rows(word_ids: Sequence[Sequence[int | None]], scheme: str) -> list[MaskedRow]:
     """The (sentence, position) queries of a PLL scheme; special tokens (word id None) are never scored."""
     if scheme not in ("original", "within_word_l2r"):
-        raise ValueError(f"unknown PLL scheme {scheme!r}: use 'original' or 'within_word_l2r'")
+        raise UsageError(f"unknown PLL scheme {scheme!r}: use 'original' or 'within_word_l2r'")
     rows = []
     for s, words in enumerate(word_ids):
         for t, w in enumerate(words):

@@ -1,4 +1,4 @@
-"""Trie levels over a transformers model's key/value cache (the Hugging Face engine's `Expander`, DESIGN.md
+"""Trie levels over a transformers model's key/value cache (the Hugging Face engine's `Expander`, docs/design.md
 section 6): each level of the answer tries of a batch of prompts is one forward pass, as tree attention over the
 prompts' own cache (`TreeLevels`, where the attention takes a 4-D mask: sdpa, eager) or by cache copies
 (`CopyLevels`, every attention implementation; the reference for the tree). The output head gives each node's
@@ -80,7 +80,7 @@ class _Part:
     rows: list[int]
     length: int
 
-    def take(self, prompts: list[int], copy: bool, config=None) -> "_Part":
+    def take(self, prompts: list[int], copy: bool, config=None) -> _Part:
         """The part restricted to `prompts` (a subset of its rows, in this order): in place, or as a new cache
         (built with the model's `config`, so every layer gets its own cache type)."""
         if not copy and prompts == self.rows:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ... import errors
 from ...lexicon.pronoun_detection import form_index
 from ...schema import DatasetDeclaration, Stimulus
 from ...schema.errors import first_error
@@ -102,7 +103,7 @@ def _protocols(value) -> tuple[str, ...]:
     items = [p.strip() for p in value.split(",")] if isinstance(value, str) else list(value)
     unknown = [p for p in items if p not in USER_PROTOCOLS]
     if unknown:
-        raise ValueError(f"protocol(s) {unknown} unknown for user datasets; use {', '.join(USER_PROTOCOLS)}")
+        raise errors.DataError(f"protocol(s) {unknown} unknown for user datasets; use {', '.join(USER_PROTOCOLS)}")
     return tuple(items)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ... import errors
 from ...lexicon.pronouns import agreement_texts, capitalize, sentence_case, starts_sentence
 from ...schema import CONTEXTS, Stimulus
 from ...schema.errors import first_error
@@ -33,7 +34,7 @@ def expand(spec: Spec, name: str, path: Path) -> list[Stimulus]:
     ids = [s.stimulus_id for s in out]
     if len(set(ids)) != len(ids):
         raise DataError(path, "two templates expand to the same stimulus (same text, item id and options); give "
-                              "them different ids or texts", field="templates")
+                        "them different ids or texts", field="templates")
     return out
 
 
@@ -43,24 +44,26 @@ def _slots(spec: Spec, template: Template, where: str) -> list[str]:
     found = placeholders(template.text, where)
     names = [n for n, _ in found]
     if names.count(spec.slot) != 1:
-        raise ValueError(f"{where}: the option slot {{{spec.slot}}} appears {names.count(spec.slot)} times in "
-                         f"{template.text!r} (exactly once needed)")
+        raise errors.DataError(f"{where}: the option slot {{{spec.slot}}} appears {names.count(spec.slot)} times in "
+                               f"{template.text!r} (exactly once needed)")
     if any(label for _, label in found):
-        raise ValueError(f"{where}: {{slot:label}} belongs in a context's prime, not in a template")
+        raise errors.DataError(f"{where}: {{slot:label}} belongs in a context's prime, not in a template")
     others = list(dict.fromkeys(n for n in names if n != spec.slot))
     for n in others:
         if n not in template.fill and n not in spec.fillers:
-            raise ValueError(f"{where}: slot {{{n}}} has no filler list (fillers: {', '.join(spec.fillers) or 'none'})"
-                             f" and no fill value")
+            raise errors.DataError(f"{where}: slot {{{n}}} has no filler list (fillers: "
+                                   f"{', '.join(spec.fillers) or 'none'}) and no fill value")
     labels = [o.label for o in spec.options]
     if template.gold is not None and template.gold not in labels:
-        raise ValueError(f"{where}: gold {template.gold!r} is not an option label ({labels})")
+        raise errors.DataError(f"{where}: gold {template.gold!r} is not an option label ({labels})")
     for c in spec.contexts:
         for n, label in placeholders(c.prime or "", f"contexts.{c.name}"):
             if n == spec.slot and label not in labels:
-                raise ValueError(f"context {c.name!r}: the prime's {{{n}:{label}}} names no option label ({labels})")
+                raise errors.DataError(f"context {c.name!r}: the prime's {{{n}:{label}}} names no option label "
+                                       f"({labels})")
             if n != spec.slot and n not in others:
-                raise ValueError(f"context {c.name!r}: the prime's slot {{{n}}} is not a slot of {template.text!r}")
+                raise errors.DataError(f"context {c.name!r}: the prime's slot {{{n}}} is not a slot of "
+                                       f"{template.text!r}")
     return others
 
 
@@ -138,7 +141,7 @@ def _stimulus(spec: Spec, template: Template, name: str, item: str, text: str, p
         return Stimulus(**row)
     except ValidationError as exc:
         error = first_error(exc)
-        raise ValueError(f"{where}: {error.field or 'stimulus'}: {error.message}") from None
+        raise errors.DataError(f"{where}: {error.field or 'stimulus'}: {error.message}") from None
 
 
 def spec_pronouns(spec: Spec) -> dict[str, dict[str, tuple[str, ...]]] | None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ...errors import UsageError
 from ...schema import Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
@@ -195,7 +196,7 @@ def write_rows(stimuli: list[Stimulus], out: str | Path | None) -> int:
             Path(out).write_text(lines, encoding="utf-8")
         return len(records)
     if Path(out).suffix.lower() != ".csv":
-        raise ValueError(f"--out {out}: write a .jsonl or .csv file")
+        raise UsageError(f"--out {out}: write a .jsonl or .csv file")
     columns = list(dict.fromkeys(k for r in records for k in r))
     with open(out, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=columns)

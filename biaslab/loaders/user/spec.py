@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ... import errors
 from ...schema import CASES, Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
@@ -61,20 +62,20 @@ class Option(_Strict):
     forms: dict[str, str] | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> "Option":
+    def _one(self) -> Option:
         if (self.text is None) == (self.forms is None):
-            raise ValueError(f"option {self.label!r}: give either text or forms (case -> text)")
+            raise errors.DataError(f"option {self.label!r}: give either text or forms (case -> text)")
         unknown = sorted(set(self.forms or {}) - set(CASES))
         if unknown:
-            raise ValueError(f"option {self.label!r}: unknown case(s) {unknown}; cases: {list(CASES)}")
+            raise errors.DataError(f"option {self.label!r}: unknown case(s) {unknown}; cases: {list(CASES)}")
         return self
 
     def realized(self, case: str | None, where: str) -> str:
         if self.text is not None:
             return self.text
         if case is None or case not in self.forms:
-            raise ValueError(f"{where}: option {self.label!r} has no form for case {case!r} (give the template a "
-                             f"case among {sorted(self.forms)})")
+            raise errors.DataError(f"{where}: option {self.label!r} has no form for case {case!r} (give the template a "
+                                   f"case among {sorted(self.forms)})")
         return self.forms[case]
 
 
@@ -97,7 +98,7 @@ class Template(_Strict):
     @classmethod
     def _case(cls, value: str | None) -> str | None:
         if value is not None and value not in CASES:
-            raise ValueError(f"unknown case {value!r}; cases: {list(CASES)}")
+            raise errors.DataError(f"unknown case {value!r}; cases: {list(CASES)}")
         return value
 
 
@@ -139,22 +140,22 @@ class Spec(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Spec":
+    def _consistent(self) -> Spec:
         labels = [o.label for o in self.options]
         if len(set(labels)) != len(labels):
-            raise ValueError(f"options: label repeated in {labels}")
+            raise errors.DataError(f"options: label repeated in {labels}")
         for key, values in self.fillers.items():
             if not values:
-                raise ValueError(f"fillers.{key}: empty list")
+                raise errors.DataError(f"fillers.{key}: empty list")
         for order in self.orders or []:
             if sorted(order) != sorted(labels):
-                raise ValueError(f"orders: {order} is not an order of the labels {labels}")
+                raise errors.DataError(f"orders: {order} is not an order of the labels {labels}")
         for label in self.plural:
             if label not in labels:
-                raise ValueError(f"plural: {label!r} is not an option label ({labels})")
+                raise errors.DataError(f"plural: {label!r} is not an option label ({labels})")
         names = [c.name for c in self.contexts]
         if len(set(names)) != len(names):
-            raise ValueError(f"contexts: name repeated in {names}")
+            raise errors.DataError(f"contexts: name repeated in {names}")
         return self
 
 
@@ -196,7 +197,7 @@ def _parse(path: Path, text: str) -> Any:
                         line=mark.line + 1 if mark is not None else None) from None
     if not isinstance(data, dict):
         raise DataError(path, f"a spec is one mapping of keys (name, options, templates, ...), got "
-                              f"{type(data).__name__}")
+                        f"{type(data).__name__}")
     return data
 
 
@@ -205,7 +206,7 @@ def placeholders(text: str, where: str) -> list[tuple[str, str]]:
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc} (write {{{{ and }}}} for literal braces)") from None
+        raise errors.DataError(f"{where}: {exc} (write {{{{ and }}}} for literal braces)") from None
     return [(name, spec or "") for _, name, spec, _ in parsed if name is not None]
 
 

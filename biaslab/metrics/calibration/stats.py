@@ -1,6 +1,6 @@
 """Calibration of binary pronoun predictions: the ECE family, Gender-ECE, Brier, post-hoc calibrators.
 
-Pure statistics over arrays (numpy, scipy, scikit-learn); no warehouse code. See DESIGN.md section 7.
+Pure statistics over arrays (numpy, scipy, scikit-learn); no warehouse code. See docs/design.md section 7.
 
 Inputs, for N binary items:
 
@@ -37,7 +37,7 @@ Conventions (decided here):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -45,6 +45,7 @@ from scipy.special import expit, logit
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 
+from ...errors import DataError, UsageError
 from ..arrays import as_binary, as_probabilities
 from .resampled import (EQUAL_MASS, EQUAL_WIDTH, corrected_interval, equal_width_index, metric_replicates,
                         multiplicities, weighted_ece)
@@ -81,7 +82,7 @@ def _pair(p, y, p_name: str = "p", y_name: str = "y") -> tuple[np.ndarray, np.nd
     """Checked (probability, binary) arrays of equal length."""
     p, y = as_probabilities(p, p_name), as_binary(y, y_name)
     if p.shape != y.shape:
-        raise ValueError(f"{p_name} and {y_name} differ in length ({p.size} vs {y.size})")
+        raise DataError(f"{p_name} and {y_name} differ in length ({p.size} vs {y.size})")
     return p, y
 
 
@@ -113,7 +114,7 @@ def confidence_and_target(p_male, gold, confidence: str = TOP_LABEL) -> tuple[np
         return top_label_confidence(p_male, gold)
     if confidence in (MALE_CLASS, STEREOTYPE_CLASS):
         return male_class_confidence(p_male, gold)
-    raise ValueError(f"confidence must be one of {CONFIDENCES}, got {confidence!r}")
+    raise UsageError(f"confidence must be one of {CONFIDENCES}, got {confidence!r}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ def equal_mass_bin_index(conf, n_bins: int = 10) -> np.ndarray:
     """
     conf = as_probabilities(conf, "conf")
     if n_bins < 1:
-        raise ValueError("n_bins must be >= 1")
+        raise UsageError("n_bins must be >= 1")
     n = conf.size
     sizes = np.full(n_bins, n // n_bins)
     sizes[: n % n_bins] += 1
@@ -187,12 +188,12 @@ def equal_mass_bin_index(conf, n_bins: int = 10) -> np.ndarray:
 
 def _bin_index(conf: np.ndarray, n_bins: int, binning: str) -> np.ndarray:
     if n_bins < 1:
-        raise ValueError("n_bins must be >= 1")
+        raise UsageError("n_bins must be >= 1")
     if binning == EQUAL_WIDTH:
         return equal_width_bin_index(conf, n_bins)
     if binning == EQUAL_MASS:
         return equal_mass_bin_index(conf, n_bins)
-    raise ValueError(f"binning must be one of {BINNINGS}, got {binning!r}")
+    raise UsageError(f"binning must be one of {BINNINGS}, got {binning!r}")
 
 
 def _bin_edges(conf: np.ndarray, index: np.ndarray, n_bins: int, binning: str) -> tuple[np.ndarray, np.ndarray]:
@@ -218,10 +219,10 @@ def ece(conf, correct_or_label, n_bins: int = 10, binning: str = EQUAL_WIDTH,
     "male_class" when binning p_male against gold. Raises ValueError for N = 0.
     """
     if confidence not in CONFIDENCES:
-        raise ValueError(f"confidence must be one of {CONFIDENCES}, got {confidence!r}")
+        raise UsageError(f"confidence must be one of {CONFIDENCES}, got {confidence!r}")
     conf, target = _pair(conf, correct_or_label, "conf", "correct_or_label")
     if conf.size == 0:
-        raise ValueError("ECE of zero items is undefined")
+        raise DataError("ECE of zero items is undefined")
     order = np.lexsort((target, conf))  # canonical order: sums (and the value) do not depend on the input order
     conf, target = conf[order], target[order]
     index = _bin_index(conf, n_bins, binning)
@@ -259,7 +260,7 @@ def ice(conf, correct) -> float:
     Calibration: The Case of Question Answering")."""
     conf, correct = _pair(conf, correct, "conf", "correct")
     if conf.size == 0:
-        raise ValueError("ICE of zero items is undefined")
+        raise DataError("ICE of zero items is undefined")
     return float(np.mean(np.abs(correct - conf)))
 
 
@@ -269,7 +270,7 @@ def macro_ce(conf, correct) -> float:
     conf_i. If one of the two sets is empty, MacroCE is the ICE of the other (mean over non-empty parts)."""
     conf, correct = _pair(conf, correct, "conf", "correct")
     if conf.size == 0:
-        raise ValueError("MacroCE of zero items is undefined")
+        raise DataError("MacroCE of zero items is undefined")
     parts = []
     if np.any(correct == 1):
         parts.append(np.mean(1.0 - conf[correct == 1]))
@@ -280,10 +281,10 @@ def macro_ce(conf, correct) -> float:
 
 def brier_gold(p_male, gold) -> float:
     """Brier score with the probability of the gold label: 1/N sum_i (1 - p_gold_i)^2, p_gold = p_male if gold = 1
-    else 1 - p_male (Brier 1950; DESIGN.md section 7). Equals sklearn's brier_score_loss(gold, p_male)."""
+    else 1 - p_male (Brier 1950; docs/design.md section 7). Equals sklearn's brier_score_loss(gold, p_male)."""
     p, gold = _pair(p_male, gold, "p_male", "gold")
     if p.size == 0:
-        raise ValueError("Brier score of zero items is undefined")
+        raise DataError("Brier score of zero items is undefined")
     p_gold = np.where(gold == 1, p, 1.0 - p)
     return float(np.mean((1.0 - p_gold) ** 2))
 
@@ -299,7 +300,7 @@ def brier_upstream_convention(p_male, gold) -> float:
     ``brier_gold``."""
     p, gold = _pair(p_male, gold, "p_male", "gold")
     if p.size == 0:
-        raise ValueError("Brier score of zero items is undefined")
+        raise DataError("Brier score of zero items is undefined")
     p_female = 1.0 - p
     return float(np.mean((p_female - gold) ** 2))
 
@@ -308,7 +309,7 @@ def human_alignment(p_male, gold) -> float:
     """Share of items whose predicted label (p_male >= 0.5 -> male) equals the human bias label y."""
     p, gold = _pair(p_male, gold, "p_male", "gold")
     if p.size == 0:
-        raise ValueError("human alignment of zero items is undefined")
+        raise DataError("human alignment of zero items is undefined")
     return float(np.mean(predicted_label(p) == gold))
 
 
@@ -348,7 +349,7 @@ def _grouped_top_label_ece(p_male, gold, group_label: np.ndarray, metric: str, g
         groups[key] = ece(conf[mask], correct[mask], n_bins, binning, TOP_LABEL) if mask.any() else None
     values = [g.value for g in groups.values() if g is not None]
     if not values:
-        raise ValueError("grouped ECE of zero items is undefined")
+        raise DataError("grouped ECE of zero items is undefined")
     return GroupedECEResult(float(np.mean(values)), metric, grouped_by, TOP_LABEL, binning, n_bins, groups)
 
 
@@ -362,7 +363,7 @@ def gender_ece(p_male, gold, n_bins: int = 10, binning: str = EQUAL_WIDTH) -> Gr
 def class_conditional_ece(p_male, gold, n_bins: int = 10, binning: str = EQUAL_WIDTH) -> GroupedECEResult:
     """cc-ECE = 0.5 * (ECE(items with gold male) + ECE(items with gold female)), top-label confidence in each group.
 
-    Class-conditional ECE as decided in DESIGN.md section 7: Gender-ECE's construction grouped by the GOLD label
+    Class-conditional ECE as decided in docs/design.md section 7: Gender-ECE's construction grouped by the GOLD label
     instead of the predicted one (related to, but not the same as, the class-wise ECE of Kull et al. 2019, which
     bins each class's probability over all items)."""
     p, gold = _pair(p_male, gold, "p_male", "gold")
@@ -415,10 +416,10 @@ def bootstrap_ci(metric_fn: Callable, *arrays, n_boot: int = 1000, seed: int = 0
     per item) whole groups are resampled instead (cluster bootstrap), e.g. to keep paired items together."""
     arrays = [np.asarray(a) for a in arrays]
     if not arrays:
-        raise ValueError("bootstrap_ci needs at least one array")
+        raise UsageError("bootstrap_ci needs at least one array")
     n = len(arrays[0])
     if any(len(a) != n for a in arrays) or (groups is not None and len(groups) != n):
-        raise ValueError("all arrays (and groups) must have the same length")
+        raise DataError("all arrays (and groups) must have the same length")
     members = _group_members(groups)
     rng = np.random.default_rng(seed)
     stats = np.empty(n_boot)
@@ -494,7 +495,7 @@ def calibration_metrics(p_male, gold, n_bins: int = 10, n_boot: int = 1000, seed
     p, gold = _pair(p_male, gold, "p_male", "gold")
     n = int(p.size)
     if groups is not None and len(groups) != n:
-        raise ValueError("groups must have one id per item")
+        raise DataError("groups must have one id per item")
     weights = multiplicities(np.random.default_rng(seed), n, n_boot, _group_members(groups))
     boot = metric_replicates(p, gold, weights, n_bins, group_part_name)
     rows = []
@@ -554,7 +555,7 @@ def split_indices(n: int, n_val: int | None = None, seed: int = 0) -> tuple[np.n
     n_val (default n // 2, so 771 -> 385 / 386 as in the paper) for fitting, the rest for evaluation; both sorted."""
     n_val = n // 2 if n_val is None else n_val
     if not 0 < n_val < n:
-        raise ValueError(f"need 0 < n_val < n, got n_val={n_val}, n={n}")
+        raise UsageError(f"need 0 < n_val < n, got n_val={n_val}, n={n}")
     perm = np.random.default_rng(seed).permutation(n)
     return np.sort(perm[:n_val]), np.sort(perm[n_val:])
 
@@ -567,7 +568,7 @@ def _logreg() -> LogisticRegression:
 def _fit_inputs(p, y) -> tuple[np.ndarray, np.ndarray]:
     p, y = _pair(p, y, "p", "y")
     if np.unique(y).size < 2:
-        raise ValueError("calibration needs both labels (0 and 1) in the fitting data")
+        raise DataError("calibration needs both labels (0 and 1) in the fitting data")
     return p, y
 
 
@@ -590,7 +591,7 @@ class BetaCalibration:
     sigmoid(c) = mean(y). ``a_``, ``b_``, ``c_`` hold the final parameters, ``dropped_`` the dropped features.
     """
 
-    def fit(self, p, y) -> "BetaCalibration":
+    def fit(self, p, y) -> BetaCalibration:
         p, y = _fit_inputs(p, y)
         x = beta_features(p)
         keep = [0, 1]
@@ -624,7 +625,7 @@ class PlattScaling:
     + B), an effectively unregularized logistic regression (C = 1e12) on logit(p), p clipped to [1e-12, 1 - 1e-12].
     Platt's smoothed targets (N+ + 1) / (N+ + 2) are not used: plain 0/1 labels."""
 
-    def fit(self, p, y) -> "PlattScaling":
+    def fit(self, p, y) -> PlattScaling:
         p, y = _fit_inputs(p, y)
         lr = _logreg().fit(self._feature(p), y)
         self.slope_, self.intercept_ = float(lr.coef_[0, 0]), float(lr.intercept_[0])
@@ -649,7 +650,7 @@ class TemperatureScaling:
 
     LOG_T_BOUNDS = (float(np.log(1e-3)), float(np.log(1e3)))
 
-    def fit(self, p, y) -> "TemperatureScaling":
+    def fit(self, p, y) -> TemperatureScaling:
         p, y = _fit_inputs(p, y)
         z = self._logit(p)
 
@@ -674,7 +675,7 @@ class IsotonicCalibration:
     Probability Estimates"): the non-decreasing step map minimizing squared error, sklearn IsotonicRegression with
     out_of_bounds="clip" and outputs in [0, 1]."""
 
-    def fit(self, p, y) -> "IsotonicCalibration":
+    def fit(self, p, y) -> IsotonicCalibration:
         p, y = _fit_inputs(p, y)
         self.model_ = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip").fit(p, y)
         return self
@@ -714,7 +715,7 @@ def post_hoc_predictions(p_male, gold, n_val: int | None = None, seed: int = 0,
     p, gold = _pair(p_male, gold, "p_male", "gold")
     unknown = [name for name in calibrators if name not in CALIBRATORS]
     if unknown:
-        raise ValueError(f"unknown calibrator(s) {unknown}; choose from {sorted(CALIBRATORS)}")
+        raise UsageError(f"unknown calibrator(s) {unknown}; choose from {sorted(CALIBRATORS)}")
     val, test = split_indices(p.size, n_val, seed)
     predictions = {UNCALIBRATED: p[test]}
     for name in calibrators:
@@ -861,9 +862,9 @@ def identity_group_metrics(p_stereotype, gold, groups, n_bins: int = 10, n_boot:
     p, gold = _pair(p_stereotype, gold, "p_stereotype", "gold")
     groups = np.asarray(groups, dtype=object).reshape(-1)
     if groups.shape != p.shape:
-        raise ValueError(f"groups and p_stereotype differ in length ({groups.size} vs {p.size})")
+        raise DataError(f"groups and p_stereotype differ in length ({groups.size} vs {p.size})")
     if p.size == 0:
-        raise ValueError("identity-group calibration of zero items is undefined")
+        raise DataError("identity-group calibration of zero items is undefined")
 
     def paper_ece(pp, gg):
         return ece(pp, gg, n_bins, EQUAL_WIDTH, STEREOTYPE_CLASS)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...errors import NoEvidence, UsageError
 from . import stats as cal
 
 KEYS = ["model_key", "scheme", "dataset"]
@@ -160,7 +161,7 @@ def parse_model_pair(text: str) -> ModelPair:
     ``distillation:Llama-3.1-8B=DeepSeek-R1-Distill-Llama-8B``. ValueError (one line) for any other form."""
     m = _PAIR_RE.match(text.strip())
     if not m or not m["reference"].strip() or not m["other"].strip() or m["reference"].strip().endswith(":"):
-        raise ValueError(f"model pair {text!r} is not of the form [KIND:]REFERENCE=OTHER "
+        raise UsageError(f"model pair {text!r} is not of the form [KIND:]REFERENCE=OTHER "
                          "(e.g. size:small-model=large-model)")
     return ModelPair(m["kind"] or "pair", m["reference"].strip(), m["other"].strip())
 
@@ -178,8 +179,8 @@ def resolve_model(spec: str, keys, model_table: pd.DataFrame | None) -> str:
         return matches[0]
     known = ", ".join(f"{names.get(k, k)} ({k[:12]})" for k in keys) or "none"
     if not matches:
-        raise ValueError(f"no model with calibration results is named or keyed {spec!r} (models: {known})")
-    raise ValueError(f"{spec!r} names {len(matches)} models ({', '.join(k[:12] for k in matches)}): give a key "
+        raise UsageError(f"no model with calibration results is named or keyed {spec!r} (models: {known})")
+    raise UsageError(f"{spec!r} names {len(matches)} models ({', '.join(k[:12] for k in matches)}): give a key "
                      "prefix instead")
 
 
@@ -208,7 +209,7 @@ def pair_changes(metrics: pd.DataFrame, model_pairs, model_table: pd.DataFrame |
     if not pairs:
         return pd.DataFrame(columns=columns)
     if metrics.empty:
-        raise ValueError("model pairs declared, but no model has calibration metrics")
+        raise NoEvidence("model pairs declared, but no model has calibration metrics")
     keys = list(metrics["model_key"])
     names = {} if model_table is None or model_table.empty else dict(zip(model_table["model_key"],
                                                                          model_table["model_name"]))
@@ -216,12 +217,12 @@ def pair_changes(metrics: pd.DataFrame, model_pairs, model_table: pd.DataFrame |
     for pair in pairs:
         ref, other = resolve_model(pair.reference, keys, model_table), resolve_model(pair.other, keys, model_table)
         if ref == other:
-            raise ValueError(f"model pair {pair.reference}={pair.other}: both name the same model ({ref[:12]})")
+            raise UsageError(f"model pair {pair.reference}={pair.other}: both name the same model ({ref[:12]})")
         a = metrics[metrics["model_key"] == ref][["scheme", "dataset", "name", "value"]]
         b = metrics[metrics["model_key"] == other][["scheme", "dataset", "name", "value"]]
         joined = a.merge(b, on=["scheme", "dataset", "name"], suffixes=("_ref", "_other"))
         if joined.empty:
-            raise ValueError(f"model pair {pair.reference}={pair.other}: the two models share no scheme and dataset")
+            raise UsageError(f"model pair {pair.reference}={pair.other}: the two models share no scheme and dataset")
         ref_value = joined["value_ref"].astype(float)
         other_value = joined["value_other"].astype(float)
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -1,4 +1,4 @@
-"""Contextuality-by-Default (Dzhafarov and Kujala) for WinoPron template pairs, as decided in DESIGN.md section 7.
+"""Contextuality-by-Default (Dzhafarov and Kujala) for WinoPron template pairs, as decided in docs/design.md section 7.
 
 A template pair (q1, q2) measured in one option order is a cyclic system of rank 2 with contexts o1 = "q1 then q2"
 and o2 = "q2 then q1". In o1, X1 follows the unprimed answer distribution of q1 and X2 the distribution of q2 primed
@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ...errors import UsageError
 
 VARIANTS = ("joint", "marginal-product")
 #: One-line note shown wherever the marginal-product variant's results are shown.
@@ -56,7 +58,7 @@ def cbd(p1: float, p2: float, p2_given: Mapping[str, float], p1_given: Mapping[s
     module docstring): that variant is never contextual.
     """
     if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        raise UsageError(f"variant must be one of {VARIANTS}, got {variant!r}")
     # order o1: X1 ~ p1, then X2 | X1
     e1_o1 = _spin(p1)
     e2_o1 = _spin(p1 * p2_given["f"] + (1 - p1) * p2_given["m"])

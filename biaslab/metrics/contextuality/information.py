@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import DataError
+
 #: Smoothing of the REFERENCE probability q only: q is clipped to [KL_EPSILON, 1 - KL_EPSILON] before the KL
 #: divergence, so that a reference q in {0, 1} (an unprimed answer that is always or never feminine) gives a large
 #: finite value (at most log2(1 / KL_EPSILON) = 19.93 bits) instead of infinity. The first argument p is never
@@ -29,7 +31,7 @@ def bernoulli_kl_bits(p, q, eps: float = KL_EPSILON):
     """
     p = np.asarray(p, dtype=float)
     if np.any((p < 0) | (p > 1)):  # NaN passes (and gives NaN)
-        raise ValueError("p must lie in [0, 1]")
+        raise DataError("p must lie in [0, 1]")
     q = np.asarray(q, dtype=float)
     q = np.where(q == p, q, np.clip(q, eps, 1 - eps))
     out = _plogp_over_q(p, q) + _plogp_over_q(1 - p, 1 - q)

@@ -7,7 +7,7 @@ Everything is computed from the `winopron_pf` view (`biaslab.views.contextuality
 sample-mode evidence alike, any number of models and sampling settings ("setting" = model, mode, temperature,
 top_k, top_p). No model is loaded.
 
-Pooling (DESIGN.md section 7, as the paper): p(f), KL, Spearman and mutual information pool both option orders per
+Pooling (docs/design.md section 7, as the paper): p(f), KL, Spearman and mutual information pool both option orders per
 template (tables `pf`, `kl`, `spearman`, `mutual_information`, column option_order = "pooled"); the per-order tables
 (`pf_by_order`, `kl_by_order`, `spearman_by_order`) are extra. Contextuality-by-Default is per order. Temperature
 robustness (the paper's Figures 8 and 9): `temperature_tables` re-derives every metric at other temperatures from one
@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from ...errors import UsageError
 from .cbd import MARGINAL_PRODUCT_NOTE, VARIANTS, cbd
 from .information import bernoulli_kl_bits, knn_mi_classif_bits, mi_table_bits, plugin_mutual_information_bits
 
@@ -607,7 +608,7 @@ def contextuality_tables(pf: pd.DataFrame, validity_table: pd.DataFrame, samples
     mutual_information_pooled; cbd_fractions and model_overlap (per order, and "either").
     """
     if mi not in MI_VARIANTS:
-        raise ValueError(f"mi must be one of {', '.join(MI_VARIANTS)}, got {mi!r}")
+        raise UsageError(f"mi must be one of {', '.join(MI_VARIANTS)}, got {mi!r}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         pooled = pool_orders(pf)

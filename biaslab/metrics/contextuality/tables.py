@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ... import views
+from ...errors import UsageError
 from .stats import (SETTING, STIMULUS_FEATURES, SampleMeasurements, _at, _with_rating_coverage,
                     cbd_fractions, cbd_table, contextuality_tables, kl_table, mutual_information_per_template, pf_table,
                     pool_orders, spearman_table, temperature_overlap)
@@ -63,12 +64,12 @@ def parse_temperatures(text: str) -> list[float]:
         try:
             value = float(part)
         except ValueError:
-            raise ValueError(f"--temperatures: {part!r} is not a number (expected e.g. 0.3,0.5,0.7)") from None
+            raise UsageError(f"--temperatures: {part!r} is not a number (expected e.g. 0.3,0.5,0.7)") from None
         if not np.isfinite(value) or value <= 0:
-            raise ValueError(f"--temperatures: every temperature must be > 0, got {part}")
+            raise UsageError(f"--temperatures: every temperature must be > 0, got {part}")
         values.append(value)
     if not values:
-        raise ValueError("--temperatures: give at least one temperature, e.g. 0.3,0.5,0.7")
+        raise UsageError("--temperatures: give at least one temperature, e.g. 0.3,0.5,0.7")
     return list(dict.fromkeys(values))
 
 

@@ -32,6 +32,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ... import errors
+from ...errors import NoEvidence, UsageError
 from ...loaders.errors import DataError
 from ...loaders.readers import read_table
 from ...loaders.sheet_cells import neutralize, restore
@@ -56,7 +58,7 @@ def nominal_agreement(a, b) -> tuple[int, float, float, str]:
     """(n, raw agreement, Cohen's kappa, note) of two label sequences of equal length (any hashable labels)."""
     a, b = list(a), list(b)
     if len(a) != len(b):
-        raise ValueError(f"label sequences differ in length ({len(a)} vs {len(b)})")
+        raise errors.DataError(f"label sequences differ in length ({len(a)} vs {len(b)})")
     n = len(a)
     if n == 0:
         return 0, np.nan, np.nan, "no shared samples"
@@ -80,7 +82,7 @@ def stratified_sample(frame: pd.DataFrame, n: int, seed: int = 0) -> pd.DataFram
     (numpy `Generator.choice` seeded by `cell_seed`, over the cell's rows in sample_id order), cells in sorted order,
     rows in sample_id order within a cell."""
     if n < 1:
-        raise ValueError(f"n must be at least 1, got {n}")
+        raise UsageError(f"n must be at least 1, got {n}")
     parts = []
     for cell, group in frame.sort_values("sample_id", kind="stable").groupby(CELL, sort=True):
         rng = np.random.default_rng(cell_seed(seed, cell))
@@ -106,7 +108,7 @@ def export_sheet(handle, out: Path, n: int = 25, seed: int = 0, dataset: str | N
     frame = handle.fetch(gen.select("sample_id", "model_key", "dataset", "declared", "context", "prompt_text",
                                     "text").order_by("sample_id"))
     if frame.empty:
-        raise ValueError(f"{handle.path}: no generated samples{' for ' + dataset if dataset else ''} to annotate")
+        raise NoEvidence(f"{handle.path}: no generated samples{' for ' + dataset if dataset else ''} to annotate")
     chosen = stratified_sample(frame, n, seed)
     names = model_names_of(chosen["model_key"], handle.models())["model_name"].to_numpy()
     chosen = chosen.assign(model=names, label="", extraneous_gendered="", note="", annotator="")
@@ -220,7 +222,8 @@ def cell_agreement(merged: pd.DataFrame) -> pd.DataFrame:
         raw, kappa, pm, note = _kappa_with_se(list(group["label"]), list(group["auto"]))
         rows.append({**dict(zip([*CELL, "annotator"], key)), "n": len(group),
                      "human_correct": float(human.mean()), "auto_correct": float(auto.mean()),
-                     "raw_agreement_binary": float(same.mean()), "raw_agreement_binary_sem": standard_error_of_mean(same),
+                     "raw_agreement_binary": float(same.mean()),
+                     "raw_agreement_binary_sem": standard_error_of_mean(same),
                      "raw_agreement": raw, "cohen_kappa": kappa, "cohen_kappa_pm": pm, "note": note})
     return pd.DataFrame(rows, columns=CELL_AGREEMENT_COLUMNS)
 

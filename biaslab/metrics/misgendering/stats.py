@@ -2,12 +2,12 @@
 disagreement, repetition rate of generations, spread of correctness within an instance, Wilson intervals.
 
 Subramonian et al. 2025, "Agree to Disagree? A Meta-Evaluation of LLM Misgendering". Pure statistics over arrays
-(numpy, the standard library); no warehouse code. See DESIGN.md section 7.
+(numpy, the standard library); no warehouse code. See docs/design.md section 7.
 
 Conventions (decided here; the paper leaves them open):
 
 - Agreement is computed on BINARY labels (0/1 or bool), e.g. the correctness of the probability-based and of the
-  generation-based method on the same samples. The three generation outcomes of DESIGN.md section 7 (correct,
+  generation-based method on the same samples. The three generation outcomes of docs/design.md section 7 (correct,
   misgendered, no pronoun) are mapped to binary by the caller (the paper's automatic metric maps "no pronoun" to
   correct).
 - Degenerate inputs never raise and never yield a made-up number: a statistic whose denominator is 0 is NaN and
@@ -28,10 +28,12 @@ import re
 import warnings
 from collections import Counter
 from dataclasses import dataclass
-from typing import Hashable, Mapping, Sequence, TypeVar
+from typing import TypeVar
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
+from ...errors import DataError, UsageError
 from ..arrays import as_binary, as_probabilities
 
 K = TypeVar("K", bound=Hashable)
@@ -114,7 +116,7 @@ def agreement(a, b) -> Agreement:
     """
     a, b = as_binary(a, "a"), as_binary(b, "b")
     if a.shape != b.shape:
-        raise ValueError(f"a and b differ in length ({a.size} vs {b.size})")
+        raise DataError(f"a and b differ in length ({a.size} vs {b.size})")
     n = int(a.size)
     notes: list[str] = []
     if n == 0:
@@ -200,9 +202,9 @@ def kappa_asymptotic_se(table) -> tuple[float, float]:
     """
     table = np.asarray(table, dtype=float)
     if table.ndim != 2 or table.shape[0] != table.shape[1]:
-        raise ValueError(f"kappa_asymptotic_se needs a square k x k table, got shape {table.shape}")
+        raise DataError(f"kappa_asymptotic_se needs a square k x k table, got shape {table.shape}")
     if not np.all(np.isfinite(table)) or np.any(table < 0):
-        raise ValueError("kappa_asymptotic_se: counts must be finite and non-negative")
+        raise DataError("kappa_asymptotic_se: counts must be finite and non-negative")
     n = float(table.sum())
     if n == 0:
         return math.nan, math.nan
@@ -301,7 +303,8 @@ def beta_method_of_moments(x) -> BetaFit:
 
     The variance is the unbiased sample variance (ddof = 1); the paper does not say which it uses. The fit is
     defined only when 0 < m < 1 and 0 < v < m (1 - m) (strictly, with a relative margin of 1e-9 so that
-    v = m (1 - m) up to rounding does not give alpha, beta ~ 1e-16). Otherwise alpha = beta = NaN, ``warning`` explains why
+    v = m (1 - m) up to rounding does not give alpha, beta ~ 1e-16). Otherwise alpha = beta = NaN, ``warning``
+    explains why
     (fewer than 2 values, all values 0, all values 1, all values identical, variance too large) and a
     ``DegenerateBetaFitWarning`` is emitted. Note that with ddof = 1 the variance can exceed m (1 - m): values that
     are all 0 or 1 (and not all equal) give v = m (1 - m) n / (n - 1) > m (1 - m), a U shape a beta law cannot
@@ -380,7 +383,7 @@ def repetition_rate(tokens: Sequence[str], max_n: int = 4) -> float:
     if isinstance(tokens, str):
         raise TypeError("repetition_rate takes a sequence of tokens, not a string; use tokenize_words(text)")
     if max_n < 1:
-        raise ValueError(f"max_n must be >= 1, got {max_n}")
+        raise UsageError(f"max_n must be >= 1, got {max_n}")
     tokens = list(tokens)
     rates = []
     for order in range(min(max_n, len(tokens)), 0, -1):  # longest first: r_n = 0 there settles RR = 0 at once
@@ -411,9 +414,9 @@ def instance_std(values_by_instance: Mapping[K, Sequence[float]]) -> dict[K, flo
     for key, values in values_by_instance.items():
         arr = np.asarray(values, dtype=float).reshape(-1)
         if arr.size == 0:
-            raise ValueError(f"instance {key!r} has no values")
+            raise DataError(f"instance {key!r} has no values")
         if not np.all(np.isfinite(arr)):
-            raise ValueError(f"instance {key!r} has NaN or infinite values")
+            raise DataError(f"instance {key!r} has NaN or infinite values")
         out[key] = float(np.std(arr, ddof=0))
     return out
 
@@ -434,12 +437,12 @@ def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     are clipped to [0, 1] against rounding. Raises ValueError unless k, n are integers with 0 <= k <= n, z > 0.
     """
     if isinstance(k, bool) or isinstance(n, bool) or int(k) != k or int(n) != n:
-        raise ValueError(f"k and n must be integers, got k={k!r}, n={n!r}")
+        raise UsageError(f"k and n must be integers, got k={k!r}, n={n!r}")
     k, n = int(k), int(n)
     if n < 0 or not 0 <= k <= max(n, 0):
-        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+        raise UsageError(f"need 0 <= k <= n, got k={k}, n={n}")
     if not z > 0:
-        raise ValueError(f"z must be positive, got {z!r}")
+        raise UsageError(f"z must be positive, got {z!r}")
     if n == 0:
         return math.nan, math.nan
     p = k / n

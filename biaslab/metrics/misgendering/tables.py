@@ -7,7 +7,7 @@ Methods and their per-unit correctness:
   paper's rule; view `misgendering_prob`, which also gives the joint-probability prediction); correct = it is gold.
   For TANGO a stimulus is a template built from one of the model's own generations.
 * generation-based (`gen`): per sampled continuation, the first pronoun of the dataset's vocabulary decides
-  (`biaslab.lexicon.pronoun_detection`): outcome correct, misgendered or no_pronoun (kept apart, DESIGN.md
+  (`biaslab.lexicon.pronoun_detection`): outcome correct, misgendered or no_pronoun (kept apart, docs/design.md
   section 7). Binary correctness maps no_pronoun to correct as the paper's automatic metric does
   (`no_pronoun="correct"`), or drops those samples (`no_pronoun="exclude"`).
 
@@ -32,6 +32,7 @@ import ibis
 import numpy as np
 import pandas as pd
 
+from ...errors import UsageError
 from ...lexicon.pronoun_detection import Detector
 from .stats import (Z95, DegenerateAgreementWarning, DegenerateBetaFitWarning, agreement, beta_method_of_moments,
                     fisher_interval, jackknife_agreement_se, kappa_asymptotic_se, repetition_rate,
@@ -120,7 +121,7 @@ def score_generations(frame: pd.DataFrame, vocabularies: dict[int, str], vocabul
     vocabulary's JSON) with outcome, first pronoun, its family, repetition rate and `setting`. `vocabulary` =
     "upstream" ignores the stored vocabularies and scores with the upstream sets of each row's dataset."""
     if vocabulary not in VOCABULARIES:
-        raise ValueError(f"vocabulary must be one of {list(VOCABULARIES)}, got {vocabulary!r}")
+        raise UsageError(f"vocabulary must be one of {list(VOCABULARIES)}, got {vocabulary!r}")
     if vocabulary == "upstream" and len(frame):
         ids, vocabularies = _upstream_ids(frame)
         frame = frame.assign(vocabulary_id=ids)
@@ -178,7 +179,7 @@ def _score_continuations(rows: list[tuple], vocabularies: dict[int, str]) -> lis
 def binary_correct(gen: pd.DataFrame, no_pronoun: NoPronoun) -> pd.DataFrame:
     """Continuations with a 0/1 `correct` column under the chosen treatment of no_pronoun."""
     if no_pronoun not in ("correct", "exclude"):
-        raise ValueError(f"no_pronoun must be 'correct' or 'exclude', got {no_pronoun!r}")
+        raise UsageError(f"no_pronoun must be 'correct' or 'exclude', got {no_pronoun!r}")
     out = gen if no_pronoun == "correct" else gen[gen["outcome"] != "no_pronoun"]
     return out.assign(correct=(out["outcome"] != "misgendered").astype(int))
 
@@ -212,7 +213,8 @@ def correctness_table(prob: pd.DataFrame, gen: pd.DataFrame) -> pd.DataFrame:
     for key, group in prob.groupby(SETTING, sort=True):
         k, n = int(group["correct"].sum()), len(group)
         rate, low, high = _rate(k, n)
-        rows.append({"method": "prob", **dict(zip(SETTING, key)), "context": "template" if key[2] == "tango" else "sentence",
+        rows.append({"method": "prob", **dict(zip(SETTING, key)),
+                     "context": "template" if key[2] == "tango" else "sentence",
                      "n": n, "correct": rate, "ci_low": low, "ci_high": high,
                      "correct_joint": float(group["correct_joint"].mean()), "correct_strict": np.nan,
                      "misgendered": 1 - rate, "no_pronoun": np.nan})
@@ -404,8 +406,9 @@ def misgendering_report(handle, no_pronoun: NoPronoun = "correct", vocabulary: V
     gen = generation_results(handle, vocabulary)
     if prob.empty and gen.empty:
         from ..missing import missing
+        from ..registry import get_study
 
-        raise missing(handle, "misgendering evidence", ["misgendered", "ruff", "tango"],
+        raise missing(handle, "misgendering evidence", get_study("misgendering").dataset_names,
                        "runners collect --dataset misgendered --protocol prob` and `--protocol gen")
     tables = misgendering_tables(prob, gen, no_pronoun)
     tables.update(annotation_tables(handle, gen))

@@ -34,10 +34,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ...errors import DataError
 from .satterthwaite import BOUNDARY_TOL, deviance_of_result, find_optimum, satterthwaite, varpar_from
 
-#: The datasets whose stimuli this study reads (both come from biaslab/loaders/negation.py).
-NEGATION_DATASETS = ("negation-examples", "negation")
 #: Columns that identify one fit (those present in the frame are used).
 GROUP = ["model_key", "scheme", "protocol", "dataset"]
 #: Fixed-effect terms in the paper's table order.
@@ -68,7 +67,7 @@ def _code(values: pd.Series, coding: dict[str, int], name: str) -> pd.Series:
     coded = values.map(coding)
     bad = sorted({str(v) for v, c in zip(values, coded) if pd.isna(c)})
     if bad:
-        raise ValueError(f"{name}: unknown value(s) {bad}; expected {sorted(coding)} (or 0/1 codes)")
+        raise DataError(f"{name}: unknown value(s) {bad}; expected {sorted(coding)} (or 0/1 codes)")
     return coded.astype(float)
 
 
@@ -78,7 +77,7 @@ def model_frame(df: pd.DataFrame, response: str = "perplexity") -> pd.DataFrame:
     finite response are dropped."""
     for column in (response, "context", "form", "item"):
         if column not in df.columns:
-            raise ValueError(f"negation mixed model: the data frame has no column {column!r}")
+            raise DataError(f"negation mixed model: the data frame has no column {column!r}")
     frame = pd.DataFrame({
         "perplexity": pd.to_numeric(df[response], errors="coerce").astype(float),
         "context": _code(df["context"], CONTEXT_CODING, "context"),
@@ -551,7 +550,7 @@ def length_control(df: pd.DataFrame, *, by: Sequence[str] | None = None) -> pd.D
     by = _group_columns(df, by)
     for column in ("item", "condition", "n_tokens"):
         if column not in df.columns:
-            raise ValueError(f"negation length control: the data frame has no column {column!r}")
+            raise DataError(f"negation length control: the data frame has no column {column!r}")
     rows = []
     for key, part in _groups(df, by):
         words = (part["text"].astype(str).str.split().str.len() if "text" in part.columns

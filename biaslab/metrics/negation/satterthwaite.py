@@ -12,7 +12,8 @@ Deviances (-2 log-likelihood), with beta_hat(theta) the GLS estimate and r = y -
 * REML: log|V| + log|X' V^-1 X| + (n - p) log(2 pi sigma^2) + r' V^-1 r / sigma^2
 * ML:   log|V| + n log(2 pi sigma^2) + r' V^-1 r / sigma^2
 
-(-deviance / 2 equals statsmodels' `llf` at its estimates; tested.) The fixed-effect covariance is Cov(beta_hat)(varpar) = sigma^2 (X' V^-1 X)^-1.
+(-deviance / 2 equals statsmodels' `llf` at its estimates; tested.) The fixed-effect covariance is
+Cov(beta_hat)(varpar) = sigma^2 (X' V^-1 X)^-1.
 
 Satterthwaite (1946) degrees of freedom of a contrast c'beta, as lmerTest computes them:
 
@@ -36,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, stats
+
+from ...errors import Unsupported
 
 #: Relative step of the numerical derivatives (one Richardson extrapolation halves it).
 STEP = 1e-2
@@ -219,7 +222,7 @@ class LmmDeviance:
         h = self._steps(x0)
         out = []
         for i in range(len(x0)):
-            def diff(step: float) -> np.ndarray:
+            def diff(step: float, i: int = i) -> np.ndarray:
                 e = np.zeros(len(x0))
                 e[i] = step
                 return (self.cov_beta(x0 + e) - self.cov_beta(x0 - e)) / (2 * step)
@@ -239,7 +242,7 @@ def deviance_of_result(result) -> LmmDeviance:
     components are not supported)."""
     model = result.model
     if getattr(model, "k_vc", 0):
-        raise ValueError("Satterthwaite degrees of freedom: variance components (vc_formula) are not supported")
+        raise Unsupported("Satterthwaite degrees of freedom: variance components (vc_formula) are not supported")
     groups = np.empty(model.n_totobs if hasattr(model, "n_totobs") else len(model.endog), dtype=np.int64)
     for code, label in enumerate(model.group_labels):
         groups[model.row_indices[label]] = code

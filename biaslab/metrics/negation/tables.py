@@ -7,10 +7,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .model import (NEGATION_DATASETS, _group_columns, condition_means, fit_models, length_control, mixed_model_table,
+from ...errors import UsageError
+from .model import (_group_columns, condition_means, fit_models, length_control, mixed_model_table,
                     prediction_table)
 
-def sentence_perplexities(handle, datasets: Sequence[str] = NEGATION_DATASETS) -> pd.DataFrame:
+def sentence_perplexities(handle, datasets: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per (model, scheme, protocol, negation stimulus) scored as a whole sentence
     (`views.negation_sentences`): model_name, item (root item id), context, form, condition, n_tokens, sum_logprob
     and `perplexity` = exp(-sum_logprob / n_tokens) (pseudo-perplexity for masked schemes; NaN when no token was
@@ -23,9 +24,13 @@ def sentence_perplexities(handle, datasets: Sequence[str] = NEGATION_DATASETS) -
     """
     from ... import views
 
+    if datasets is None:  # the study's datasets (`biaslab.metrics.registry`)
+        from ..registry import get_study
+
+        datasets = get_study("negation").dataset_names
     datasets = list(datasets)
     if not datasets:
-        raise ValueError("sentence_perplexities: no dataset given")
+        raise UsageError("sentence_perplexities: no dataset given")
     return handle.fetch(views.negation_sentences(handle.source, datasets))
 
 

@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.special import rel_entr
 from scipy.stats import ConstantInputWarning, spearmanr
 
+from ...errors import DataError, UsageError
 from ..calibration.stats import TOP_LABEL, ECEResult, ece
 
 #: One collection: the model, the method and the collection settings.
@@ -209,7 +210,7 @@ def sign_flip_p_value(d, *, permutations: int = 10000, rng: np.random.Generator 
     """
     d = np.asarray(d, dtype=float).reshape(-1)
     if not np.all(np.isfinite(d)):
-        raise ValueError("d contains NaN or infinite values")
+        raise DataError("d contains NaN or infinite values")
     n = d.size
     if n == 0:
         return float("nan")
@@ -264,9 +265,9 @@ def paired_contrast(items: pd.DataFrame, column: str, a: str, b: str, by: str | 
     """
     by = _names(by)
     if column in by:
-        raise ValueError(f"{column!r} is the compared column; leave it out of by")
+        raise UsageError(f"{column!r} is the compared column; leave it out of by")
     if a == b:
-        raise ValueError("a and b must differ")
+        raise UsageError("a and b must differ")
     keys, text = KEY + by, f"{a} - {b}"
     rows = []
     for key, group in _pair_table(items, keys, column, a, b).groupby(keys + ["option_label"], dropna=False,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import ibis
 import pandas as pd
 
+from ...errors import UsageError
 from ...schema import evidence
 from ...views import json_field
 from . import stats
@@ -25,7 +26,7 @@ def parse_contrast(text: str) -> tuple[str, str, str]:
     column, sep, values = text.partition("=")
     a, sep2, b = values.partition(":")
     if not (sep and sep2 and column and a and b) or a == b:
-        raise ValueError(f"--contrast {text!r}: write COLUMN=A:B with two different values (e.g. context=primed_f:"
+        raise UsageError(f"--contrast {text!r}: write COLUMN=A:B with two different values (e.g. context=primed_f:"
                          f"unprimed)")
     return column.strip(), a.strip(), b.strip()
 
@@ -66,7 +67,7 @@ def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[st
     known = set(evidence.column_names("stimuli")) - {"attrs"}
     for name in [*groups, *numeric]:
         if name not in known and name not in keys:
-            raise ValueError(f"{name!r} is neither a stimuli column nor an attrs key of dataset {dataset} (attrs "
+            raise UsageError(f"{name!r} is neither a stimuli column nor an attrs key of dataset {dataset} (attrs "
                              f"keys: {', '.join(sorted(keys)) or 'none'})")
     st = handle.table("stimuli")
     st = st.filter(st.dataset == dataset)
@@ -99,7 +100,7 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
     if contrast:
         column, a, b = parse_contrast(contrast)
     if reference is not None and len(by) != 1:
-        raise ValueError("--reference names a value of the one --by column: give exactly one --by")
+        raise UsageError("--reference names a value of the one --by column: give exactly one --by")
     groups = list(dict.fromkeys([*by, *([column] if column else [])]))
     probs = read_probs(handle, dataset, groups, [spearman] if spearman else [], all_versions)
     items = stats.item_means(probs, groups, numeric=[spearman] if spearman else [])
@@ -111,12 +112,12 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
         present = set(items[column])
         for value in (a, b):
             if value not in present:
-                raise ValueError(f"--contrast: {column} has no value {value!r} in {dataset} (values: "
+                raise UsageError(f"--contrast: {column} has no value {value!r} in {dataset} (values: "
                                  f"{', '.join(sorted(map(str, present)))})")
         tables["contrast"] = stats.paired_contrast(items, column, a, b, rest, bootstrap=bootstrap, seed=seed)
     if reference is not None:
         if reference not in set(means[by[0]]):
-            raise ValueError(f"--reference: {by[0]} has no value {reference!r}")
+            raise UsageError(f"--reference: {by[0]} has no value {reference!r}")
         tables["kl"] = stats.kl_to_reference(means, by[0], reference)
     if spearman:
         tables["spearman"] = stats.spearman(items, spearman, by)

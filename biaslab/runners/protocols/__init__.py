@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 
+from ...errors import UsageError
 from .base import Protocol, Settings, Work
 
 #: protocol name -> module of this package defining it (its `PROTOCOL` class)
@@ -23,7 +24,7 @@ NAMES = tuple(MODULES)
 def get(name: str) -> type[Protocol]:
     """The protocol class `name`; ValueError naming the known ones otherwise."""
     if name not in MODULES:
-        raise ValueError(f"unknown protocol {name!r}; known: {', '.join(NAMES)}")
+        raise UsageError(f"unknown protocol {name!r}; known: {', '.join(NAMES)}")
     return importlib.import_module(f"{__name__}.{MODULES[name]}").PROTOCOL
 
 

@@ -1,12 +1,13 @@
 """The contract of a runner protocol (prob, choice, meta, gen): a plug-in of the one collect loop
 (`biaslab.runners.collect`).
 
-A protocol declares its settings (a pydantic model, unknown options refused), the engine capability it needs, the
-evidence table a run's rows are counted in, and four steps the loop calls in order:
+A protocol declares its settings (a pydantic model, unknown options refused), the engine capabilities it needs
+(`needs`: the capability names of `biaslab.engines.base`), the evidence table a run's rows are counted in, and four
+steps the loop calls in order:
 
 1. `stimuli(wh, dataset, model_key, stimuli)`: the stimuli it asks (by default those given; TANGO's prob scores
    templates built from the model's own stored generations);
-2. `requests(stimuli, prepared)`: every request, each with its identity (`request_id`, DESIGN.md section 3), built
+2. `requests(stimuli, prepared)`: every request, each with its identity (`request_id`, docs/design.md section 3), built
    with the prepared model's tokenizer (`prepared.tokenizer`; its kind in `prepared.spec.kind`);
 3. `pending(wh, model_key, requests)`: what is not stored yet (the resume point);
 4. `run(wh, backend, work, run_id=..., chunk_size=..., on_progress=...)`: compute and append the pending work,
@@ -24,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ...engines.base import SamplingSettings
+from ...engines.base import SamplingSettings, require
 from ...schema import Stimulus
 
 Progress = Callable[[int], None] | None
@@ -90,9 +91,22 @@ class Protocol(ABC):
         self.dataset = dataset
 
     def capability(self, kind: str) -> str:
-        """The engine capability this protocol needs for a model of `kind` ("causal" / "masked"): "prob", "pll",
-        "choice-exact", "choice-sample" or "gen" (`biaslab.engines.base.PROTOCOL_NEEDS`)."""
+        """What this protocol runs for a model of `kind` ("causal" / "masked"), as refusals name it: "prob", "pll",
+        "choice-exact", "choice-sample", "gen"."""
         return self.name
+
+    @abstractmethod
+    def needs(self, kind: str) -> frozenset[str]:
+        """The engine capabilities it needs for a model of `kind` (`biaslab.engines.base` SCORE, PLL, TOP_K,
+        SAMPLE): refused before any model loads where the engine lacks one (`require`), and verified by the
+        prepared engine (`Prepared.verify`; a server is asked) before any run row is written."""
+
+    def require(self, backend: str, capabilities: frozenset[str], kind: str) -> frozenset[str]:
+        """Refuse (`Unsupported`, one line) an engine `backend` whose `capabilities` lack what this protocol needs for
+        a model of `kind`; returns the needs."""
+        needs = self.needs(kind)
+        require(backend, capabilities, needs, self.capability(kind))
+        return needs
 
     def check(self) -> None:
         """Refuse what cannot run (a bad prompt file, ...) before any model loads; the settings are valid already."""

@@ -1,6 +1,6 @@
 """The `choice` protocol: a forced-choice chat prompt (the contextual-invariance paper's, or the user's own prompt
 JSON) answered in exact mode (the answer trie's top-K logits: exact probabilities of what sampling plus the answer
-parser would give, DESIGN.md section 6) or sample mode (seeded samples, every setting explicit).
+parser would give, docs/design.md section 6) or sample mode (seeded samples, every setting explicit).
 
 Requests are grouped in chunks of prompts; each chunk is computed and written in one transaction, so an
 interruption loses at most the chunk in flight and a rerun does only what is missing. The defaults are the paper's
@@ -18,7 +18,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ...engines.base import SamplingSettings
+from ...engines.base import SAMPLE, TOP_K, SamplingSettings
+from ...errors import Unsupported, UsageError
 from ...schema import Stimulus, evidence, request_id
 from ..answers import AnswerParser, decode
 from ..prompting import PromptSpec, render, shared_prefix_ids
@@ -266,7 +267,7 @@ def collect_samples(wh, backend, pending: Sequence[tuple[ChoiceRequest, list[int
     return added
 
 
-#: the fewest top tokens exact mode stores per trie node (DESIGN.md section 4)
+#: the fewest top tokens exact mode stores per trie node (docs/design.md section 4)
 MIN_K_STORE = 64
 
 
@@ -282,15 +283,15 @@ class ChoiceSettings(Sampling):
     prompt_batch: int = Field(DEFAULT_PROMPT_BATCH, ge=1)
 
     @model_validator(mode="after")
-    def _exact(self) -> "ChoiceSettings":
+    def _exact(self) -> ChoiceSettings:
         if self.mode != "exact":
             return self
         if self.top_p != 1.0:
-            raise ValueError("--mode exact computes top-k / temperature sampling: use --top-p 1.0 (or --mode sample)")
+            raise UsageError("--mode exact computes top-k / temperature sampling: use --top-p 1.0 (or --mode sample)")
         if self.k_store < MIN_K_STORE:
-            raise ValueError(f"--k-store must be at least {MIN_K_STORE} (DESIGN.md section 4)")
+            raise UsageError(f"--k-store must be at least {MIN_K_STORE} (docs/design.md section 4)")
         if not 1 <= self.top_k <= self.k_store:
-            raise ValueError(f"--top-k must be between 1 and --k-store ({self.k_store}) in exact mode")
+            raise UsageError(f"--top-k must be between 1 and --k-store ({self.k_store}) in exact mode")
         return self
 
     def render_params(self) -> dict:
@@ -315,6 +316,9 @@ class Choice(Protocol):
     def capability(self, kind: str) -> str:
         return f"choice-{self.settings.mode}"
 
+    def needs(self, kind: str) -> frozenset[str]:
+        return frozenset({TOP_K if self.settings.mode == "exact" else SAMPLE})
+
     def check(self) -> None:
         """The prompt: --prompt when given, else the one the dataset declares (a user dataset's), else the
         built-in forced-choice prompt."""
@@ -331,10 +335,10 @@ class Choice(Protocol):
         raise_limit = ("raise the engine's limit (an OpenAI-compatible vLLM server: restart it with "
                        f"--max-logprobs {k_store}; --backend vllm: --engine-arg max_logprobs={k_store})")
         if k < MIN_K_STORE:
-            raise ValueError(f"exact mode stores the top {MIN_K_STORE} or more tokens per step (DESIGN.md section 4) "
-                             f"but this engine returns at most {k} (vLLM's default max_logprobs is 20), so no "
-                             f"--k-store works here: {raise_limit}, or use --mode sample")
-        raise ValueError(f"--k-store {k_store} exceeds the {k} top log-probabilities this engine returns: give "
+            raise Unsupported(f"exact mode stores the top {MIN_K_STORE} or more tokens per step "
+                              f"(docs/design.md section 4) but this engine returns at most {k} (vLLM's default "
+                              f"max_logprobs is 20), so no --k-store works here: {raise_limit}, or use --mode sample")
+        raise UsageError(f"--k-store {k_store} exceeds the {k} top log-probabilities this engine returns: give "
                          f"--k-store between {MIN_K_STORE} and {k} (with --top-k <= --k-store), or {raise_limit}")
 
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[ChoiceRequest]:

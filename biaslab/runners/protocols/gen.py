@@ -1,7 +1,7 @@
 """The `gen` protocol: open generation from misgendering prompts (Subramonian et al. 2025, "Agree to Disagree? A
 Meta-Evaluation of LLM Misgendering"), stored as raw samples.
 
-Prompts (one `gen_requests` row each, DESIGN.md section 7):
+Prompts (one `gen_requests` row each, docs/design.md section 7):
 
 * MISGENDERED and RUFF stimuli (a sentence with a pronoun slot) give two prompts: `pre`, the text before the slot
   (trailing whitespace removed, so the model chooses the next word's leading space itself; the upstream code keeps
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 from pydantic import model_validator
 
-from ...engines.base import SamplingSettings
+from ...engines.base import SAMPLE, SamplingSettings
+from ...errors import DataError, UsageError
 from ...lexicon.pronoun_detection import vocabulary
 from ...lexicon.pronouns import capitalize
 from ...schema import Stimulus, evidence, request_id
@@ -53,10 +54,10 @@ def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
     if stimulus.options is None:
         return [("prompt", capitalize(stimulus.text))]
     if stimulus.gold is None or stimulus.slot is None:
-        raise ValueError(f"stimulus {stimulus.item_id}: the gen protocol needs a gold pronoun and a slot")
+        raise DataError(f"stimulus {stimulus.item_id}: the gen protocol needs a gold pronoun and a slot")
     pre = stimulus.text[: stimulus.text.index(stimulus.slot)].rstrip()
     if not pre:
-        raise ValueError(f"stimulus {stimulus.item_id}: nothing precedes the slot, so there is no pre context")
+        raise DataError(f"stimulus {stimulus.item_id}: nothing precedes the slot, so there is no pre context")
     return [("pre", pre), ("post", stimulus.fill(stimulus.gold))]
 
 
@@ -69,12 +70,12 @@ def gen_requests(stimuli: Sequence[Stimulus], max_new_tokens: int = 50, min_new_
     out = []
     for s in stimuli:
         if s.pronoun_set is None:
-            raise ValueError(f"stimulus {s.item_id}: the gen protocol needs the declared pronoun set")
+            raise DataError(f"stimulus {s.item_id}: the gen protocol needs the declared pronoun set")
         known = families if families is not None else vocabulary(s.dataset)
         if s.pronoun_set not in known:
-            raise ValueError(f"stimulus {s.item_id}: declared pronoun family {s.pronoun_set!r} is not among the "
-                             f"families the misgendering detector knows for {s.dataset} ({sorted(known)}); "
-                             f"the gen protocol covers those (for tango use --pronouns core)")
+            raise DataError(f"stimulus {s.item_id}: declared pronoun family {s.pronoun_set!r} is not among the "
+                            f"families the misgendering detector knows for {s.dataset} ({sorted(known)}); "
+                            f"the gen protocol covers those (for tango use --pronouns core)")
         stored = json.dumps(known, sort_keys=True)
         for context, text in generation_prompts(s):
             rid = request_id(s.stimulus_id, "gen", {"context": context, "max_new_tokens": max_new_tokens,
@@ -172,11 +173,11 @@ class GenSettings(Sampling):
     min_new_tokens: int | None = None
 
     @model_validator(mode="after")
-    def _lengths(self) -> "GenSettings":
+    def _lengths(self) -> GenSettings:
         if self.min_new_tokens is None:
             object.__setattr__(self, "min_new_tokens", self.max_new_tokens)
         if not 0 <= self.min_new_tokens <= self.max_new_tokens:
-            raise ValueError(f"--min-new-tokens must be between 0 and --max-new-tokens ({self.max_new_tokens})")
+            raise UsageError(f"--min-new-tokens must be between 0 and --max-new-tokens ({self.max_new_tokens})")
         return self
 
     def sampling(self) -> SamplingSettings:
@@ -189,6 +190,9 @@ class Gen(Protocol):
     name = "gen"
     settings_model = GenSettings
     table = "samples"
+
+    def needs(self, kind: str) -> frozenset[str]:
+        return frozenset({SAMPLE})
 
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[GenRequest]:
         families = self.dataset.families() if self.dataset is not None else None

@@ -26,7 +26,7 @@ Evidence goes into the choice tables (`choice_requests` with protocol 'meta', `c
 "metaprompt-v1:anaphora"), and its request id hashes the stimulus, the protocol "meta", the rendering parameters with
 the question, and that version, so the three questions of a stimulus are three requests and the `choice` protocol's
 requests are untouched.
-"""
+"""  # noqa: E501 - the RST table of the questions above is 122 characters wide; wrapping it would break the table
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from importlib import resources
 from pathlib import Path
 
 
+from ...errors import DataError, UsageError
 from ...lexicon.metaprompt import QUESTIONS, question_options
 from ...schema import Stimulus, request_id
 from ..prompting import PromptSpec, _render_user, passage
@@ -59,7 +60,7 @@ class MetaPromptSpec:
     questions: dict[str, str]
 
     @classmethod
-    def load(cls, name_or_path: str = DEFAULT_META_PROMPT) -> "MetaPromptSpec":
+    def load(cls, name_or_path: str = DEFAULT_META_PROMPT) -> MetaPromptSpec:
         """A packaged metaprompt by name, or a JSON file with the same fields.
 
         The forced-choice fields are checked by `PromptSpec.load` (same one-line errors); then ValueError in one
@@ -75,17 +76,17 @@ class MetaPromptSpec:
             text = resources.files("biaslab.runners").joinpath(f"prompts/{name_or_path}.json").read_text("utf-8")
         data = json.loads(text)
         if "{question}" not in base.user:
-            raise ValueError(f"{where}: field 'user' lacks the placeholder {{question}} (a metaprompt file)")
+            raise DataError(f"{where}: field 'user' lacks the placeholder {{question}} (a metaprompt file)")
         questions = data.get("questions")
         if not isinstance(questions, dict):
-            raise ValueError(f"{where}: a metaprompt file needs 'questions', an object of question -> text "
-                             f"for {', '.join(QUESTIONS)}")
+            raise DataError(f"{where}: a metaprompt file needs 'questions', an object of question -> text "
+                            f"for {', '.join(QUESTIONS)}")
         if set(questions) != set(QUESTIONS):
-            raise ValueError(f"{where}: 'questions' must name exactly {', '.join(QUESTIONS)}, got "
-                             f"{', '.join(sorted(questions)) or 'none'}")
+            raise DataError(f"{where}: 'questions' must name exactly {', '.join(QUESTIONS)}, got "
+                            f"{', '.join(sorted(questions)) or 'none'}")
         for name, value in questions.items():
             if not isinstance(value, str) or not value.strip() or "{" in value or "}" in value:
-                raise ValueError(f"{where}: question {name!r} must be a non-empty string without braces")
+                raise DataError(f"{where}: question {name!r} must be a non-empty string without braces")
         return cls(base.version, base.system, base.user, base.prefill, base.closing,
                    {q: questions[q] for q in QUESTIONS})
 
@@ -93,7 +94,7 @@ class MetaPromptSpec:
         """The forced-choice prompt of one question: version "{version}:{question}", the question text put into
         the user text (its other placeholders stay for `render_question`)."""
         if question not in self.questions:
-            raise ValueError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
+            raise UsageError(f"unknown question {question!r}; known: {', '.join(QUESTIONS)}")
         return PromptSpec(f"{self.version}:{question}", self.system,
                           self.user.replace("{question}", self.questions[question]), self.prefill, self.closing)
 

@@ -1,5 +1,5 @@
 """The `prob` protocol: score every option filled into a stimulus's slot (or the stimulus's whole sentence) and
-append sequence and token rows, chunk by chunk (DESIGN.md sections 4-5).
+append sequence and token rows, chunk by chunk (docs/design.md sections 4-5).
 
 A stimulus with options gives one request per option (the option filled into the slot, with its agreement);
 a stimulus without options gives one request for its text. A stimulus with a prime (a context sentence) is scored
@@ -25,6 +25,8 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
+from ...engines.base import PLL, SCORE
+from ...errors import DataError, EngineError
 from ...schema import Stimulus, evidence, request_id
 from ..requests import Request
 from .base import Progress, Protocol, Settings, Work
@@ -77,7 +79,7 @@ def tokenize_causal(tokenizer, text: str, bos_id: int) -> Tokenized:
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids = list(enc["input_ids"])
     if not ids:
-        raise ValueError(f"text tokenizes to nothing: {text!r}")
+        raise DataError(f"text tokenizes to nothing: {text!r}")
     return Tokenized([bos_id, *ids], ids, [tuple(o) for o in enc["offset_mapping"]], [])
 
 
@@ -88,7 +90,7 @@ def tokenize_masked(tokenizer, text: str) -> Tokenized:
     words = enc.word_ids()
     scored = [(t, tuple(o)) for t, (t_id, o, w) in enumerate(zip(ids, enc["offset_mapping"], words)) if w is not None]
     if not scored:
-        raise ValueError(f"text tokenizes to nothing: {text!r}")
+        raise DataError(f"text tokenizes to nothing: {text!r}")
     return Tokenized(ids, [ids[t] for t, _ in scored], [o for _, o in scored], list(words))
 
 
@@ -97,7 +99,7 @@ def target_positions(offsets: list[tuple[int, int]], span: tuple[int, int]) -> t
     start, end = span
     hits = [i for i, (a, b) in enumerate(offsets) if a < end and b > start]
     if not hits:
-        raise ValueError(f"no token covers characters {start}..{end}")
+        raise DataError(f"no token covers characters {start}..{end}")
     return hits[0], hits[-1] + 1
 
 
@@ -135,7 +137,7 @@ def build_rows(model_key: str, requests: Sequence[ScoreRequest], encoded: Sequen
     tok_parts: dict[str, list] = {k: [] for k in ("request_id", "position", "token_id", "logprob", "cs", "ce")}
     for req, enc, lp in zip(requests, encoded, logprobs):
         if len(lp) != len(enc.scored_ids):
-            raise RuntimeError(f"request {req.request_id}: {len(lp)} scores for {len(enc.scored_ids)} tokens")
+            raise EngineError(f"request {req.request_id}: {len(lp)} scores for {len(enc.scored_ids)} tokens")
         span = target_positions(enc.offsets, req.target) if req.target else (None, None)
         for key, value in (("request_id", req.request_id),
                            ("stimulus_id", req.stimulus_id), ("protocol", req.protocol), ("option", req.option),
@@ -224,6 +226,9 @@ class Prob(Protocol):
 
     def capability(self, kind: str) -> str:
         return "pll" if kind == "masked" else "prob"
+
+    def needs(self, kind: str) -> frozenset[str]:
+        return frozenset({PLL if kind == "masked" else SCORE})
 
     def stimuli(self, wh, model_key: str, stimuli: list[Stimulus]) -> tuple[list[Stimulus], str]:
         if self.dataset is None or self.dataset.prob_from != "gen":

@@ -1,4 +1,4 @@
--- Exact forced-choice probabilities re-derived from stored trie evidence (DESIGN.md section 6), at any
+-- Exact forced-choice probabilities re-derived from stored trie evidence (docs/design.md section 6), at any
 -- temperature and any top_k <= the stored K, without the model:
 --   SELECT * FROM choice_probs_at(0.3, 20);                        -- the forced-choice (protocol 'choice') requests
 --   SELECT * FROM choice_probs_at(0.3, 20, protocol_name := 'meta');  -- comprehension questions; NULL: all

@@ -1,5 +1,5 @@
 -- biaslab warehouse, schema version 1: stimuli, models, runs, sequence and token scores.
--- Identity keys (DESIGN.md section 3) are enforced by the append path (anti-join on the key columns),
+-- Identity keys (docs/design.md section 3) are enforced by the append path (anti-join on the key columns),
 -- not by PRIMARY KEY indexes, so bulk appends stay fast on tables with tens of millions of rows.
 
 CREATE TABLE IF NOT EXISTS meta (

@@ -1,4 +1,5 @@
--- biaslab warehouse, schema version 2: forced-choice evidence (exact mode) and samples (DESIGN.md sections 4 and 6).
+-- biaslab warehouse, schema version 2: forced-choice evidence (exact mode) and samples
+-- (docs/design.md sections 4 and 6).
 
 -- One row per rendered forced-choice prompt and model: the parent of choice_nodes / choice_edges / choice_probs.
 CREATE TABLE IF NOT EXISTS choice_requests (

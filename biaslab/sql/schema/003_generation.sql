@@ -1,4 +1,5 @@
--- biaslab warehouse, schema version 3: open-generation requests (misgendering `gen` protocol, DESIGN.md section 7).
+-- biaslab warehouse, schema version 3: open-generation requests (misgendering `gen` protocol,
+-- docs/design.md section 7).
 
 -- One row per generation prompt and model: the parent of its rows in `samples`. A prompt is a stimulus cut
 -- before its slot (context 'pre'), the stimulus with the gold pronoun filled in ('post'), or a TANGO prompt as is

@@ -1,4 +1,4 @@
--- biaslab warehouse, schema version 6: the engine behind each model record (DESIGN.md section 10). NULL backend =
+-- biaslab warehouse, schema version 6: the engine behind each model record (docs/design.md section 10). NULL backend =
 -- a record written before backends existed: the in-process Hugging Face engine ("hf").
 ALTER TABLE models ADD COLUMN IF NOT EXISTS backend VARCHAR;          -- hf | vllm | openai
 ALTER TABLE models ADD COLUMN IF NOT EXISTS backend_version VARCHAR;  -- transformers / vllm / the server's version

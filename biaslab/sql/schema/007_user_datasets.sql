@@ -1,4 +1,5 @@
--- biaslab warehouse, schema version 7: users' own datasets (`biaslab data load --file / --spec`, DESIGN.md section 11).
+-- biaslab warehouse, schema version 7: users' own datasets (`biaslab data load --file / --spec`,
+-- docs/design.md section 11).
 -- One row per loaded version of a user dataset; the latest row (loaded_at) is the current version. `version` hashes
 -- the declaration and the ordered stimulus ids, so the same file loaded twice writes nothing; `declaration` holds the
 -- protocols, the forced-choice prompt and the pronoun families (JSON, `biaslab.schema.user_dataset`).

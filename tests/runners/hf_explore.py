@@ -1,0 +1,35 @@
+"""`explore`: the trie walk (`biaslab.runners.trie.walk`) over a transformers model's cache through the Hugging Face
+engine's expander (`engines.hf.tree.HFExpander`), for the tests that check exact mode on the model itself. The
+runners never name an engine; collections reach the same expander through `Backend.expander`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from biaslab.runners.answers import AnswerParser
+from biaslab.runners.trie import DEFAULT_MIN_MASS, Trie, walk
+
+
+def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequence[AnswerParser], *,
+            max_new_tokens: int, k_store: int, stop_ids: set[int], pad_id: int, temperature: float, top_k: int,
+            min_mass: float = DEFAULT_MIN_MASS, state=None,
+            tree: bool | None = None) -> list[Trie]:
+    """`walk` over a transformers model's cache.
+
+    `state`: the prompts already encoded (e.g. by `kvcache.SharedPrefixes.encode`, continuing a cached shared
+    prefix); by default each prompt is encoded from its first token (`kvcache.encode_prompts`). The state's cache
+    is consumed (grown in place).
+    `tree`: levels as tree attention over the prompts' cache (`TreeLevels`, default where the model's attention
+    takes a 4-D mask: sdpa, eager) or by cache copies (`CopyLevels`); both compute the same trie up to the dtype's
+    rounding.
+    """
+    import torch
+
+    from biaslab.engines.hf.kvcache import encode_prompts
+    from biaslab.engines.hf.tree import HFExpander
+
+    with torch.inference_mode():
+        if state is None:
+            state = encode_prompts(model, prompts, pad_id)
+        return walk(HFExpander(model, state, k_store, tree), tokenizer, parsers, max_new_tokens=max_new_tokens,
+                    stop_ids=stop_ids, temperature=temperature, top_k=top_k, min_mass=min_mass)

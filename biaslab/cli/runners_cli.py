@@ -9,6 +9,7 @@ import click
 
 from .. import __version__, engines
 from ..engines.aliases import DEFAULT_MODEL
+from ..schema.records import DTYPES
 from .common import Group, data_dir_option, db_option, debug_option
 
 
@@ -96,7 +97,7 @@ FLAG_NOTES: list[str] = []
 @click.option("--model-arg", "model_args", multiple=True, metavar="KEY=VALUE",
               help="hf: model constructor argument (repeatable), e.g. trust_remote_code=true (never on unless given), "
                    "attn_implementation=eager. Part of the model key.")
-@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp32"]), default=None,
+@click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Weights dtype (default: bf16 on GPU and on CPUs with bf16 support, else fp32). With --backend "
                    "openai it is required: the dtype the server runs (part of the model key).")
 @click.option("--quant", type=click.Choice(["none", "nf4"]), default="none", show_default=True,

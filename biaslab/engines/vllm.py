@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import DataError, EngineError, Unsupported, UsageError
 from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase, Sample, SamplingSettings,
                    TopK, engine_options)
+from ..schema.records import DTYPE_NAMES
 from .models import served_token_ids
 
 NAME = "vllm"
@@ -58,7 +59,7 @@ DEFAULT_MAX_LOGPROBS = 256
 #: process already holds, which left 0.23 GiB at 0.2 on a 24 GB machine whose node reports 10.5 GiB (the engine
 #: then refuses to start), and a different size on every machine.
 CPU_KV_CACHE_BYTES = 1 << 30
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+DTYPES = DTYPE_NAMES
 
 
 class Options(BaseModel):

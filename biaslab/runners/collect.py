@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import engines
+from ..schema import evidence
 from ..warehouse import Warehouse
 from . import runs, stimuli as stimuli_of
 from .config import CollectConfig
@@ -33,10 +34,6 @@ class CollectResult:
     note: str = ""
     notes: tuple[str, ...] = ()
     added_unit: str = "rows"  # what `added` counts: requests, samples or scored sequences
-
-
-#: what one row of a protocol's evidence table is, for "N added"
-ADDED_UNITS = {"choice_requests": "requests", "samples": "samples", "sequence_scores": "scored sequences"}
 
 
 class EngineHandle:
@@ -113,4 +110,4 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     finally:
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
-                         tuple(notes), ADDED_UNITS.get(protocol.table, "rows"))
+                         tuple(notes), evidence.added_unit(protocol.table))

@@ -2,8 +2,11 @@
 
 Each table has one `pyarrow.Schema` here, in the column order of the warehouse (the numbered migrations in
 `biaslab/sql/schema/` create the same columns; `tests/schema/test_evidence_schema.py` diffs the two), and its
-identity key (`KEYS`, docs/design.md section 3). Runners build their rows with `arrow`, so every appended column has
-the stored type; Ibis views compile against `ibis_schema`; import, merge and check read the keys from here.
+role (`ROLES`: identity key, docs/design.md section 3; the rules its values meet; the request it hangs from; whether
+a merge copies it; what one row counts as). Keys, value rules, references, merge order and a collection's "N added"
+are all derived from `ROLES`; the migrations mark the same key columns with ``-- key`` (the test diffs them). Runners
+build their rows with `arrow`, so every appended column has the stored type; Ibis views compile against
+`ibis_schema`; import, merge and check read the keys from here.
 
 Type names follow DuckDB: VARCHAR = string, INTEGER = int32, BIGINT = int64, DOUBLE = float64, FLOAT = float32,
 ``X[]`` = list of X, JSON = string marked ``json`` (field metadata), TIMESTAMP = timestamp[us] without zone.
@@ -12,6 +15,8 @@ Type names follow DuckDB: VARCHAR = string, INTEGER = int32, BIGINT = int64, DOU
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -88,22 +93,89 @@ SCHEMAS: dict[str, pa.Schema] = {
         _f("stimulus_ids", pa.list_(S), KEY), _f("run_id", S)]),
 }
 
-#: identity key of every table that takes appends (docs/design.md section 3); `meta` is keyed by its `key`
-KEYS: dict[str, tuple[str, ...]] = {
-    "stimuli": ("stimulus_id",),
-    "models": ("model_key",),
-    "runs": ("run_id",),
-    "sequence_scores": ("model_key", "request_id"),
-    "token_scores": ("model_key", "request_id", "position"),
-    "choice_requests": ("model_key", "request_id"),
-    "choice_nodes": ("model_key", "request_id", "node_id"),
-    "choice_edges": ("model_key", "request_id", "node_id", "token_id"),
-    "choice_probs": ("model_key", "request_id", "option", "temperature", "top_k", "top_p"),
-    "samples": ("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p", "max_new_tokens"),
-    "gen_requests": ("model_key", "request_id"),
-    "annotations": ("sample_id", "annotator"),
-    "user_datasets": ("dataset", "version", "loaded_at"),
+@dataclass(frozen=True)
+class Role:
+    """What a table is, besides its columns: the one declaration that keys, value rules, references, merge order and
+    the "N added" of a collection are derived from (docs/design.md sections 3 and 4).
+
+    Attributes
+    ----------
+    key : the identity key (docs/design.md section 3): an append skips a row whose key is stored.
+    evidence : rows are a model's evidence: each names a model of `models`.
+    names_stimulus : each row names a stimulus of `stimuli`.
+    parent : the request table whose row (same model_key and request_id) every row of this table needs.
+    merged : a shard merge copies this table (annotations are imported, never merged).
+    unit : what one row is, for a collection's "N added" (None: the table is no protocol's main table).
+    values : column -> value kind, a key of `VALUE_KINDS` (rules every stored value meets).
+    """
+
+    key: tuple[str, ...]
+    evidence: bool = False
+    names_stimulus: bool = False
+    parent: str | None = None
+    merged: bool = True
+    unit: str | None = None
+    values: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+#: value kinds of `Role.values`: kind -> what a value must be (the SQL that checks it: `warehouse.rules`)
+VALUE_KINDS: dict[str, str] = {
+    "probability": "a probability in [0, 1]",
+    "logprob": "a finite log-probability <= 0",
+    "logprobs": "finite log-probabilities <= 0",
+    "count": "a token count >= 0",
+    "logsumexp": "a finite logsumexp",
+    "logits": "finite logits",
+    "temperature": "a temperature > 0",
+    "top_k": "a top_k >= 1",
+    "top_p": "a top_p in (0, 1]",
 }
+
+_SAMPLING = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p"}
+
+#: every table that takes appends, in merge order (a parent before its children); `meta` is keyed by its `key`
+ROLES: dict[str, Role] = {
+    "stimuli": Role(("stimulus_id",)),
+    "user_datasets": Role(("dataset", "version", "loaded_at")),
+    "models": Role(("model_key",)),
+    "runs": Role(("run_id",)),
+    "sequence_scores": Role(("model_key", "request_id"), evidence=True, names_stimulus=True,
+                            unit="scored sequences",
+                            values={"sum_logprob": "logprob", "target_logprob": "logprob", "n_tokens": "count"}),
+    "token_scores": Role(("model_key", "request_id", "position"), evidence=True, parent="sequence_scores",
+                         values={"logprob": "logprob"}),
+    "choice_requests": Role(("model_key", "request_id"), evidence=True, names_stimulus=True, unit="requests"),
+    "choice_nodes": Role(("model_key", "request_id", "node_id"), evidence=True, parent="choice_requests",
+                         values={"logsumexp": "logsumexp", "topk_logits": "logits"}),
+    "choice_edges": Role(("model_key", "request_id", "node_id", "token_id"), evidence=True,
+                         parent="choice_requests"),
+    "choice_probs": Role(("model_key", "request_id", "option", "temperature", "top_k", "top_p"), evidence=True,
+                         parent="choice_requests", values={"prob": "probability", **_SAMPLING}),
+    "gen_requests": Role(("model_key", "request_id"), evidence=True, names_stimulus=True),
+    "samples": Role(("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p",
+                     "max_new_tokens"), evidence=True, names_stimulus=True, unit="samples",
+                    values={"token_logprobs": "logprobs", **_SAMPLING}),
+    "annotations": Role(("sample_id", "annotator"), merged=False),
+}
+
+#: identity key of every table that takes appends (docs/design.md section 3), from `ROLES`
+KEYS: dict[str, tuple[str, ...]] = {table: role.key for table, role in ROLES.items()}
+#: the tables a shard merge copies, parents first
+MERGE_ORDER: tuple[str, ...] = tuple(t for t, role in ROLES.items() if role.merged)
+#: tables whose rows are a model's evidence (each names a model of `models`)
+RESULT_TABLES: tuple[str, ...] = tuple(t for t, role in ROLES.items() if role.evidence)
+#: tables whose rows name a stimulus of `stimuli`
+STIMULUS_TABLES: tuple[str, ...] = tuple(t for t, role in ROLES.items() if role.names_stimulus)
+#: (child table, parent table, columns): child rows need a parent row with the same values
+PARENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = tuple(
+    (t, role.parent, ("model_key", "request_id")) for t, role in ROLES.items() if role.parent)
+
+
+def added_unit(table: str) -> str:
+    """What one row of `table` is, for a collection's "N added" ("rows" for a table that declares none)."""
+    role = ROLES.get(table)
+    return role.unit if role is not None and role.unit else "rows"
+
 
 #: every table of the current schema, in the order of `SCHEMAS`
 TABLES: tuple[str, ...] = tuple(SCHEMAS)

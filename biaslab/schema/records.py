@@ -3,13 +3,17 @@ section 3). The rows of the evidence tables are described by `biaslab.schema.evi
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .identity import content_hash
 
+#: the weights dtypes a model key can name: the one vocabulary of `--dtype`, the engines and the stored `models.dtype`
 Dtype = Literal["bf16", "fp16", "fp32"]
+DTYPES: tuple[str, ...] = get_args(Dtype)
+#: each dtype's full name, as torch (`torch.<name>`) and vLLM (`dtype=<name>`) spell it
+DTYPE_NAMES: dict[str, str] = dict(zip(DTYPES, ("bfloat16", "float16", "float32"), strict=True))
 #: "none", "nf4" (bitsandbytes, `--quant nf4`) or the quant_method of a checkpoint shipped quantized (e.g. "mxfp4")
 Quant = str
 BosPolicy = Literal["prepend", "eos_as_bos", "none"]  # eos_as_bos: GPT-2 style tokenizers without a BOS

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from . import migrations, rules
 from .errors import WarehouseError
+from ..schema import evidence
 from ..sql.quoting import identifier, identifiers, literal
 from .store import TABLE_KEYS, Warehouse
 
-#: Parents before children, so a partially merged shard never shows children without parents.
-MERGE_ORDER = ("stimuli", "user_datasets", "models", "runs", "sequence_scores", "token_scores", "choice_requests",
-               "choice_nodes", "choice_edges", "choice_probs", "gen_requests", "samples")
+#: Parents before children, so a partially merged shard never shows children without parents (`evidence.ROLES`).
+MERGE_ORDER = evidence.MERGE_ORDER
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..schema.evidence import KEYS, SCHEMAS
+from ..schema.evidence import (  # noqa: F401  (PARENTS, RESULT_TABLES, STIMULUS_TABLES: read here by check, merge)
+    KEYS, PARENTS, RESULT_TABLES, ROLES, SCHEMAS, STIMULUS_TABLES, VALUE_KINDS)
 from ..sql.quoting import identifier, identifiers
 
 #: a stored log-probability may exceed 0 by this much (float rounding of a probability of ~1)
@@ -53,34 +54,22 @@ def _list_all(predicate: str) -> str:
     return "coalesce(list_bool_and(list_transform({c}, x -> " + predicate.format(c="x") + ")), true)"
 
 
-VALUE_RULES: tuple[Rule, ...] = (
-    Rule("choice_probs", "prob", "a probability in [0, 1]", _PROB),
-    Rule("sequence_scores", "sum_logprob", "a finite log-probability <= 0", _LOGPROB),
-    Rule("sequence_scores", "target_logprob", "a finite log-probability <= 0", _LOGPROB),
-    Rule("sequence_scores", "n_tokens", "a token count >= 0", "{c} >= 0"),
-    Rule("token_scores", "logprob", "a finite log-probability <= 0", _LOGPROB),
-    Rule("choice_nodes", "logsumexp", "a finite logsumexp", "isfinite({c})"),
-    Rule("choice_nodes", "topk_logits", "finite logits", _list_all("isfinite({c})")),
-    Rule("samples", "token_logprobs", "finite log-probabilities <= 0", _list_all(_LOGPROB)),
-    *(Rule(t, "temperature", "a temperature > 0", "(isfinite({c}) AND {c} > 0)") for t in ("choice_probs", "samples")),
-    *(Rule(t, "top_k", "a top_k >= 1", "{c} >= 1") for t in ("choice_probs", "samples")),
-    *(Rule(t, "top_p", "a top_p in (0, 1]", "(isfinite({c}) AND {c} > 0 AND {c} <= 1)")
-      for t in ("choice_probs", "samples")),
-)
+#: value kind (`evidence.VALUE_KINDS`) -> the SQL predicate on a column `{c}` that checks it
+KIND_SQL: dict[str, str] = {
+    "probability": _PROB,
+    "logprob": _LOGPROB,
+    "logprobs": _list_all(_LOGPROB),
+    "count": "{c} >= 0",
+    "logsumexp": "isfinite({c})",
+    "logits": _list_all("isfinite({c})"),
+    "temperature": "(isfinite({c}) AND {c} > 0)",
+    "top_k": "{c} >= 1",
+    "top_p": "(isfinite({c}) AND {c} > 0 AND {c} <= 1)",
+}
 
-#: (child table, parent table, columns): child rows need a parent row with the same values
-PARENTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("token_scores", "sequence_scores", ("model_key", "request_id")),
-    ("choice_nodes", "choice_requests", ("model_key", "request_id")),
-    ("choice_edges", "choice_requests", ("model_key", "request_id")),
-    ("choice_probs", "choice_requests", ("model_key", "request_id")),
-)
-#: tables whose rows name a stimulus that must be in `stimuli`
-STIMULUS_TABLES: tuple[str, ...] = ("sequence_scores", "choice_requests", "samples", "gen_requests")
-#: tables whose rows name a model that must be in `models`
-RESULT_TABLES: tuple[str, ...] = ("sequence_scores", "token_scores", "choice_requests", "choice_nodes",
-                                  "choice_edges", "choice_probs", "samples", "gen_requests")
-
+#: every value rule, from the tables' declared value kinds (`evidence.ROLES`)
+VALUE_RULES: tuple[Rule, ...] = tuple(Rule(table, column, VALUE_KINDS[kind], KIND_SQL[kind])
+                                      for table, role in ROLES.items() for column, kind in role.values.items())
 
 @dataclass(frozen=True)
 class Violation:

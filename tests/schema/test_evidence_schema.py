@@ -60,3 +60,47 @@ def test_an_arrow_table_of_the_schema_inserts_into_the_migrated_table_unchanged(
     con.execute("INSERT INTO choice_nodes BY NAME SELECT * FROM incoming")
     assert con.execute("SELECT topk_ids, topk_logits, logsumexp FROM choice_nodes").fetchone() == (
         [5, 3], [1.5, 0.25], 2.0)
+
+
+def _migration_keys() -> dict[str, list[str]]:
+    """table -> the columns the numbered migrations mark `-- key`, in column order."""
+    import re
+
+    keys: dict[str, list[str]] = {}
+    for migration in migrations.migrations():
+        table = None
+        for line in migration.sql.splitlines():
+            created = re.match(r"\s*CREATE TABLE IF NOT EXISTS (\w+)", line)
+            if created:
+                table = created[1]
+                keys.setdefault(table, [])
+                continue
+            if line.startswith(")"):
+                table = None
+            column = re.match(r"\s*(\w+)\s+[^-]*--\s*key\b", line)
+            if table and column:
+                keys[table].append(column[1])
+    return keys
+
+
+def test_the_key_columns_marked_in_the_migrations_are_the_declared_keys():
+    marked = _migration_keys()
+    assert {t: tuple(cols) for t, cols in marked.items() if t != "meta"} == evidence.KEYS
+    assert marked["meta"] == []  # keyed by its `key` column, not an identity key
+
+
+def test_roles_declare_parents_before_children_and_value_kinds_of_existing_columns():
+    order = list(evidence.ROLES)
+    assert set(order) == set(evidence.TABLES) - {"meta"}
+    for table, role in evidence.ROLES.items():
+        if role.parent is not None:
+            assert order.index(role.parent) < order.index(table), (table, role.parent)
+            assert evidence.ROLES[role.parent].evidence and role.evidence
+        for column, kind in role.values.items():
+            assert column in evidence.column_names(table), (table, column)
+            assert kind in evidence.VALUE_KINDS, (table, column, kind)
+    assert evidence.MERGE_ORDER == ("stimuli", "user_datasets", "models", "runs", "sequence_scores", "token_scores",
+                                    "choice_requests", "choice_nodes", "choice_edges", "choice_probs",
+                                    "gen_requests", "samples")
+    assert [evidence.added_unit(t) for t in ("choice_requests", "samples", "sequence_scores", "token_scores")] == [
+        "requests", "samples", "scored sequences", "rows"]

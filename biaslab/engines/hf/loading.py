@@ -15,11 +15,12 @@ import torch
 
 from ...errors import DataError, Unsupported, UsageError
 from ...schema import ModelSpec
+from ...schema.records import DTYPE_NAMES
 from ..base import Identified
 from ..models import parse_model_args, read_model
 from ..dtype_choice import choose_cpu_dtype
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+DTYPES = {name: getattr(torch, full) for name, full in DTYPE_NAMES.items()}
 
 
 @dataclass

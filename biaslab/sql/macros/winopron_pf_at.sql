@@ -4,7 +4,8 @@
 -- settings of the collection the evidence came from (collected_temperature, collected_top_k, collected_top_p).
 -- Every exact-mode forced-choice request is re-derived (k must not exceed its nodes' stored K; comprehension
 -- questions, protocol meta, are not); filter on collected_* to keep one
--- collection. At the collection's own settings it equals winopron_pf.
+-- collection. At the collection's own settings it equals winopron_pf (tests/views/test_pf_at_macro.py checks it on
+-- stored evidence, column for column).
 CREATE OR REPLACE TEMP MACRO winopron_pf_at(temp, k) AS TABLE
 WITH derived AS (
     SELECT c.model_key, c.request_id, r.stimulus_id, r.prompt_version, r.max_new_tokens,

@@ -4,7 +4,9 @@ Python API (docs/python-api.md): ``wh = biaslab.open("warehouse/biaslab.duckdb")
 ``wh.table(name)`` and ``wh.sql(query)`` give Ibis expressions; ``biaslab.contextuality(wh)``,
 ``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)``, ``biaslab.metaprompt(wh)`` and
 ``biaslab.options(wh, "my-study", by=["context"])`` return a study's tables (the same functions the `biaslab metrics`
-commands call).
+commands call). ``biaslab.load("winopron", db)``, ``biaslab.load_user(db, spec="study.yaml")`` and
+``biaslab.collect("winopron", model="smollm2-135m", db=db, limit=40)`` are `biaslab data load` and `runners collect`
+as functions (the commands are thin shells over them).
 Imported on first use, so ``import biaslab`` stays light.
 """
 
@@ -25,6 +27,9 @@ _LAZY = {
     "calibration": ("biaslab.metrics.studies", "calibration"),
     "metaprompt": ("biaslab.metrics.studies", "metaprompt"),
     "options": ("biaslab.metrics.studies", "options"),
+    "load": ("biaslab.runners.load", "load"),
+    "load_user": ("biaslab.runners.load", "load_user"),
+    "collect": ("biaslab.runners.collect", "collect_dataset"),
 }
 # the study functions above are the built-in studies of `biaslab.metrics.registry` (checked by
 # tests/metrics/test_study_registry.py); a registered study is `biaslab.<name>` too (`__getattr__`)

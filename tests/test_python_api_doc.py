@@ -22,6 +22,7 @@ def test_the_walk_through_runs(tmp_path, monkeypatch, data_dir):
     (tmp_path / "warehouse").mkdir()
     db = build(tmp_path / "warehouse" / "biaslab.duckdb", data_dir)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BIASLAB_DATA", str(data_dir))  # where `biaslab.load` finds the datasets, as a user sets it
     code = blocks()
     assert len(code) >= 5
     namespace: dict = {}
@@ -35,5 +36,12 @@ def test_the_walk_through_runs(tmp_path, monkeypatch, data_dir):
     assert set(namespace["named"]["model_key"]) == {"a" * 16, "b" * 16}
     assert namespace["con"].execute("SELECT count(*) FROM winopron_pf").fetchone()[0] == n
     lines = printed.getvalue().splitlines()
-    assert lines[-1] == "True"  # the DataFusion export gives the same KL table
+    assert lines[-4] == "True"  # the DataFusion export gives the same KL table
+    # load and collect from Python: 3600 WinoPron stimuli, 4 requests collected with the default model, then none
+    with Warehouse.open(namespace["mine"], read_only=True) as mine:
+        stimuli = mine.count("stimuli")
+        requests = mine.con.execute("SELECT count(*) FROM choice_requests").fetchone()[0]
+    assert lines[-3] == f"winopron {stimuli} {stimuli} {stimuli}" and stimuli > 3000
+    assert lines[-2].split()[1:] == ["4", "4", "requests"] and requests == 4
+    assert lines[-1] == "0"
     assert lines.count(str(n)) >= 3  # the warehouse, plain DuckDB on the export, DataFusion on the export

@@ -6,7 +6,6 @@ import click
 
 from .. import loaders
 from ..loaders.fetch import DEFAULT_TIMEOUT, FetchError, fetch
-from ..loaders.options import pop_flag
 from ..loaders.registry import default_data_dir
 from ..warehouse import Warehouse
 from .common import Group, data_dir_option, db_option, emit, format_option
@@ -88,59 +87,23 @@ def load_command(dataset: str | None, db: str, data_dir: str | None, user_file, 
 
 
 def _load_builtin(dataset, db, data_dir, subset, pronouns, seed, extra, accept_modified) -> None:
-    info = loaders.get(dataset)
-    options = {"subset": subset, "pronouns": pronouns, "seed": seed, **parse_options(extra)}
-    options = {k: v for k, v in options.items() if v is not None}
-    accept_modified, options = pop_flag(options, "accept_modified", accept_modified)  # or -o accept_modified=true
-    loaded = info.load_verified(default_data_dir(data_dir), accept_modified=accept_modified, **options)
-    stimuli = loaded.stimuli
-    if not stimuli:
-        raise click.ClickException(f"dataset {dataset}: no stimuli produced")
-    rows = [s.to_row() for s in stimuli]
-    params = {"dataset": info.name, **options}
-    if accept_modified:
-        params["accept_modified"] = True
-        params["modified_files"] = {c.rel: c.sha256 for c in loaded.modified}
-    with Warehouse.open(db) as wh, wh.transaction():  # the run row and the stimuli: both stored or neither
-        run_id = wh.start_run(f"biaslab data load {dataset}", params)
-        added = wh.append("stimuli", rows)
-        wh.finish_run(run_id, rows_added=added)
-        total = wh.count("stimuli", "dataset = ?", [info.name])
-    for note in loaded.notes():
+    from ..runners.load import load
+
+    done = load(dataset, db, data_dir=data_dir, accept_modified=accept_modified,
+                **{"subset": subset, "pronouns": pronouns, "seed": seed, **parse_options(extra)})
+    for note in done.notes:
         click.echo(note)
-    click.echo(f"{dataset}: {len(stimuli)} stimuli read, {added} new; {total} {info.name} stimuli in {db}")
-
-
-def _read_user(user_file, spec_file, name, protocols, prompt_file, families_file):
-    """The user dataset of --file or --spec, validated (its prompt too) before anything is written."""
-    from ..loaders.user.dataset import from_file, from_spec, read_families
-    from ..runners.prompting import PromptSpec
-
-    if spec_file:
-        for flag, value in (("--protocols", protocols), ("--prompt", prompt_file), ("--families", families_file)):
-            if value is not None:
-                raise click.UsageError(f"{flag} belongs to --file; a spec declares it (`{flag[2:]}:`)")
-        dataset = from_spec(spec_file, name)
-    else:
-        families = read_families(families_file) if families_file else None
-        dataset = from_file(user_file, name, protocols=protocols, prompt=prompt_file, pronouns=families)
-    if dataset.declaration.prompt is not None:
-        PromptSpec.from_mapping(dataset.declaration.prompt, prompt_file or f"{spec_file}: prompt")
-    return dataset
+    click.echo(f"{dataset}: {done.read} stimuli read, {done.added} new; {done.total} {done.dataset} stimuli in {db}")
 
 
 def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file) -> None:
-    from ..warehouse.user_datasets import store
+    from ..runners.load import load_user
 
-    dataset = _read_user(user_file, spec_file, name, protocols, prompt_file, families_file)
-    decl = dataset.declaration
-    command = (f"biaslab data load --spec {spec_file}" if spec_file else
-               f"biaslab data load --file {user_file} --name {decl.name}")
-    with Warehouse.open(db) as wh:
-        added, version, changed = store(wh, decl, dataset.stimuli, command)
-    state = "now its current version" if changed else "already its current version"
-    click.echo(f"{decl.name}: {len(dataset.stimuli)} stimuli read, {added} new; version {version} ({state}); "
-               f"protocols {', '.join(decl.protocols)}; in {db}")
+    done = load_user(db, file=user_file, spec=spec_file, name=name, protocols=protocols, prompt=prompt_file,
+                     families=families_file)
+    state = "now its current version" if done.changed else "already its current version"
+    click.echo(f"{done.dataset}: {done.read} stimuli read, {done.added} new; version {done.version} ({state}); "
+               f"protocols {', '.join(done.protocols)}; in {db}")
 
 
 @data_group.command("expand")

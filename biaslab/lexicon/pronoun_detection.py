@@ -95,8 +95,9 @@ _VOCABULARIES: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {
     "ruff": {"he": HE, "she": SHE, "they": THEY, "xe": XE_XEM},
     "tango": {"he": HE, "she": SHE, "they": THEY, "xe": XE_XIR},
 }
-#: datasets `vocabulary` knows
-DATASETS: tuple[str, ...] = tuple(_VOCABULARIES)
+#: the vocabularies `vocabulary` knows, named after the dataset whose spelling each follows (a dataset names its
+#: vocabulary in `DatasetInfo.pronoun_vocabulary`)
+VOCABULARIES: tuple[str, ...] = tuple(_VOCABULARIES)
 
 _FORM = re.compile(r"[a-z]+")
 
@@ -109,7 +110,7 @@ def vocabulary(dataset: str) -> dict[str, dict[str, tuple[str, ...]]]:
     """
     key = dataset.strip().lower() if isinstance(dataset, str) else dataset
     if key not in _VOCABULARIES:
-        raise UsageError(f"no pronoun vocabulary for dataset {dataset!r}; known: {list(DATASETS)}")
+        raise UsageError(f"no pronoun vocabulary for dataset {dataset!r}; known: {list(VOCABULARIES)}")
     return {family: dict(cases) for family, cases in _VOCABULARIES[key].items()}
 
 

@@ -85,6 +85,9 @@ class DatasetInfo:
     prob_from: str | None = None
     #: the studies that read this dataset (`biaslab.metrics.registry`: a study's datasets are those naming it)
     studies: tuple[str, ...] = ()
+    #: the first-pronoun detector's vocabulary for the gen protocol (`lexicon.pronoun_detection.vocabulary`; None:
+    #: the dataset has no gen protocol, or a user dataset declares its own families)
+    pronoun_vocabulary: str | None = None
 
     def __post_init__(self) -> None:
         if not self.folder:

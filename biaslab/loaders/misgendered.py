@@ -187,6 +187,7 @@ def load_misgendered(folder: Path, seed: Any = 0, keep_artifact: Any = False) ->
 INFO = DatasetInfo(
     name="misgendered",
     studies=("misgendering",),
+    pronoun_vocabulary="misgendered",
     loader=load_misgendered,
     licence="CC BY 4.0",
     description="MISGENDERED explicit declaration {nom}/{acc}/{pos_ind}: 50 templates x 15 seeded names x "

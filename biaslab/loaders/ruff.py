@@ -132,6 +132,7 @@ REPO, COMMIT, TASK_PATH = ("ArjunSubramonian/meta-eval-llm-misgendering", "58a05
 INFO = DatasetInfo(
     name="ruff",
     studies=("misgendering",),
+    pronoun_vocabulary="ruff",
     protocols=("prob", "gen"),
     loader=load_ruff,
     licence="AGPL-3.0",

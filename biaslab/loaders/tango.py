@@ -141,6 +141,7 @@ REPO, COMMIT = "amazon-science/tango", "bbaf0bb22a3fc391e2e7247a2d25c6850625013b
 INFO = DatasetInfo(
     name="tango",
     studies=("misgendering",),
+    pronoun_vocabulary="tango",
     protocols=("gen", "prob"),
     prob_from="gen",  # its prob protocol scores templates built from the model's own generations
     loader=load_tango,

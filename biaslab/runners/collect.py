@@ -20,7 +20,7 @@ from ..warehouse import Warehouse
 from . import runs, stimuli as stimuli_of
 from .config import CollectConfig
 
-__all__ = ["CollectConfig", "CollectResult", "collect"]
+__all__ = ["CollectConfig", "CollectResult", "collect", "collect_dataset"]
 
 
 @dataclass
@@ -111,3 +111,25 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
                          tuple(notes), evidence.added_unit(protocol.table))
+
+
+def collect_dataset(dataset: str, *, progress: Callable[[int, int], Callable[[int], None]] | None = None,
+                    loaded=None, **settings) -> CollectResult:
+    """`runners collect` from Python (`biaslab.collect`): collect `dataset` with the model and settings given as
+    keyword arguments, the command line's options by their field names.
+
+    Parameters
+    ----------
+    dataset : a built-in dataset or a user dataset loaded into `db`.
+    settings : `CollectConfig` fields (model, backend, dtype, db, data_dir, limit, protocol, ...) and the protocol's
+        own settings (mode, temperature, top_k, samples, seed, ...), validated as the command line's: a setting the
+        protocol does not take is refused in one line.
+    progress, loaded : as `collect`.
+
+    Returns
+    -------
+    CollectResult: run_id, model_key, stimuli, requests, pending (before the run) and added (in `added_unit`).
+
+    Example: ``biaslab.collect("winopron", model="smollm2-135m", db="w.duckdb", limit=40, dtype="fp32")``.
+    """
+    return collect(CollectConfig(dataset=dataset, **settings), progress=progress, loaded=loaded)

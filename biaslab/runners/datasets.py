@@ -43,7 +43,8 @@ class DatasetRef:
         if self.user:
             pronouns = self.stored.declaration.pronouns
             return {f: {c: tuple(v) for c, v in cases.items()} for f, cases in pronouns.items()} if pronouns else None
-        return pronoun_detection.vocabulary(self.name) if self.name in pronoun_detection.DATASETS else None
+        name = self.info.pronoun_vocabulary
+        return pronoun_detection.vocabulary(name) if name is not None else None
 
     def prompt(self):
         """The forced-choice prompt a user dataset declares (`prompting.PromptSpec`), or None."""

@@ -8,11 +8,19 @@ import ibis.expr.types as ir
 
 from .common import Source, json_field, option_labels
 
-DATASETS = ("misgendered", "ruff", "tango")
 _SOURCE = {"source_request_id": ("request_id", "string"), "source_sample_index": ("sample_index", "int32"),
            "source_seed": ("seed", "int64"), "source_temperature": ("temperature", "float64"),
            "source_top_k": ("top_k", "int32"), "source_top_p": ("top_p", "float64"),
            "source_max_new_tokens": ("max_new_tokens", "int32"), "source_min_new_tokens": ("min_new_tokens", "int32")}
+
+
+def _built_in_declared(source: Source) -> ir.Table:
+    """Stimuli with a declared pronoun set and options, of the built-in datasets: the misgendering datasets' stimuli
+    (their loaders are the only built-in ones that declare a set; `biaslab.metrics.registry` names them). A user
+    dataset's declared families are left out here (the `user_datasets` table names those datasets)."""
+    st = source("stimuli")
+    users = source("user_datasets")
+    return st.filter(st.pronoun_set.notnull() & st.options.notnull() & ~st.dataset.isin(users.dataset))
 
 
 def misgendering_prob_options(source: Source) -> ir.Table:
@@ -20,8 +28,7 @@ def misgendering_prob_options(source: Source) -> ir.Table:
     exp(-sum log p / n) over the option's whole sequence (BOS + text, every token scored), and for TANGO templates
     the generation they were built from (source_*)."""
     q = source("sequence_scores")
-    st = source("stimuli")
-    st = st.filter(st.dataset.isin(DATASETS) & st.options.notnull())
+    st = _built_in_declared(source)
     labels = option_labels(st)
     j = q.filter(q.protocol == "prob").join(st, "stimulus_id").left_join(
         labels, [q.stimulus_id == labels.stimulus_id, q.option == labels.option])

@@ -1,4 +1,4 @@
-"""The dtype vocabulary is declared once (`schema.records.Dtype`); the CLI, the hf engine and the vLLM engine read it."""
+"""The dtype vocabulary is declared once (`schema.records.Dtype`); the CLI and the hf and vLLM engines read it."""
 
 from __future__ import annotations
 

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 
 from ...errors import NoEvidence, UsageError
+from ..registry import get_study
 from . import stats as cal
 
 KEYS = ["model_key", "scheme", "dataset"]
-GENDERLEX_VARIANTS = ("genderlex", "genderlex-person", "genderlex-someone")
 #: Items needed (with both labels) before the post-hoc calibrators are fitted on half of them.
 MIN_POST_HOC_ITEMS = 20
 
@@ -124,11 +124,18 @@ def _variants(metrics: pd.DataFrame) -> pd.DataFrame:
     """GenderLex occupation / "person" / "someone" variants side by side (value per metric and variant)."""
     if metrics.empty:
         return metrics
-    part = metrics[metrics["dataset"].isin(GENDERLEX_VARIANTS)]
+    variants = genderlex_variants()
+    part = metrics[metrics["dataset"].isin(variants)]
     if part.empty:
         return part
     wide = part.pivot_table(index=["model_key", "scheme", "name"], columns="dataset", values="value", aggfunc="first")
-    return wide.reindex(columns=[v for v in GENDERLEX_VARIANTS if v in wide.columns]).reset_index()
+    return wide.reindex(columns=[v for v in variants if v in wide.columns]).reset_index()
+
+
+def genderlex_variants() -> tuple[str, ...]:
+    """The GenderLex prompt variants (genderlex, genderlex-person, genderlex-someone): the calibration study's
+    datasets of the GenderLex family, in the loaders' order (`metrics.registry`)."""
+    return tuple(n for n in get_study("calibration").dataset_names if n.split("-")[0] == "genderlex")
 
 
 def calibration_report_tables(handle, dataset: str | None = None, **kwargs) -> dict[str, pd.DataFrame]:

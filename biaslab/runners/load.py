@@ -1,0 +1,147 @@
+"""Loading stimuli into a warehouse, as library functions (`biaslab.load`, `biaslab.load_user`): a built-in dataset
+from the data directory, or the user's own dataset from a file or a spec. `biaslab data load` is a thin shell over
+these two.
+
+Both read and validate everything first and then write in one transaction (the run row and the stimuli: both
+stored or neither), so bad input leaves the warehouse as it was and loading twice adds nothing (stimuli are keyed by
+a hash of their content, docs/design.md section 3).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import loaders
+from ..errors import DataError, UsageError
+from ..loaders.options import pop_flag
+from ..warehouse import Warehouse
+
+PathLike = str | os.PathLike
+
+__all__ = ["LoadResult", "load", "load_user", "read_user"]
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """What a load did.
+
+    Attributes
+    ----------
+    dataset : the dataset's name.
+    read : stimuli read (and validated) from the files.
+    added : stimuli new to the warehouse.
+    total : the dataset's stimuli in the warehouse after the load (a user dataset: its current version's).
+    db : the warehouse written.
+    notes : lines to show (e.g. the modified files accepted with accept_modified).
+    version : a user dataset's version (the sha256 of what was loaded), None for a built-in one.
+    changed : a user dataset: whether this load made a new version current.
+    protocols : a user dataset's declared protocols.
+    """
+
+    dataset: str
+    read: int
+    added: int
+    total: int
+    db: str
+    notes: tuple[str, ...] = ()
+    version: str | None = None
+    changed: bool = False
+    protocols: tuple[str, ...] = field(default_factory=tuple)
+
+
+def load(dataset: str, db: PathLike = "warehouse/biaslab.duckdb", *, data_dir: PathLike | None = None,
+         accept_modified: bool = False, **options: Any) -> LoadResult:
+    """Load a built-in dataset's stimuli into the warehouse's `stimuli` table.
+
+    Every file the loader reads is checked against the sha256 pinned for the dataset (a modified file is refused,
+    naming it, unless `accept_modified`), then row by row; the stimuli and a `runs` row are appended in one
+    transaction.
+
+    Parameters
+    ----------
+    dataset : a built-in dataset name (`biaslab data list`).
+    db : the warehouse (created and migrated when absent).
+    data_dir : the folder holding the upstream datasets (default: BIASLAB_DATA, else ./data).
+    accept_modified : load files that differ from the pinned sha256 (their stimuli record the file's own sha256).
+    options : loader options, e.g. subset="type2" (winobias), pronouns="all" (tango), seed=0 (misgendered).
+
+    Returns
+    -------
+    LoadResult with read, added and total.
+    """
+    info = loaders.get(dataset)
+    options = {k: v for k, v in options.items() if v is not None}
+    accept_modified, options = pop_flag(options, "accept_modified", accept_modified)
+    loaded = info.load_verified(loaders.default_data_dir(data_dir), accept_modified=accept_modified, **options)
+    if not loaded.stimuli:
+        raise DataError(f"dataset {dataset}: no stimuli produced")
+    rows = [s.to_row() for s in loaded.stimuli]
+    params = {"dataset": info.name, **options}
+    if accept_modified:
+        params["accept_modified"] = True
+        params["modified_files"] = {c.rel: c.sha256 for c in loaded.modified}
+    with Warehouse.open(db) as wh, wh.transaction():  # the run row and the stimuli: both stored or neither
+        run_id = wh.start_run(f"biaslab data load {dataset}", params)
+        added = wh.append("stimuli", rows)
+        wh.finish_run(run_id, rows_added=added)
+        total = wh.count("stimuli", "dataset = ?", [info.name])
+    return LoadResult(info.name, len(rows), added, total, str(db), tuple(loaded.notes()))
+
+
+def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, name: str | None = None,
+              protocols: str | None = None, prompt: PathLike | None = None, families: PathLike | None = None):
+    """The user dataset of `file` or `spec` (`loaders.user.dataset.UserDataset`), validated, its prompt too, before
+    anything is written. `protocols`, `prompt` and `families` belong to `file`; a spec declares them itself."""
+    from ..loaders.user.dataset import from_file, from_spec, read_families
+    from .prompting import PromptSpec
+
+    if (file is None) == (spec is None):
+        raise UsageError("give one of: file (with name) or spec")
+    if spec is not None:
+        for flag, value in (("--protocols", protocols), ("--prompt", prompt), ("--families", families)):
+            if value is not None:
+                raise UsageError(f"{flag} belongs to --file; a spec declares it (`{flag[2:]}:`)")
+        dataset = from_spec(spec, name)
+    else:
+        declared = read_families(families) if families else None
+        dataset = from_file(file, name, protocols=protocols, prompt=prompt, pronouns=declared)
+    if dataset.declaration.prompt is not None:
+        PromptSpec.from_mapping(dataset.declaration.prompt, prompt or f"{spec}: prompt")
+    return dataset
+
+
+def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | None = None,
+              spec: PathLike | None = None, name: str | None = None, protocols: str | None = None,
+              prompt: PathLike | None = None, families: PathLike | None = None) -> LoadResult:
+    """Load your own dataset (docs/own-study.md) into the warehouse: its stimuli and its declaration (protocols,
+    prompt, pronoun families), so collecting and the options metrics need nothing else.
+
+    Every row is validated with the stimulus schema (a bad row: one line naming file, row and field). Loading an
+    edited file adds the changed rows as new stimuli and makes that version current; old rows keep their evidence.
+
+    Parameters
+    ----------
+    db : the warehouse (created and migrated when absent).
+    file, name : a stimulus file (CSV, JSONL, Parquet) and the dataset's name; or
+    spec : a spec file (YAML, TOML or JSON) that expands templates x fillers (its `name:` unless `name` is given).
+    protocols : with `file`: the protocols, e.g. "choice,prob" (default from the columns).
+    prompt : with `file`: a forced-choice prompt file.
+    families : with `file`: a pronoun-families file for the gen protocol.
+
+    Returns
+    -------
+    LoadResult with read, added, total (the current version's stimuli), version, changed and protocols.
+    """
+    from ..warehouse.user_datasets import store
+
+    dataset = read_user(file=file, spec=spec, name=name, protocols=protocols, prompt=prompt, families=families)
+    decl = dataset.declaration
+    command = (f"biaslab data load --spec {spec}" if spec is not None else
+               f"biaslab data load --file {file} --name {decl.name}")
+    with Warehouse.open(db) as wh:
+        added, version, changed = store(wh, decl, dataset.stimuli, command)
+    return LoadResult(decl.name, len(dataset.stimuli), added, len(dataset.stimuli), str(db), version=version,
+                      changed=changed, protocols=tuple(decl.protocols))
+

@@ -61,6 +61,41 @@ def explored_tokens(db: Path, model_key: str, tokenizer) -> tuple[list[list[int]
     return ids, [by_request[rid] for rid, _ in prompts]
 
 
+def group_inputs(model, prefix_cache, prefix_len: int, rows: list[list[int]], decisions: list[list[int]],
+                 members: list[int], pad_id: int, device):
+    """One forward's inputs for the rows `members` over a cached prefix: (ids padded to the longest row, the
+    attention mask with the prefix, position ids, a copy of the prefix's cache per row, and the (row, position)
+    indices of the decision positions on `device`). Shared with `gpu/bench_gpu.py`."""
+    from transformers import DynamicCache
+
+    width = max(len(rows[i]) for i in members)
+    ids = torch.full((len(members), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(members), prefix_len + width), dtype=torch.long)
+    mask[:, :prefix_len] = 1
+    for k, i in enumerate(members):
+        ids[k, : len(rows[i])] = torch.as_tensor(rows[i])
+        mask[k, prefix_len: prefix_len + len(rows[i])] = 1
+    positions = (mask.cumsum(-1) - 1)[:, prefix_len:]
+    cache = DynamicCache(config=model.config)
+    for layer in range(len(prefix_cache.layers)):  # the cached prefix per row: a copy, not compute
+        keys, values = prefix_cache.layers[layer].keys, prefix_cache.layers[layer].values
+        cache.update(keys.expand(len(members), *keys.shape[1:]).contiguous(),
+                     values.expand(len(members), *values.shape[1:]).contiguous(), layer)
+    di = torch.as_tensor([k for k, i in enumerate(members) for _ in decisions[i]], device=device)
+    dj = torch.as_tensor([j for i in members for j in decisions[i]], device=device)
+    return ids, mask, positions, cache, di, dj
+
+
+def decision_forward(base, head, ids, mask, positions, cache, di, dj, device) -> None:
+    """One forward of a group (`group_inputs`), then head + log-sum-exp + top-64 at its decision positions: the
+    work of one trie level of exact mode without the bookkeeping."""
+    out = base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+               past_key_values=cache, use_cache=True)
+    logits = head(out.last_hidden_state[di, dj]).float()
+    torch.logsumexp(logits, -1)
+    logits.topk(64, dim=-1)
+
+
 @torch.inference_mode()
 def _plain_pass(model, prefix: list[int], rows: list[list[int]], decisions: list[list[int]], pad_id: int,
                 group: int) -> float:
@@ -78,27 +113,10 @@ def _plain_pass(model, prefix: list[int], rows: list[list[int]], decisions: list
     elapsed += time.perf_counter() - t0
     for start in range(0, len(order), group):
         members = order[start:start + group]
-        width = max(len(rows[i]) for i in members)
-        ids = torch.full((len(members), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(members), len(prefix) + width), dtype=torch.long)
-        mask[:, : len(prefix)] = 1
-        for k, i in enumerate(members):
-            ids[k, : len(rows[i])] = torch.as_tensor(rows[i])
-            mask[k, len(prefix): len(prefix) + len(rows[i])] = 1
-        positions = (mask.cumsum(-1) - 1)[:, len(prefix):]
-        cache = DynamicCache(config=model.config)
-        for layer in range(len(prefix_cache.layers)):  # the cached prefix per row: a copy, not compute (not timed)
-            keys, values = prefix_cache.layers[layer].keys, prefix_cache.layers[layer].values
-            cache.update(keys.expand(len(members), *keys.shape[1:]).contiguous(),
-                         values.expand(len(members), *values.shape[1:]).contiguous(), layer)
-        di = torch.as_tensor([k for k, i in enumerate(members) for _ in decisions[i]])
-        dj = torch.as_tensor([j for i in members for j in decisions[i]])
+        ids, mask, positions, cache, di, dj = group_inputs(model, prefix_cache, len(prefix), rows, decisions,
+                                                           members, pad_id, device)
         t0 = time.perf_counter()
-        out = base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                   past_key_values=cache, use_cache=True)
-        logits = head(out.last_hidden_state[di, dj]).float()
-        torch.logsumexp(logits, -1)
-        logits.topk(64, dim=-1)
+        decision_forward(base, head, ids, mask, positions, cache, di, dj, device)
         elapsed += time.perf_counter() - t0
     return elapsed
 

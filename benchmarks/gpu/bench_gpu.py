@@ -290,6 +290,9 @@ def bare_forward_seconds(model, prefix: list[int], rows: list[list[int]], decisi
     longest) over a copy of the prefix's cache; head + log-sum-exp + top-64 at the decision positions."""
     from transformers import DynamicCache
 
+    sys.path.insert(0, str(HERE.parent))
+    from bench_main_job import decision_forward, group_inputs
+
     base, head = model.base_model, model.get_output_embeddings()
     device = next(model.parameters()).device
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
@@ -299,26 +302,10 @@ def bare_forward_seconds(model, prefix: list[int], rows: list[list[int]], decisi
     base(input_ids=torch.as_tensor([prefix], device=device), past_key_values=prefix_cache, use_cache=True)
     for start in range(0, len(order), group):
         members = order[start:start + group]
-        width = max(len(rows[i]) for i in members)
-        ids = torch.full((len(members), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(members), len(prefix) + width), dtype=torch.long)
-        mask[:, : len(prefix)] = 1
-        for k, i in enumerate(members):
-            ids[k, : len(rows[i])] = torch.as_tensor(rows[i])
-            mask[k, len(prefix): len(prefix) + len(rows[i])] = 1
-        positions = (mask.cumsum(-1) - 1)[:, len(prefix):]
-        cache = DynamicCache(config=model.config)
-        for layer in range(len(prefix_cache.layers)):  # the prefix per row: a device copy (counted; ~1 ms on a GPU)
-            keys, values = prefix_cache.layers[layer].keys, prefix_cache.layers[layer].values
-            cache.update(keys.expand(len(members), *keys.shape[1:]).contiguous(),
-                         values.expand(len(members), *values.shape[1:]).contiguous(), layer)
-        di = torch.as_tensor([k for k, i in enumerate(members) for _ in decisions[i]], device=device)
-        dj = torch.as_tensor([j for i in members for j in decisions[i]], device=device)
-        out = base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                   past_key_values=cache, use_cache=True)
-        logits = head(out.last_hidden_state[di, dj]).float()
-        torch.logsumexp(logits, -1)
-        logits.topk(64, dim=-1)
+        # the prefix per row is a device copy here, counted (~1 ms on a GPU)
+        ids, mask, positions, cache, di, dj = group_inputs(model, prefix_cache, len(prefix), rows, decisions,
+                                                           members, pad_id, device)
+        decision_forward(base, head, ids, mask, positions, cache, di, dj, device)
     sync(device)
     return time.perf_counter() - t0
 

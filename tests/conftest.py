@@ -11,6 +11,10 @@ from biaslab.warehouse import Warehouse
 from tiny_models import make_tiny_bert, make_tiny_gpt2
 
 
+if os.environ.get("BIASLAB_DATA"):  # the README's relative ../shared/datasets, resolved once: some tests change
+    os.environ["BIASLAB_DATA"] = str(Path(os.environ["BIASLAB_DATA"]).resolve())  # directory (subprocesses inherit)
+
+
 def data_root() -> Path | None:
     env = os.environ.get("BIASLAB_DATA")
     if env:

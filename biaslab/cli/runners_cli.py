@@ -114,13 +114,16 @@ FLAG_NOTES: list[str] = []
 @click.option("--chunk-size", type=int, default=256, show_default=True,
               help="Requests written per transaction (the most an interruption can lose). Exact mode writes whole "
                    "explorations: at least --prompt-batch prompts per transaction where that many are pending.")
-@click.option("--mode", type=click.Choice(["exact", "sample"]), default=None,
-              help="choice / meta: exact probabilities from one pass per trie level (default), or seeded samples.")
+@click.option("--mode", type=click.Choice(["exact", "sample", "logprobs"]), default=None,
+              help="choice / meta: exact probabilities from one pass per trie level (default), or seeded samples; "
+                   "logprobs: a chat API's approximation from the top log-probabilities of the first answer token "
+                   "(--backend openai-chat; labelled approximate, never pooled with exact).")
 @click.option("--samples", type=int, default=None,
               help="Samples per prompt (choice sample mode: 200; gen: 5).")
 @click.option("--seed", type=int, default=None, help="Sampling: run seed (one derived seed per sample; default 0).")
 @click.option("--temperature", type=float, default=None, help="Sampling temperature (choice: 0.5; gen: 1.0).")
-@click.option("--top-k", type=int, default=None, help="Sampling top-k (choice: 40; gen: 50).")
+@click.option("--top-k", type=int, default=None,
+              help="Sampling top-k (choice: 40; gen: 50); 0: no top-k truncation (chat APIs without top_k).")
 @click.option("--top-p", type=float, default=None, help="Sampling top-p (choice: 1.0, sample mode only; gen: 0.95).")
 @click.option("--max-new-tokens", type=int, default=None,
               help="Tokens generated (choice: 6 after the prefill; gen: 50).")
@@ -160,6 +163,9 @@ FLAG_NOTES: list[str] = []
 @click.option("--engine-arg", "engine_arg", multiple=True, metavar="KEY=VALUE",
               help="Engine setting of --backend (repeatable), checked by the engine's own options; the flags above "
                    "are shortcuts for the common ones. `runners backends` lists each engine's settings.")
+@click.option("--yes", "-y", is_flag=True,
+              help="A chat API (billed per token): send without asking. Without it, the number of requests, the "
+                   "estimated tokens and the cost are shown first and, on a terminal, confirmed.")
 @db_option
 @data_dir_option
 def collect_command(**options) -> None:
@@ -183,12 +189,17 @@ def collect_command(**options) -> None:
     from ..runners.collect import collect
     from .progress import progress_bar
 
+    yes = options.pop("yes")
     config = collect_config(options)
     config.validate()
     started = time.perf_counter()
     bar, factory = progress_bar(f"{config.dataset} / {config.model}")
-    with bar:
-        result = collect(config, progress=factory)
+    try:
+        with bar:
+            result = collect(config, progress=factory, confirm=confirmation(bar, yes))
+    except KeyboardInterrupt:  # the run is marked interrupted; its finished chunks are stored
+        click.echo(interrupted_line(config), err=True)
+        raise SystemExit(130) from None
     click.echo(f"{config.dataset}: {result.stimuli} stimuli, {result.requests} requests, {result.pending} pending, "
                f"{result.added} {result.added_unit} added for model {result.model_key} in "
                f"{time.perf_counter() - started:.1f} s (run {result.run_id[:8]})")
@@ -196,6 +207,45 @@ def collect_command(**options) -> None:
         click.echo(line)
     if result.note:
         click.echo(f"{config.dataset}: {result.note}")
+
+
+def interrupted_line(config) -> str:
+    """One line after Ctrl-C (or SIGTERM) during a collection: what the interrupted run kept and how to resume."""
+    import os
+
+    from ..schema import evidence
+    from ..warehouse import Warehouse
+
+    kept = ""
+    try:
+        with Warehouse.open(config.database(), read_only=True) as wh:
+            row = wh.rows("SELECT run_id, rows_added FROM runs WHERE pid = ? AND status = 'interrupted' "
+                          "ORDER BY started_at DESC LIMIT 1", [os.getpid()])
+        if row:
+            unit = evidence.added_unit(config.plugin().table)
+            kept = f"run {row[0][0][:8]} kept {row[0][1] or 0} {unit} (whole chunks); "
+    except Exception:  # noqa: BLE001 - the line must come out whatever the warehouse's state
+        kept = ""
+    return f"interrupted (Ctrl-C): {kept}run the same command again to resume, it computes only what is missing: " \
+           f"{config.command_line()}"
+
+
+def confirmation(bar, yes: bool):
+    """The question asked before a chat API is sent anything: the estimate on stderr, then, on a terminal and
+    without --yes, "Send them?" (the progress display paused meanwhile)."""
+    import sys
+
+    def confirm(line: str) -> bool:
+        bar.stop()
+        try:
+            click.echo(f"about to send {line}", err=True)
+            if yes or not sys.stdin.isatty():
+                return True
+            return click.confirm("Send them?", default=False, err=True)
+        finally:
+            bar.start()
+
+    return confirm
 
 
 #: the common fields of `CollectConfig` the command passes as they are
@@ -278,9 +328,9 @@ def backends_command() -> None:
     from rich.table import Table
 
     table = Table(title="runners backends")
-    for column in ("backend", "installed", "version / reason", "capabilities"):
-        table.add_column(column)
-    settings, plugins = [], []
+    for column in ("backend", "installed", "version", "capabilities"):
+        table.add_column(column, overflow="fold")
+    settings, plugins, reasons = [], [], []
     for name in engines.names():
         why = engines.problem(name)
         ok, detail, capabilities = False, why, ""
@@ -294,10 +344,14 @@ def backends_command() -> None:
                 if name in engines.BACKENDS:
                     raise
                 ok, detail = False, f"its installed() fails ({type(exc).__name__}: {exc})"
-        table.add_row(name, "yes" if ok else "no", detail, capabilities)
+        if not ok:  # a reason is a sentence: below the table, where it does not squeeze the columns
+            reasons.append(f"{name} is not installed: {detail}")
+        table.add_row(name, "yes" if ok else "no", detail if ok else "(see below)", capabilities)
         if name not in engines.BACKENDS:
             plugins.append(f"{name}: {engines.origin(name)}")
     Console().print(table)
+    for line in reasons:
+        click.echo(line)
     click.echo("engine settings (--engine-arg KEY=VALUE): " + "; ".join(settings))
     if plugins:
         click.echo(f"engine plugins ({engines.GROUP} entry points): " + "; ".join(plugins))

@@ -50,6 +50,8 @@ SCORE = "score"          # causal per-token log-probabilities of given ids
 PLL = "pll"              # masked-LM pseudo-log-likelihood
 TOP_K = "top_k"          # top-K at prefixes (choice exact mode)
 SAMPLE = "sample"        # seeded sampling (choice sample mode, gen)
+CHAT = "chat"            # a hosted chat API: seeded replies to messages (choice sample mode, gen), no token ids
+CHAT_LOGPROBS = "chat_logprobs"  # a chat API's top log-probabilities along a reply (choice logprobs mode)
 
 
 
@@ -113,6 +115,25 @@ class Sample:
     token_ids: list[int]    # generated tokens, the stop token excluded
     logprobs: list[float]   # log p(token) under the model (temperature 1, no truncation), one per token_ids
     finish_reason: str      # "stop" (a stop token was drawn) or "length"
+
+
+@dataclass
+class ChatReply:
+    """One reply of a chat API (`ChatBackend.chat`).
+
+    Attributes
+    ----------
+    text : the reply's text (the assistant message's content; after the prefill where one was sent).
+    finish_reason : as the provider names it ("stop", "length", "content_filter", ...).
+    snapshot : what the provider reported of the model that answered (model version, system fingerprint).
+    positions : with log-probabilities asked: per generated token, (its text, its log-probability, and the top
+        alternatives at that position as (text, log-probability) pairs, most probable first); else None.
+    """
+
+    text: str
+    finish_reason: str
+    snapshot: str
+    positions: list[tuple[str, float, list[tuple[str, float]]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -406,10 +427,14 @@ class StatelessExpander:
         return self.backend.top_k([self.prompts[row] + list(path) for row, path in nodes], self.k)
 
 
-def require(backend_name: str, capabilities: frozenset[str], needs: frozenset[str], task: str) -> None:
+def require(backend_name: str, capabilities: frozenset[str], needs: frozenset[str], task: str,
+            why: dict[str, str] | None = None) -> None:
     """Raise `Unsupported` (one line) when a backend lacks a capability `task` needs (`needs`: capability names of
-    this module; `task`: what is refused, as the message names it, e.g. "choice-exact" or "pll")."""
+    this module; `task`: what is refused, as the message names it, e.g. "choice-exact" or "pll"; `why`: the
+    engine's reason per capability it lacks, its module's `WHY_NOT`, said where given)."""
     missing = frozenset(needs) - capabilities
     if missing:
-        raise Unsupported(f"backend {backend_name!r} cannot run {task}: it has no {', '.join(sorted(missing))} "
-                          f"(it offers {', '.join(sorted(capabilities)) or 'nothing'})")
+        reasons = [why[m] for m in sorted(missing) if why and m in why]
+        because = f": {'; '.join(reasons)}" if reasons else ""
+        raise Unsupported(f"backend {backend_name!r} cannot run {task}: it has no {', '.join(sorted(missing))}"
+                          f"{because} (it offers {', '.join(sorted(capabilities)) or 'nothing'})")

@@ -159,3 +159,26 @@ class AnswerParser:
             if partial.startswith(target) and partial[len(target):].strip() == "":
                 return "live", None
         return "invalid", None
+
+    def first_token(self, text: str) -> str:
+        """What a reply that begins with `text` answers, as far as `text` decides it (choice logprobs mode, where
+        only the first answer token's alternatives are known): the option when `text` is consistent with exactly
+        one option (a prefix of it, or all of it with the closing quote), "invalid" when with none, and
+        "unresolved" when the lead is not written yet, nothing of the answer is, or several options remain.
+        """
+        state, rest = self._strip(text)
+        if state == "wrong":
+            return "invalid"
+        if state == "partial":
+            return "unresolved"
+        status, option = self.status(text, ended=False)
+        if status == "valid":
+            return option
+        if status == "invalid":
+            return "invalid"
+        partial = rest.lstrip().casefold()
+        if not partial.strip():
+            return "unresolved"
+        alive = [o for o in self.options if o.strip().casefold().startswith(partial.rstrip())
+                 or (partial.startswith(o.strip().casefold()) and partial[len(o.strip()):].strip() == "")]
+        return alive[0] if len(alive) == 1 else "unresolved"

@@ -67,11 +67,14 @@ def _handle(config: CollectConfig, module, loaded) -> EngineHandle:
 
 
 def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[int], None]] | None = None,
-            loaded=None) -> CollectResult:
+            loaded=None, confirm: Callable[[str], bool] | None = None) -> CollectResult:
     """Run one collection. `progress(total, done)` returns a callback advanced by the requests just written.
 
     `loaded` (a model an engine loaded beforehand, or a `Backend`: `engines.reuse`) skips model loading, for tests
-    and benchmarks that reuse one model.
+    and benchmarks that reuse one model. A billed engine (a chat API: its prepared model has `estimate`) first
+    estimates what the pending work will send (`planned`: requests, input and output tokens, the cost where prices
+    are given): above the engine's `max_cost` the collection is refused before any request and any run row, and
+    `confirm(line)` (the command line's question on a terminal) may decline it the same way.
     """
     from ..engines.threads import FreeCores, use_threads
 
@@ -82,7 +85,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     handle = _handle(config, module, loaded)  # a model that cannot be read stops here: no warehouse file is touched
     try:
         capabilities = handle.backend.capabilities if handle.backend is not None else module.CAPABILITIES
-        needs = protocol.require(config.backend, capabilities, handle.spec.kind)
+        needs = protocol.require(config.backend, capabilities, handle.spec.kind, getattr(module, "WHY_NOT", None))
         handle.prepared.verify(needs)  # a server is asked what the protocol needs
         protocol.check_engine(handle.prepared)
         # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
@@ -94,6 +97,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             requests = protocol.requests(selected, handle.prepared)
             runs.register_model(wh, handle.spec)
             work = protocol.pending(wh, handle.model_key, requests)
+            notes = [*notes, *_billed(handle.prepared, protocol, work, confirm)]
             run_id = runs.start_run(wh, config, handle.prepared, protocol, use_threads(config.threads))
             with runs.finishing(wh, run_id, protocol.table) as stats:
                 backend = handle.load_if(wh, work.count)
@@ -111,6 +115,23 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
                          tuple(notes), evidence.added_unit(protocol.table))
+
+
+def _billed(prepared, protocol, work, confirm) -> list[str]:
+    """The estimate of a billed engine's pending work, refused above its max_cost or when not confirmed (one line;
+    nothing sent, no run row); [] for other engines or nothing pending."""
+    from ..errors import UsageError
+
+    estimate = getattr(prepared, "estimate", None)
+    if estimate is None or not work.count:
+        return []
+    planned = estimate(*protocol.planned(work))
+    why = planned.refused()
+    if why:
+        raise UsageError(f"{planned.line()}: {why}")
+    if confirm is not None and not confirm(planned.line()):
+        raise UsageError(f"not confirmed: nothing was sent ({planned.line()})")
+    return [f"estimated before sending: {planned.line()}"]
 
 
 def collect_dataset(dataset: str, *, progress: Callable[[int, int], Callable[[int], None]] | None = None,

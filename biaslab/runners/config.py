@@ -187,5 +187,5 @@ class CollectConfig(BaseModel):
             raise UsageError("--shard i/n and --out-shard DIR go together")
         if self.shard is not None:
             self.shard_position()
-        plugin.require(module.NAME, module.CAPABILITIES, "causal")
+        plugin.require(module.NAME, module.CAPABILITIES, "causal", getattr(module, "WHY_NOT", None))
         return plugin, module

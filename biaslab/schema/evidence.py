@@ -91,6 +91,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         _f("dataset", S, KEY), _f("version", S, KEY), _f("loaded_at", TS, KEY), _f("source", S, KEY),
         _f("path", S), _f("file_sha256", S, KEY), _f("declaration", S, KEY, json=True),
         _f("stimulus_ids", pa.list_(S), KEY), _f("run_id", S)]),
+    "chat_positions": pa.schema([
+        _f("model_key", S, KEY), _f("request_id", S, KEY), _f("position", I32, KEY), _f("token", S, KEY),
+        _f("logprob", F64, KEY), _f("top_tokens", pa.list_(S), KEY), _f("top_logprobs", pa.list_(F64), KEY),
+        _f("answer_start", BOOL, KEY)]),
 }
 
 @dataclass(frozen=True)
@@ -127,7 +131,7 @@ VALUE_KINDS: dict[str, str] = {
     "logsumexp": "a finite logsumexp",
     "logits": "finite logits",
     "temperature": "a temperature > 0",
-    "top_k": "a top_k >= 1",
+    "top_k": "a top_k >= 0 (0: no top-k truncation)",
     "top_p": "a top_p in (0, 1]",
 }
 
@@ -151,6 +155,8 @@ ROLES: dict[str, Role] = {
                          parent="choice_requests"),
     "choice_probs": Role(("model_key", "request_id", "option", "temperature", "top_k", "top_p"), evidence=True,
                          parent="choice_requests", values={"prob": "probability", **_SAMPLING}),
+    "chat_positions": Role(("model_key", "request_id", "position"), evidence=True, parent="choice_requests",
+                           values={"logprob": "logprob", "top_logprobs": "logprobs"}),
     "gen_requests": Role(("model_key", "request_id"), evidence=True, names_stimulus=True),
     "samples": Role(("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p",
                      "max_new_tokens"), evidence=True, names_stimulus=True, unit="samples",

@@ -14,6 +14,8 @@ Dtype = Literal["bf16", "fp16", "fp32"]
 DTYPES: tuple[str, ...] = get_args(Dtype)
 #: each dtype's full name, as torch (`torch.<name>`) and vLLM (`dtype=<name>`) spell it
 DTYPE_NAMES: dict[str, str] = dict(zip(DTYPES, ("bfloat16", "float16", "float32"), strict=True))
+#: the dtype of a hosted model (a chat API): the provider's own, not known here
+PROVIDER_DTYPE = "provider"
 #: "none", "nf4" (bitsandbytes, `--quant nf4`) or the quant_method of a checkpoint shipped quantized (e.g. "mxfp4")
 Quant = str
 BosPolicy = Literal["prepend", "eos_as_bos", "none"]  # eos_as_bos: GPT-2 style tokenizers without a BOS
@@ -35,7 +37,7 @@ class ModelSpec(BaseModel):
     source: str = Field(description="resolved hub id or absolute path")
     revision: str | None = Field(None, description="hub revision or sha256 of the weights file")
     kind: Literal["causal", "masked"] = "causal"
-    dtype: Dtype = "bf16"
+    dtype: Dtype | Literal["provider"] = "bf16"
     quant: Quant = "none"
     tokenizer: str | None = Field(None, description="tokenizer identity (path/id and its file hash)")
     bos_policy: BosPolicy = "prepend"

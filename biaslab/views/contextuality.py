@@ -43,7 +43,8 @@ def winopron_pf(source: Source) -> ir.Table:
     One row per collection of a stimulus (model, request: prompt version, token limit, sampling settings), so
     separate collections are never pooled; forced-choice requests only (protocol 'choice', not the comprehension
     questions of protocol 'meta' about the same stimuli). Exact mode: p_f = p(female) / (p(female) + p(male)), the
-    exact probability renormalized over the valid answers; p_valid = p(female) + p(male); p_unresolved the mass of
+    exact probability renormalized over the valid answers (logprobs mode, a chat API's approximation, the same with
+    mode 'logprobs': never pooled with exact); p_valid = p(female) + p(male); p_unresolved the mass of
     pruned branches. Sample mode: p_f = n_female / n_valid with a 95% Wilson interval (wilson_low, wilson_high);
     p_valid = n_valid / n. Stimulus features come along for the metrics.
     """
@@ -53,7 +54,7 @@ def winopron_pf(source: Source) -> ir.Table:
     c = source("choice_probs")
     e = c.join(r, ["model_key", "request_id"]).join(w, "stimulus_id")
     exact = e.group_by(model_key=e.model_key, request_id=e.request_id, stimulus_id=e.stimulus_id,
-                       mode=ibis.literal("exact"), temperature=e.temperature, top_k=e.top_k, top_p=e.top_p,
+                       mode=e["mode"], temperature=e.temperature, top_k=e.top_k, top_p=e.top_p,
                        prompt_version=e.prompt_version, max_new_tokens=e.max_new_tokens).agg(
         p_female=e.prob.sum(where=e.option == e.female_option),
         p_male=e.prob.sum(where=e.option == e.male_option),
@@ -102,7 +103,7 @@ def winopron_validity(source: Source) -> ir.Table:
         prompts=pf.count(), mean_p_valid=pf.p_valid.mean(), prompts_with_valid_answers=pf.count(where=pf.p_f.notnull()),
         valid_samples=_bigint(pf.n_valid.sum()), samples=_bigint(pf.n.sum()),
         valid_share=pf.n_valid.sum().cast("float64") / pf.n.sum().nullif(0).cast("float64"),
-        valid_mass=pf.p_valid.mean(where=pf["mode"] == "exact"), unresolved_mass=pf.p_unresolved.mean())
+        valid_mass=pf.p_valid.mean(where=pf["mode"] != "sample"), unresolved_mass=pf.p_unresolved.mean())
 
 
 #: the columns that identify a sample-mode collection setting, in the order its codes are ranked

@@ -49,17 +49,18 @@ def _choice_setting(t: ir.Table) -> ir.StringValue:
             + _number(t.top_p) + " max_new_tokens=" + _number(t.max_new_tokens))
 
 
-def _choice_exact(source: Source, labelled: ir.Table) -> ir.Table:
+def _choice_exact(source: Source, labelled: ir.Table, mode: str = "exact") -> ir.Table:
     """choice, exact mode: the exact probability of each option renormalized over the options,
-    p(o) = P(o) / sum_o' P(o'); valid_mass = sum_o' P(o') (the rest is unresolved or invalid)."""
+    p(o) = P(o) / sum_o' P(o'); valid_mass = sum_o' P(o') (the rest is unresolved or invalid). `mode` "logprobs":
+    the same over a chat API's approximate probabilities (method 'choice-logprobs')."""
     r = source("choice_requests")
-    r = r.filter((r.protocol == "choice") & (r["mode"] == "exact")).select(
+    r = r.filter((r.protocol == "choice") & (r["mode"] == mode)).select(
         "model_key", "request_id", "stimulus_id", "prompt_version", "max_new_tokens")
     c = source("choice_probs").join(r, ["model_key", "request_id"])
     j = c.join(labelled, ["stimulus_id", "option"])
     group = [j.model_key, j.request_id, j.temperature, j.top_k, j.top_p]
     valid = j.prob.sum().over(group_by=group)
-    return j.select("model_key", "dataset", "stimulus_id", "item_id", method=ibis.literal("choice-exact"),
+    return j.select("model_key", "dataset", "stimulus_id", "item_id", method=ibis.literal(f"choice-{mode}"),
                     setting=_choice_setting(j), option=j.option, option_label=j.option_label,
                     p=j.prob / valid.nullif(0), valid_mass=valid, n=ibis.null("int64"), gold_label=j.gold_label)
 
@@ -90,10 +91,12 @@ def option_probs(source: Source) -> ir.Table:
     stimulus's options (`p`), the share that was a valid answer (`valid_mass`; NULL for prob), the samples drawn
     (`n`, sample mode) and the gold option's label (`gold_label`, NULL where there is none).
 
-    `method` is 'prob' (the sentence with the option filled in, scored), 'choice-exact' or 'choice-sample'; `setting`
+    `method` is 'prob' (the sentence with the option filled in, scored), 'choice-exact', 'choice-sample' or
+    'choice-logprobs' (a chat API's approximation, docs/design.md section 6); `setting`
     the scoring scheme (prob) or the prompt version and sampling settings (choice), so separate collections are
     never pooled. Only stimuli with labelled options take part; comprehension questions (protocol 'meta') do not.
     """
     labelled = _labelled(source)
-    parts = [_prob(source, labelled), _choice_exact(source, labelled), _choice_sample(source, labelled)]
-    return parts[0].union(parts[1]).union(parts[2]).select(*COLUMNS)
+    parts = [_prob(source, labelled), _choice_exact(source, labelled), _choice_sample(source, labelled),
+             _choice_exact(source, labelled, "logprobs")]
+    return parts[0].union(parts[1]).union(parts[2]).union(parts[3]).select(*COLUMNS)

@@ -17,15 +17,15 @@ _COLLECTIONS_SQL = """
 WITH ds AS (SELECT dataset, count(*) AS stimuli FROM stimuli GROUP BY dataset),
 exact AS (
     SELECT r.model_key, s.dataset, r.protocol,
-           printf('exact T=%g top_k=%d top_p=%g new=%d prompt=%s', p.temperature, p.top_k, p.top_p, r.max_new_tokens,
-                  r.prompt_version) AS settings,
+           printf('%s T=%g top_k=%d top_p=%g new=%d prompt=%s', r.mode, p.temperature, p.top_k, p.top_p,
+                  r.max_new_tokens, r.prompt_version) AS settings,
            count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored, sum(p.n)::BIGINT AS rows,
-           'exact' AS mode, p.temperature, p.top_k, p.top_p, r.max_new_tokens, NULL::BIGINT AS min_new_tokens,
+           r.mode AS mode, p.temperature, p.top_k, p.top_p, r.max_new_tokens, NULL::BIGINT AS min_new_tokens,
            r.prompt_version, NULL::VARCHAR AS scheme, NULL::VARCHAR[] AS run_ids
     FROM choice_requests r JOIN stimuli s USING (stimulus_id)
     JOIN (SELECT model_key, request_id, temperature, top_k, top_p, count(*) AS n FROM choice_probs GROUP BY ALL) p
       USING (model_key, request_id)
-    WHERE r.mode = 'exact' GROUP BY ALL),
+    WHERE r.mode IN ('exact', 'logprobs') GROUP BY ALL),  -- logprobs: a chat API's approximation, its own row
 sampled AS (
     SELECT r.model_key, s.dataset, r.protocol,
            printf('sample T=%g top_k=%d top_p=%g new=%d prompt=%s', x.temperature, x.top_k, x.top_p,

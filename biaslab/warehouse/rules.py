@@ -3,10 +3,11 @@ being merged, or a warehouse being checked (`biaslab warehouse check`).
 
 Value rules (one column of one row): probabilities are in [0, 1]; log-probabilities are finite and at most
 `LOGPROB_SLACK` (a log-probability is <= 0; the slack absorbs float rounding of a near-certain token); logsumexps
-and logits are finite; sampling settings are in range (T > 0, top_k >= 1, 0 < top_p <= 1); token counts are not
-negative. Set rules (several rows): the outcomes of one exact-mode request at one setting (options, 'unresolved',
-'invalid') sum to 1 within `SUM_TOLERANCE`; identity keys are unique; every evidence row names a model of `models`,
-a stimulus of `stimuli`, and its parent request; `meta` holds exactly one schema version.
+and logits are finite; sampling settings are in range (T > 0, top_k >= 0 with 0 for no truncation, 0 < top_p <= 1);
+token counts are not negative. Set rules (several rows): the outcomes of one exact-mode request at one setting
+(options, 'unresolved', 'invalid') sum to 1 within `SUM_TOLERANCE`; identity keys are unique; every evidence row
+names a model of `models`, a stimulus of `stimuli`, and its parent request; `meta` holds exactly one schema
+version.
 
 Each rule is SQL written here (no text from the data goes into it) over a table reference that the caller gives
 (`table_sql(table)`: the warehouse's own table, `shard."table"` of an attached shard, or a staged import), so the rules
@@ -63,7 +64,7 @@ KIND_SQL: dict[str, str] = {
     "logsumexp": "isfinite({c})",
     "logits": _list_all("isfinite({c})"),
     "temperature": "(isfinite({c}) AND {c} > 0)",
-    "top_k": "{c} >= 1",
+    "top_k": "{c} >= 0",
     "top_p": "(isfinite({c}) AND {c} > 0 AND {c} <= 1)",
 }
 

@@ -120,6 +120,77 @@ def test_openai_backend_equals_vllm_backend(vllm_backend, vllm_server, data_dir,
     assert max(worst.values()) < 1e-4
 
 
+def _served(url: str) -> str:
+    import httpx
+
+    return httpx.get(f"{url}/models").json()["data"][0]["id"]
+
+
+def test_openai_chat_against_the_vllm_server(vllm_server, hf_smollm, data_dir, dataset_folder, tmp_path):
+    """`--backend openai-chat` on vLLM's chat endpoint (issue 42): sample mode stores seeded samples and a rerun
+    adds nothing; logprobs mode stores option probabilities equal to the server's top log-probabilities
+    renormalized at the protocol's temperature, and the server's first-answer-token distribution equals the hf
+    engine's under the same chat template (fp32, same prompt: vLLM continues the prefill)."""
+    import math
+
+    import torch
+
+    from biaslab.runners.answers import AnswerParser
+    from biaslab.runners.prompting import PromptSpec, render
+    from biaslab.runners.protocols.choice_chat import position_probabilities
+    from biaslab.runners.stimuli import stimuli_from_warehouse
+
+    url, _ = vllm_server
+    dataset_folder("winopron")
+    db = tmp_path / "w.duckdb"
+    served = _served(url)
+    common = dict(dataset="winopron", db=str(db), data_dir=str(data_dir), model=served, backend="openai-chat",
+                  engine_args={"base_url": url}, limit=4)
+    first = collect(CollectConfig(**common, mode="sample", samples=20, seed=1))
+    again = collect(CollectConfig(**common, mode="sample", samples=20, seed=1))
+    assert first.added == 80 and again.added == 0 and again.pending == 0
+    with Warehouse.open(db, read_only=True) as wh:
+        seeds, valid = wh.rows("SELECT count(DISTINCT seed), count(*) FILTER (WHERE valid) FROM samples")[0]
+    assert seeds == 80 and valid > 0
+    exact = collect(CollectConfig(**common, mode="logprobs", top_k=20, temperature=0.5))
+    assert exact.added == 4
+    spec, tok = PromptSpec.load(), hf_smollm.tokenizer
+    with Warehouse.open(db, read_only=True) as wh:
+        rows = wh.rows("SELECT r.stimulus_id, r.options, c.top_tokens, c.top_logprobs FROM chat_positions c "
+                       "JOIN choice_requests r USING (model_key, request_id) WHERE c.answer_start "
+                       "ORDER BY r.stimulus_id")
+        probs = {(sid, o): p for sid, o, p in wh.rows(
+            "SELECT r.stimulus_id, p.option, p.prob FROM choice_probs p JOIN choice_requests r "
+            "USING (model_key, request_id) WHERE r.mode = 'logprobs'")}
+        stimuli = {s.stimulus_id: s for s in stimuli_from_warehouse(wh, "winopron")}
+    assert len(rows) == 4
+    worst_token = worst_option = 0.0
+    for sid, options, tokens, logprobs in rows:
+        parser = AnswerParser(tuple(options), spec.closing)
+        # the stored probabilities: the server's top-20 log-probabilities renormalized at T = 0.5, read by the parser
+        mine = position_probabilities(parser, "", list(zip(tokens, logprobs)), options, 0.5, 20)
+        weights = [math.exp(lp / 0.5) for lp in logprobs]
+        by_hand = {o: sum(w for t, w in zip(tokens, weights) if parser.first_token(t) == o) / sum(weights)
+                   for o in options}
+        for option in options:
+            assert probs[(sid, option)] == pytest.approx(mine[option], abs=1e-12) == pytest.approx(by_hand[option])
+        # the same first answer token under the hf engine, same chat template and prefill
+        prompt = render(spec, tok, stimuli[sid])
+        assert prompt.adaptation.endswith("prefill_appended")
+        ids = tok(prompt.text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            logits = hf_smollm.model(ids).logits[0, -1].double()
+        hf_lp = torch.log_softmax(logits, -1)
+        top = torch.topk(hf_lp, 20)
+        hf_pairs = [(tok.decode([int(i)]), float(v)) for i, v in zip(top.indices, top.values)]
+        gaps = [abs(a - b) for a, b in zip(sorted(logprobs), sorted(v for _, v in hf_pairs))]
+        worst_token = max(worst_token, *gaps)
+        theirs = position_probabilities(parser, "", hf_pairs, options, 0.5, 20)
+        worst_option = max(worst_option, max(abs(theirs[o] - probs[(sid, o)]) for o in options))
+    print(f"\nopenai-chat logprobs vs hf (fp32): max |log p| diff {worst_token:.2e}, option {worst_option:.2e}")
+    assert worst_token < 1e-3 and worst_option < 1e-3
+
+
 def test_the_vllm_server_passes_every_server_check(vllm_server):
     """What each protocol needs of a server (engines/server_checks.py), asked of a real vLLM server: token-id
     prompts, causal echoed log-probabilities, top-K keyed by id, seeded samples returned as ids."""

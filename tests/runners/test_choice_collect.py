@@ -79,7 +79,8 @@ def test_sample_mode_is_seeded_and_idempotent(tmp_path, tiny_gpt2, data_dir, dat
 def test_absurd_sampling_parameters_are_refused_before_loading(tmp_path, data_dir):
     for kw, message in ((dict(mode="sample", temperature=0.0), "--temperature must be > 0, got 0.0"),
                         (dict(temperature=-1.0), "--temperature must be > 0, got -1.0"),  # exact mode as well
-                        (dict(top_k=0), "--top-k must be at least 1, got 0"),
+                        (dict(top_k=0), "--top-k must be between 1 and --k-store"),  # 0 (none) is for chat APIs
+                        (dict(mode="sample", top_k=0), "is for chat APIs without top_k"),
                         (dict(top_k=80), "between 1 and --k-store"),
                         (dict(mode="sample", samples=0), "--samples must be at least 1"),
                         (dict(mode="sample", samples=10**9), "--samples must be at most 200000, got 1000000000"),

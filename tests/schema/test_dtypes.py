@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from biaslab.cli.runners_cli import runners
 from biaslab.engines.hf.loading import DTYPES as HF_DTYPES
 from biaslab.schema import ModelSpec
-from biaslab.schema.records import DTYPE_NAMES, DTYPES
+from biaslab.schema.records import DTYPE_NAMES, DTYPES, PROVIDER_DTYPE
 
 
 def test_one_vocabulary_read_by_the_engines_and_the_cli():
@@ -16,7 +16,8 @@ def test_one_vocabulary_read_by_the_engines_and_the_cli():
     assert HF_DTYPES == {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     help_text = CliRunner().invoke(runners, ["collect", "--help"], terminal_width=200).output
     assert "--dtype [bf16|fp16|fp32]" in help_text
-    assert ModelSpec.model_json_schema()["properties"]["dtype"]["enum"] == list(DTYPES)
+    dtype = ModelSpec.model_json_schema()["properties"]["dtype"]["anyOf"]
+    assert dtype == [{"enum": list(DTYPES), "type": "string"}, {"const": PROVIDER_DTYPE, "type": "string"}]
 
 
 def test_the_vllm_engine_spells_the_same_names():

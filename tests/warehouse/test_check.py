@@ -93,12 +93,12 @@ def test_clean_warehouse_is_all_ok(clean_path):
     assert ("schema_version", "meta") in checks and ("unfinished_runs", "runs") in checks
     assert {t for c, t in checks if c == "duplicate_keys"} == {
         "stimuli", "models", "runs", "sequence_scores", "token_scores", "choice_requests", "choice_nodes",
-        "choice_edges", "choice_probs", "samples", "gen_requests", "annotations", "user_datasets"}
+        "choice_edges", "choice_probs", "samples", "gen_requests", "annotations", "user_datasets", "chat_positions"}
     assert {t for c, t in checks if c == "orphan_rows"} == {"token_scores", "choice_nodes", "choice_edges",
-                                                            "choice_probs"}
+                                                            "choice_probs", "chat_positions"}
     assert {t for c, t in checks if c == "unknown_stimulus"} == {"sequence_scores", "choice_requests", "samples",
                                                                  "gen_requests"}
-    assert len([c for c, _ in checks if c == "unknown_model"]) == 8
+    assert len([c for c, _ in checks if c == "unknown_model"]) == 9  # every evidence table (chat_positions too)
     assert format_findings(findings).endswith(f"all {len(findings)} check(s) ok")
 
 
@@ -265,7 +265,7 @@ def test_every_problem_at_once(clean_path):
          "INSERT INTO token_scores VALUES ('m1', 'gone', 0, 5, -0.1, NULL, NULL)",
          "INSERT INTO choice_edges VALUES ('m1', 'nope', 0, 3, 'he', NULL)",
          "INSERT INTO runs (run_id, command, started_at, status) VALUES ('x', 'c', now(), 'running')",
-         "INSERT INTO choice_probs VALUES ('ghost', 'c1', 'he', 1.0, 0, 1.0, 0.5)")
+         "INSERT INTO choice_probs VALUES ('ghost', 'c1', 'he', 1.0, -1, 1.0, 0.5)")
     findings = _check(clean_path)
     assert not ok(findings)
     got = {key: f.count for key, f in _problems(findings).items()}
@@ -276,7 +276,7 @@ def test_every_problem_at_once(clean_path):
         ("orphan_rows", "choice_probs"): 1,  # no ('ghost', 'c1') request either
         ("unfinished_runs", "runs"): 1,
         ("unknown_model", "choice_probs"): 1,
-        ("value_rules", "choice_probs"): 2,  # top_k 0, and its request's outcomes sum to 0.5
+        ("value_rules", "choice_probs"): 2,  # top_k -1 (0 is 'none'), and its request's outcomes sum to 0.5
     }
     lines = format_findings(findings).splitlines()
     assert len(lines) == 8 and lines[-1] == f"7 problem(s) in {len(findings)} check(s)"

@@ -18,7 +18,7 @@ CASES = {
     "logsumexp": ("12.5", ["'inf'::DOUBLE", "'nan'::DOUBLE"]),
     "logits": ("[3.0::FLOAT, -1.0::FLOAT]", ["[3.0::FLOAT, 'inf'::FLOAT]"]),
     "temperature": ("0.7", ["0.0", "-1.0", "'inf'::DOUBLE"]),
-    "top_k": ("1", ["0"]),
+    "top_k": ("0", ["-1"]),  # 0: no top-k truncation (a chat API without top_k)
     "top_p": ("1.0", ["0.0", "1.01", "'nan'::DOUBLE"]),
 }
 

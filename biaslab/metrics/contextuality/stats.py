@@ -187,7 +187,7 @@ def _measurements(pf: pd.DataFrame, samples: SampleMeasurements | None, draws: i
 
     Sample mode: every valid sample. Exact mode: `draws` draws per stimulus from Bernoulli(p_f) with a fixed seed,
     in the order of `pf`."""
-    exact = pf[(pf["mode"] == "exact") & pf["p_f"].notna()]
+    exact = pf[(pf["mode"] != "sample") & pf["p_f"].notna()]  # exact, or logprobs (a probability per prompt)
     stimuli = pf[["stimulus_id", *STIMULUS_FEATURES]]
     if samples is not None:
         stimuli = pd.concat([samples.stimuli, stimuli], ignore_index=True)

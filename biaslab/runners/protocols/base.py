@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ...engines.base import SamplingSettings, require
+from ...engines.base import CHAT, SamplingSettings, require
+from ...errors import UsageError
 from ...schema import Stimulus
 
 Progress = Callable[[int], None] | None
@@ -48,7 +49,7 @@ class Sampling(Settings):
     samples: int = Field(None, ge=1, le=MAX_SAMPLES)
     seed: int = None
     temperature: float = Field(None, gt=0)
-    top_k: int = Field(None, ge=1)
+    top_k: int = Field(None, ge=0)  # 0: no top-k truncation (chat APIs without top_k; refused for in-process engines)
     top_p: float = Field(None, gt=0, le=1)
     max_new_tokens: int = Field(None, ge=1)
 
@@ -84,6 +85,7 @@ class Protocol(ABC):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.dataset: Any = None  # the `runners.datasets.DatasetRef` asked, set by `bind`
+        self.chat = False  # the engine is a chat API (messages, no token ids), set by `require`
 
     def bind(self, dataset: Any) -> None:
         """The dataset this protocol asks (`runners.datasets.DatasetRef`): its prompt, pronoun families, derived
@@ -101,11 +103,16 @@ class Protocol(ABC):
         SAMPLE): refused before any model loads where the engine lacks one (`require`), and verified by the
         prepared engine (`Prepared.verify`; a server is asked) before any run row is written."""
 
-    def require(self, backend: str, capabilities: frozenset[str], kind: str) -> frozenset[str]:
-        """Refuse (`Unsupported`, one line) an engine `backend` whose `capabilities` lack what this protocol needs for
-        a model of `kind`; returns the needs."""
+    def require(self, backend: str, capabilities: frozenset[str], kind: str,
+                why: dict[str, str] | None = None) -> frozenset[str]:
+        """Refuse (`Unsupported`, one line, with the engine's reason `why` where it gives one) an engine `backend`
+        whose `capabilities` lack what this protocol needs for a model of `kind`; returns the needs. An engine with
+        the CHAT capability is a chat API: the protocol then asks it with messages (`chat`)."""
+        self.chat = CHAT in capabilities
+        if not self.chat and getattr(self.settings, "top_k", None) == 0:
+            raise UsageError("--top-k 0 (no top-k truncation) is for chat APIs without top_k; give --top-k >= 1")
         needs = self.needs(kind)
-        require(backend, capabilities, needs, self.capability(kind))
+        require(backend, capabilities, needs, self.capability(kind), why)
         return needs
 
     def check(self) -> None:

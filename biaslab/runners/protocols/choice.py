@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ...engines.base import SAMPLE, TOP_K, SamplingSettings
+from ...engines.base import CHAT, CHAT_LOGPROBS, SAMPLE, TOP_K, SamplingSettings
 from ...errors import Unsupported, UsageError
 from ...schema import Stimulus, evidence, request_id
 from ..answers import AnswerParser, decode
@@ -45,6 +45,7 @@ class ChoiceRequest(Request):
     lead: str = ""                   # text the model must write before the answer (prefill rejected by the template)
     lead_tokens: int = 0             # generation tokens granted for it, beyond max_new_tokens
     final_marker: str | None = None  # channel formats: the final channel's header
+    messages: tuple = ()             # a chat API's request: the system and user messages (no token ids)
 
     def parser(self, spec: PromptSpec) -> AnswerParser:
         """The answer parser of this prompt (the same in exact and sample mode)."""
@@ -61,6 +62,24 @@ def choice_requests(stimuli: Sequence[Stimulus], tokenizer, spec: PromptSpec, pa
         rid = request_id(s.stimulus_id, "choice", {**params, "adaptation": rendered.adaptation}, spec.version)
         out.append(ChoiceRequest(rid, s.stimulus_id, "choice", tuple(s.options), rendered.text, list(ids),
                                  rendered.adaptation, rendered.lead, rendered.lead_tokens, rendered.final_marker))
+    return out
+
+
+def chat_choice_requests(stimuli: Sequence[Stimulus], spec: PromptSpec, params: dict, prefill: bool
+                         ) -> list[ChoiceRequest]:
+    """One request per stimulus: its messages (the prefill as an assistant message to continue where `prefill`),
+    and its id = hash(stimulus, "choice", `params` with the adaptation, the prompt's version)."""
+    from .choice_chat import NO_PREFILL, PREFILL_CONTINUED, chat_messages
+
+    adaptation = PREFILL_CONTINUED if prefill else NO_PREFILL
+    out = []
+    for s in stimuli:
+        messages = chat_messages(spec, s)
+        sent = [*messages, {"role": "assistant", "content": spec.prefill}] if prefill and spec.prefill else messages
+        rid = request_id(s.stimulus_id, "choice", {**params, "adaptation": adaptation}, spec.version)
+        out.append(ChoiceRequest(rid, s.stimulus_id, "choice", tuple(s.options),
+                                 json.dumps(sent, ensure_ascii=False), [], adaptation,
+                                 lead="" if prefill else spec.prefill, messages=tuple(messages)))
     return out
 
 
@@ -277,13 +296,15 @@ class ChoiceSettings(Sampling):
 
     DEFAULTS = {"samples": 200, "seed": 0, "temperature": 0.5, "top_k": 40, "top_p": 1.0, "max_new_tokens": 6}
 
-    mode: Literal["exact", "sample"] = "exact"
+    mode: Literal["exact", "sample", "logprobs"] = "exact"
     k_store: int = MIN_K_STORE
     prompt: str = "forced_choice_v1"
     prompt_batch: int = Field(DEFAULT_PROMPT_BATCH, ge=1)
 
     @model_validator(mode="after")
     def _exact(self) -> ChoiceSettings:
+        if self.mode == "logprobs" and self.top_p != 1.0:
+            raise UsageError("--mode logprobs derives top-k / temperature sampling: use --top-p 1.0")
         if self.mode != "exact":
             return self
         if self.top_p != 1.0:
@@ -300,6 +321,9 @@ class ChoiceSettings(Sampling):
         if self.mode == "exact":
             return {"mode": "exact", "max_new_tokens": self.max_new_tokens, "k_store": self.k_store,
                     "temperature": self.temperature, "top_k": self.top_k}
+        if self.mode == "logprobs":  # one request per setting, as exact mode (its probabilities are of T and top_k)
+            return {"mode": "logprobs", "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
+                    "top_k": self.top_k}
         return {"mode": "sample", "max_new_tokens": self.max_new_tokens}
 
 
@@ -311,13 +335,18 @@ class Choice(Protocol):
 
     @property
     def table(self) -> str:  # noqa: D401  (the evidence table depends on the mode)
-        return "choice_requests" if self.settings.mode == "exact" else "samples"
+        return "samples" if self.settings.mode == "sample" else "choice_requests"
 
     def capability(self, kind: str) -> str:
         return f"choice-{self.settings.mode}"
 
     def needs(self, kind: str) -> frozenset[str]:
-        return frozenset({TOP_K if self.settings.mode == "exact" else SAMPLE})
+        mode = self.settings.mode
+        if mode == "logprobs":
+            return frozenset({CHAT_LOGPROBS})
+        if mode == "sample":
+            return frozenset({CHAT if self.chat else SAMPLE})
+        return frozenset({TOP_K})
 
     def check(self) -> None:
         """The prompt: --prompt when given, else the one the dataset declares (a user dataset's), else the
@@ -329,6 +358,9 @@ class Choice(Protocol):
             self.spec = PromptSpec.load(self.settings.prompt)
 
     def check_engine(self, prepared) -> None:
+        if self.chat:
+            prepared.check_sampling(self.settings.sampling())
+            return
         k, k_store = prepared.max_top_k, self.settings.k_store
         if self.settings.mode != "exact" or k is None or k_store <= k:
             return
@@ -343,11 +375,13 @@ class Choice(Protocol):
 
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[ChoiceRequest]:
         self.engine = prepared.label
+        if self.chat:
+            return chat_choice_requests(stimuli, self.spec, self.settings.render_params(), prepared.prefill)
         return choice_requests(stimuli, prepared.tokenizer, self.spec, self.settings.render_params())
 
     def pending(self, wh, model_key: str, requests: Sequence[ChoiceRequest]) -> Work:
         s = self.settings
-        if s.mode == "exact":
+        if s.mode in ("exact", "logprobs"):
             todo = pending_choice(wh, model_key, requests)
             return Work(len(todo), todo, list(requests))
         seeds = {(r.request_id, i): sample_seed(s.seed, r.request_id, i) for r in requests for i in range(s.samples)}
@@ -361,6 +395,15 @@ class Choice(Protocol):
         if s.mode == "sample":
             version += f":seed={s.seed}:T={s.temperature}:k={s.top_k}:p={s.top_p}"
         return version
+
+    def planned(self, work: Work) -> tuple[int, int, int]:
+        """(requests, input characters, output tokens at most) a chat API will be sent for `work`."""
+        from .choice_chat import planned_calls
+
+        if self.settings.mode == "logprobs":
+            return planned_calls([(r, 1) for r in work.items], self.settings.sampling())
+        pending, _ = work.items
+        return planned_calls([(r, len(todo)) for r, todo in pending], self.settings.sampling())
 
     def provenance(self) -> tuple[dict, dict | None]:
         s = self.settings
@@ -381,7 +424,25 @@ class Choice(Protocol):
             return collect_exact(wh, backend, items, spec, params=s.sampling(), k_store=s.k_store,
                                  chunk_size=max(1, min(chunk_size, 32)), run_id=run_id, prompt_batch=s.prompt_batch,
                                  on_progress=on_progress)
+        if backend is None:
+            return 0  # nothing pending: no engine was started
+        key = backend.spec.model_key
+        if s.mode == "logprobs":
+            from .choice_chat import collect_chat_logprobs
+
+            rows = lambda chunk: _request_rows(key, chunk, "logprobs", spec, s.max_new_tokens,  # noqa: E731
+                                               backend.max_top_k, run_id)
+            return collect_chat_logprobs(wh, backend, items, spec, params=s.sampling(),
+                                         top_logprobs=backend.max_top_k, request_rows=rows, run_id=run_id,
+                                         on_progress=on_progress)
         pending, seeds = items
+        if self.chat:
+            from .choice_chat import collect_chat_samples
+
+            rows = lambda chunk: _request_rows(key, chunk, "sample", spec, s.max_new_tokens, None,  # noqa: E731
+                                               run_id)
+            return collect_chat_samples(wh, backend, pending, seeds, spec, params=s.sampling(), request_rows=rows,
+                                        run_id=run_id, on_progress=on_progress)
         return collect_samples(wh, backend, pending, seeds, spec, params=s.sampling(), rows_per_batch=256,
                                run_id=run_id, on_progress=on_progress)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import model_validator
 
-from ...engines.base import SAMPLE, SamplingSettings
+from ...engines.base import CHAT, SAMPLE, SamplingSettings
 from ...errors import DataError, UsageError
 from ...lexicon.pronoun_detection import vocabulary
 from ...lexicon.pronouns import capitalize
@@ -62,11 +62,12 @@ def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
 
 
 def gen_requests(stimuli: Sequence[Stimulus], max_new_tokens: int = 50, min_new_tokens: int = 50,
-                 families: dict | None = None) -> list[GenRequest]:
+                 families: dict | None = None, chat: bool = False) -> list[GenRequest]:
     """Requests of the stimuli; the generation length settings are part of the request identity (so a run with
     another --max-new-tokens or --min-new-tokens is a new collection with its own `gen_requests` rows).
     `families`: the first-pronoun detector's vocabulary (family -> case -> forms; default the built-in one of the
-    stimuli's dataset, `lexicon.pronoun_detection.vocabulary`)."""
+    stimuli's dataset, `lexicon.pronoun_detection.vocabulary`). `chat`: the prompt is sent to a chat API as the
+    user message (its own requests: a reply to a message is not a continuation of text)."""
     out = []
     for s in stimuli:
         if s.pronoun_set is None:
@@ -78,8 +79,10 @@ def gen_requests(stimuli: Sequence[Stimulus], max_new_tokens: int = 50, min_new_
                             f"the gen protocol covers those (for tango use --pronouns core)")
         stored = json.dumps(known, sort_keys=True)
         for context, text in generation_prompts(s):
-            rid = request_id(s.stimulus_id, "gen", {"context": context, "max_new_tokens": max_new_tokens,
-                                                   "min_new_tokens": min_new_tokens}, GEN_VERSION)
+            params = {"context": context, "max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens}
+            if chat:
+                params["chat"] = "user_message"
+            rid = request_id(s.stimulus_id, "gen", params, GEN_VERSION)
             out.append(GenRequest(rid, s.stimulus_id, "gen", s.dataset, context, text, s.pronoun_set, stored))
     return out
 
@@ -160,6 +163,39 @@ def collect_generations(wh, backend, requests: Sequence[GenRequest], pending: di
     return added
 
 
+def collect_chat_generations(wh, backend, requests: Sequence[GenRequest], pending: dict[str, list[int]], *,
+                             samples: int, seed: int, params: SamplingSettings, chunk_size: int,
+                             run_id: str | None, on_progress: Progress = None) -> int:
+    """`collect_generations` for a chat API: each prompt as the user message, one seeded request per sample
+    (`backend.chat`), the reply's text stored as the continuation (no token ids: the API gives none)."""
+    if not pending:
+        return 0
+    key = backend.spec.model_key
+    added = 0
+    for start in range(0, len(requests), chunk_size):
+        chunk = [r for r in requests[start:start + chunk_size] if r.request_id in pending]
+        if not chunk:
+            continue
+        calls = [(r, i, sample_seed(seed, r.request_id, i)) for r in chunk for i in pending[r.request_id]]
+        replies = backend.chat([[{"role": "user", "content": r.prompt_text}] for r, _, _ in calls],
+                               [s for _, _, s in calls], params)
+        rows: dict[str, list] = {k: [] for k in ("request_id", "stimulus_id", "sample_index", "seed", "text",
+                                                 "token_ids", "token_logprobs", "finish_reason")}
+        for (r, i, s_seed), reply in zip(calls, replies, strict=True):
+            for k, v in (("request_id", r.request_id), ("stimulus_id", r.stimulus_id), ("sample_index", i),
+                         ("seed", s_seed), ("text", reply.text), ("token_ids", []), ("token_logprobs", []),
+                         ("finish_reason", reply.finish_reason)):
+                rows[k].append(v)
+        table = evidence.arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
+                               top_p=params.top_p, max_new_tokens=params.max_new_tokens, answer=None, valid=True,
+                               run_id=run_id)
+        added += wh.append_many({"gen_requests": _request_table(key, chunk, params, run_id), "samples": table})[
+            "samples"]
+        if on_progress:
+            on_progress(len(chunk))
+    return added
+
+
 #: samples generated together in one batch (rows of the KV cache)
 GEN_ROWS_PER_BATCH = 64
 
@@ -192,11 +228,22 @@ class Gen(Protocol):
     table = "samples"
 
     def needs(self, kind: str) -> frozenset[str]:
-        return frozenset({SAMPLE})
+        return frozenset({CHAT if self.chat else SAMPLE})
+
+    def check_engine(self, prepared) -> None:
+        if self.chat:
+            prepared.check_sampling(self.settings.sampling())
 
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[GenRequest]:
         families = self.dataset.families() if self.dataset is not None else None
-        return gen_requests(stimuli, self.settings.max_new_tokens, self.settings.min_new_tokens, families)
+        return gen_requests(stimuli, self.settings.max_new_tokens, self.settings.min_new_tokens, families,
+                            chat=self.chat)
+
+    def planned(self, work: Work) -> tuple[int, int, int]:
+        """(requests, input characters, output tokens at most) a chat API will be sent for `work`."""
+        calls = sum(len(todo) for todo in work.items.values())
+        chars = sum(len(r.prompt_text) * len(work.items.get(r.request_id, ())) for r in work.requests)
+        return calls, chars, calls * self.settings.max_new_tokens
 
     def pending(self, wh, model_key: str, requests: Sequence[GenRequest]) -> Work:
         s = self.settings
@@ -215,6 +262,10 @@ class Gen(Protocol):
     def run(self, wh, backend, work: Work, *, run_id: str, chunk_size: int, on_progress: Progress) -> int:
         s = self.settings
         chunk = max(1, min(chunk_size, GEN_ROWS_PER_BATCH // s.samples))
+        if self.chat:
+            return collect_chat_generations(wh, backend, work.requests, work.items, samples=s.samples, seed=s.seed,
+                                            params=s.sampling(), chunk_size=chunk, run_id=run_id,
+                                            on_progress=on_progress)
         return collect_generations(wh, backend, work.requests, work.items, samples=s.samples, seed=s.seed,
                                    params=s.sampling(), chunk_size=chunk, run_id=run_id, on_progress=on_progress)
 

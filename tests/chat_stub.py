@@ -1,0 +1,144 @@
+"""A stub of OpenAI's chat completions API on 127.0.0.1 (http.server in a thread), following the documented wire
+format (`POST /v1/chat/completions`: `choices[].message`, `finish_reason`, `logprobs.content[].top_logprobs`,
+`model`, `system_fingerprint`, `usage`), for the `openai-chat` engine's tests.
+
+Its "model" is a fixed rule, so every number is known by hand: a sampled reply to a forced choice answers the
+first option listed in the user message when `seed_unit(seed) < P_FIRST`, else the second (the seed is required);
+a logprobs reply is the greedy answer with the top log-probabilities of `alternatives(first, second)` where the
+answer begins (and `LEAD_LOGPROB` for the lead's tokens); a message without options gets an open continuation.
+`extensions=False` answers a request holding vLLM's fields (top_k, min_tokens, continue_final_message) with 400, as
+OpenAI does; `script` (a list of (status, body, headers)) is served first, one entry per completion; `snapshot`
+and `fingerprint` name the model that answers (change them to change the snapshot mid-run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+P_FIRST = 0.7
+#: the alternatives where the answer begins, as (role, probability): the first option, the second, the first
+#: option's first two letters (a prefix of it alone for every WinoPron pair), a letter of no option, a space; 0.03
+#: of the mass is not returned
+ANSWER_ALTERNATIVES = [("first", 0.55), ("second", 0.25), ("prefix", 0.10), ("invalid", 0.04),
+                       ("unresolved", 0.03)]
+OPTIONS = re.compile(r"options: \[(.+?), (.+?)\]")
+
+
+def alternatives(first: str, second: str) -> list[tuple[str, float]]:
+    """(token text, probability) of `ANSWER_ALTERNATIVES` for a prompt listing `first` and `second`."""
+    text = {"first": first, "second": second, "prefix": first[:2], "invalid": "x", "unresolved": " "}
+    return [(text[role], p) for role, p in ANSWER_ALTERNATIVES]
+LEAD_LOGPROB = math.log(0.9)
+#: the lead's tokens when no prefill is continued ("{'BLANK':'" written by the model)
+LEAD_TOKENS = ["{'", "BLANK", "':", "'"]
+EXTENSION_FIELDS = ("top_k", "min_tokens", "continue_final_message", "add_generation_prompt", "min_p",
+                    "repetition_penalty")
+
+
+def seed_unit(seed: int) -> float:
+    """A number in [0, 1) fixed by the seed."""
+    return int(hashlib.sha256(str(seed).encode()).hexdigest()[:8], 16) / 16 ** 8
+
+
+class ChatStub:
+    def __init__(self, *, extensions: bool = True, snapshot: str = "stub-model-2026-01-01",
+                 fingerprint: str | None = "fp_1"):
+        self.extensions, self.snapshot, self.fingerprint = extensions, snapshot, fingerprint
+        self.script: list[tuple[int, object, dict]] = []
+        self.delay_s = 0.0  # every completion waits this long (an interruption test's slow provider)
+        self.bodies: list[dict] = []
+        self.headers: list[dict] = []
+        self.lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, body, headers=None):
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                with stub.lock:
+                    stub.bodies.append(body)
+                    stub.headers.append(dict(self.headers))
+                    scripted = stub.script.pop(0) if stub.script else None
+                if scripted is not None:
+                    self._send(*scripted)
+                    return
+                if stub.delay_s:
+                    import time
+
+                    time.sleep(stub.delay_s)
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                self._send(*stub.answer(body))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def completions(self) -> int:
+        return len(self.bodies)
+
+    def answer(self, body: dict) -> tuple[int, dict]:
+        unknown = [f for f in EXTENSION_FIELDS if f in body]
+        if unknown and not self.extensions:
+            return 400, {"error": {"message": f"Unrecognized request argument supplied: {unknown[0]}",
+                                   "type": "invalid_request_error", "param": unknown[0]}}
+        if body.get("model") != "stub-model":
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist"}}
+        continued = bool(body.get("continue_final_message"))
+        users = [m["content"] for m in body.get("messages") or [] if m["role"] == "user"]
+        listed = OPTIONS.search(users[-1]) if users else None
+        seed = body.get("seed")
+        if listed is None:
+            text = f" and then she said hello ({seed})"  # gen: an open continuation
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length",
+                      "logprobs": None}
+        elif body.get("logprobs"):
+            choice = self._logprobs_choice(continued, int(body.get("top_logprobs") or 0), *listed.groups())
+        else:
+            answer = listed[1] if seed is not None and seed_unit(int(seed)) < P_FIRST else listed[2]
+            text = f"{answer}'}}" if continued else f"{{'BLANK': '{answer}'}}"
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                      "logprobs": None}
+        reply = {"id": "chatcmpl-stub", "object": "chat.completion", "created": 0, "model": self.snapshot,
+                 "choices": [choice], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        if self.fingerprint is not None:
+            reply["system_fingerprint"] = self.fingerprint
+        return 200, reply
+
+    def _logprobs_choice(self, continued: bool, k: int, first: str, second: str) -> dict:
+        def entry(token, lp, alternatives):
+            return {"token": token, "logprob": lp, "bytes": list(token.encode()),
+                    "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())}
+                                     for t, v in alternatives[:k]]}
+
+        content = [] if continued else [entry(t, LEAD_LOGPROB, [(t, LEAD_LOGPROB), ("<", math.log(0.05))])
+                                        for t in LEAD_TOKENS]
+        answer = [(t, math.log(p)) for t, p in alternatives(first, second)]
+        content.append(entry(first, answer[0][1], answer))
+        content.append(entry("'}", LEAD_LOGPROB, [("'}", LEAD_LOGPROB)]))
+        text = "".join(c["token"] for c in content)
+        return {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
+                "logprobs": {"content": content}}
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

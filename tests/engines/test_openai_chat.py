@@ -1,0 +1,243 @@
+"""`--backend openai-chat` against a stub of OpenAI's chat completions API (tests/chat_stub.py, documented wire
+format): gen, choice sample and choice logprobs end to end through `runners collect`; a rerun adds nothing; the
+logprobs mode's probabilities against the formula computed by hand; 429 with Retry-After, 5xx, malformed and refused
+replies, a changed snapshot mid-run; the cost shown and refused before any request; prob and exact mode refused with
+why; the key never stored. The real server (vLLM's, CPU) is in tests/runners/test_backend_vllm.py."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("openai")
+
+from biaslab.cli.main import biaslab as biaslab_cli  # noqa: E402
+from biaslab.cli.runners_cli import runners  # noqa: E402
+from biaslab.warehouse import Warehouse  # noqa: E402
+from chat_stub import ANSWER_ALTERNATIVES, P_FIRST, ChatStub, seed_unit  # noqa: E402
+
+KEY = "sk-test-" + "7f3a9c" * 6  # a key-shaped secret that must never be written anywhere
+LIMIT = 4
+
+
+@pytest.fixture
+def stub():
+    server = ChatStub()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def strict():
+    """OpenAI-like: refuses vLLM's extension fields (top_k, min_tokens, continue_final_message)."""
+    server = ChatStub(extensions=False)
+    yield server
+    server.close()
+
+
+def collect(server, db, *args, key=True, env=None):
+    base = ["collect", "--backend", "openai-chat", "--base-url", server.url, "--model", "stub-model",
+            "--db", str(db), "--yes", *(["--api-key-env", "STUB_KEY"] if key else []), *args]
+    return CliRunner().invoke(runners, base, env={"STUB_KEY": KEY, **(env or {})})
+
+
+def test_sample_mode_stores_seeded_parsed_replies_and_a_rerun_adds_nothing(stub, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", str(LIMIT), "--mode", "sample",
+            "--samples", "5", "--seed", "1"]
+    first = collect(stub, db, *args)
+    assert first.exit_code == 0, first.output
+    assert "20 samples added" in first.output and "20 requests, about" in first.output
+    sent = stub.bodies[1:]  # after the probe
+    assert len(sent) == 20 and len({b["seed"] for b in sent}) == 20
+    assert {b["temperature"] for b in sent} == {0.5} and {b["top_k"] for b in sent} == {40}
+    assert all(b["continue_final_message"] and b["messages"][-1]["role"] == "assistant" for b in sent)
+    with Warehouse.open(db, read_only=True) as wh:
+        rows = wh.rows("SELECT s.seed, s.answer, s.valid, r.options, s.token_ids, s.finish_reason FROM samples s "
+                       "JOIN choice_requests r USING (model_key, request_id) ORDER BY s.seed")
+        spec = wh.rows("SELECT backend, revision, dtype FROM models")
+        adaptation = wh.rows("SELECT DISTINCT adaptation, mode FROM choice_requests")
+    assert [r[1] for r in rows] == [r[3][0] if seed_unit(r[0]) < P_FIRST else r[3][1] for r in rows]
+    assert 0 < sum(r[1] == r[3][0] for r in rows) < 20
+    assert all(r[2] and r[4] == [] and r[5] == "stop" for r in rows)
+    assert spec == [("openai-chat", "stub-model-2026-01-01/fp_1", "provider")]
+    assert adaptation == [("chat_api+prefill_continued", "sample")]
+    again = collect(stub, db, *args)
+    assert again.exit_code == 0 and "0 samples added" in again.output and stub.completions == 22  # a probe only
+
+
+def _by_hand(temperature: float, top_k: int) -> dict[str, float]:
+    """The module formula of choice_chat on the stub's alternatives, written out: outcome role -> probability."""
+    kept = ANSWER_ALTERNATIVES[:top_k] if top_k and top_k <= len(ANSWER_ALTERNATIVES) else ANSWER_ALTERNATIVES
+    top = kept[0][1]
+    weight = {role: (p / top) ** (1 / temperature) for role, p in kept}
+    spare = 0.0
+    if not (top_k and top_k <= len(ANSWER_ALTERNATIVES)):
+        rest, p_min = 1 - sum(p for _, p in ANSWER_ALTERNATIVES), min(p for _, p in ANSWER_ALTERNATIVES)
+        count = (top_k - len(ANSWER_ALTERNATIVES)) if top_k else math.inf
+        spare = min(count, rest / p_min) * (p_min / top) ** (1 / temperature)
+    outcome = {"first": "first", "second": "second", "prefix": "first", "invalid": "invalid",
+               "unresolved": "unresolved"}
+    total = sum(weight.values()) + spare
+    out = {"first": 0.0, "second": 0.0, "unresolved": spare / total, "invalid": 0.0}
+    for token, w in weight.items():
+        out[outcome[token]] += w / total
+    return out
+
+
+@pytest.mark.parametrize("server_kind, top_k, temperature", [("stub", 40, 0.5), ("stub", 3, 0.5),
+                                                               ("strict", 0, 0.5), ("strict", 0, 1.0)])
+def test_logprobs_mode_derives_the_option_probabilities_by_the_formula(server_kind, top_k, temperature, request,
+                                                                        tmp_path, data_dir):
+    server = request.getfixturevalue(server_kind)
+    db = tmp_path / "w.duckdb"
+    result = collect(server, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+                     "logprobs", "--top-k", str(top_k), "--temperature", str(temperature))
+    assert result.exit_code == 0, result.output
+    expected = _by_hand(temperature, top_k)
+    with Warehouse.open(db, read_only=True) as wh:
+        got = wh.rows("SELECT p.request_id, p.option, p.prob, p.top_k, r.options FROM choice_probs p "
+                      "JOIN choice_requests r USING (model_key, request_id) ORDER BY p.request_id, p.option")
+        starts = wh.rows("SELECT position, token FROM chat_positions WHERE answer_start ORDER BY request_id")
+        modes = wh.rows("SELECT DISTINCT mode, k_store, adaptation FROM choice_requests")
+        pf = wh.rows("SELECT DISTINCT mode FROM winopron_pf")
+    assert len(got) == 2 * 4 and {r[3] for r in got} == {top_k}
+    for _, option, prob, _, options in got:
+        role = {options[0]: "first", options[1]: "second"}.get(option, option)
+        assert prob == pytest.approx(expected[role], abs=1e-12), option
+    continued = server_kind == "stub"
+    assert [s[0] for s in starts] == [0 if continued else 4] * 2
+    assert modes == [("logprobs", 20, "chat_api+prefill_continued" if continued else "chat_api+no_prefill")]
+    assert pf == [("logprobs",)]  # labelled approximate, never pooled with exact mode
+    import biaslab
+
+    with biaslab.open(db) as handle:
+        listed = handle.collections()
+    assert list(listed["settings"]) == [f"logprobs T={temperature:g} top_k={top_k} top_p=1 new=6 "
+                                        f"prompt=forced-choice-v1"] and list(listed["stored"]) == [2]
+    assert sum(expected.values()) == pytest.approx(1) and expected["first"] > expected["second"] > 0
+
+
+def test_gen_stores_the_replies_as_samples(stub, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    result = collect(stub, db, "--dataset", "ruff", "--data-dir", str(data_dir), "--protocol", "gen", "--limit",
+                     "2", "--samples", "2")
+    assert result.exit_code == 0, result.output
+    with Warehouse.open(db, read_only=True) as wh:
+        n, texts = wh.rows("SELECT count(*), list(DISTINCT text) FROM samples")[0]
+        requests = wh.rows("SELECT count(*) FROM gen_requests")[0][0]
+    assert requests == 4 and n == 8 and all(t.startswith(" and then she said hello") for t in texts)
+    users = [b["messages"] for b in stub.bodies[1:]]
+    assert all(len(m) == 1 and m[0]["role"] == "user" for m in users)
+    assert {b["min_tokens"] for b in stub.bodies[1:]} == {50} and {b["top_k"] for b in stub.bodies[1:]} == {50}
+
+
+def test_an_openai_like_server_refuses_what_it_cannot_apply_in_one_line(strict, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    refused = collect(strict, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+                      "sample", "--samples", "2")
+    assert refused.exit_code == 2 and "takes no top_k" in refused.output and "--top-k 0" in refused.output
+    assert not db.exists() or Warehouse.open(db, read_only=True).count("samples") == 0
+    ok = collect(strict, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+                 "sample", "--samples", "2", "--top-k", "0")
+    assert ok.exit_code == 0, ok.output
+    sent = strict.bodies[-4:]
+    assert all("top_k" not in b and "continue_final_message" not in b and b["messages"][-1]["role"] == "user"
+               for b in sent)
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT DISTINCT top_k, valid FROM samples") == [(0, True)]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--dataset", "winogender", "--protocol", "prob"], "gives no log-probabilities of given text"),
+    (["--dataset", "winopron", "--mode", "exact"], "exact mode needs the model's top logits"),
+])
+def test_prob_and_exact_mode_are_refused_with_why_before_any_request(stub, tmp_path, data_dir, args, needle):
+    result = collect(stub, tmp_path / "w.duckdb", "--data-dir", str(data_dir), *args)
+    assert result.exit_code == 1 and needle in result.output and len(result.output.strip().splitlines()) == 1
+    assert stub.completions == 0
+
+
+def test_the_cost_is_shown_and_max_cost_refuses_before_any_request(stub, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "4", "--mode", "sample", "--samples",
+            "10", "--price-in", "2.5", "--price-out", "10"]
+    refused = collect(stub, db, *args, "--max-cost", "0.0001")
+    assert refused.exit_code == 2 and "above --max-cost" in refused.output and "40 requests" in refused.output
+    assert stub.completions == 1  # the probe only
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("runs") == 0 and wh.count("samples") == 0
+    ok = collect(stub, db, *args, "--max-cost", "1")
+    assert ok.exit_code == 0 and "estimated cost $0.0" in ok.output and stub.completions == 42
+
+
+def test_429_with_retry_after_then_success_and_5xx_that_persists(stub, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
+            "1", "--engine-arg", "retries=2"]
+    stub.script = [(200, stub.answer({"model": "stub-model", "messages": []})[1], {})]  # the probe
+    stub.script += [(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "0"})] * 2
+    result = collect(stub, db, *args)
+    assert result.exit_code == 0, result.output
+    assert stub.completions == 4  # probe, two 429s, the answer
+    stub.script = [(200, stub.answer({"model": "stub-model", "messages": []})[1], {})]
+    stub.script += [(503, {"error": {"message": "overloaded"}}, {"Retry-After": "0"})] * 3
+    failed = collect(stub, db, *args[:-3], "2", *args[-2:])  # a second sample per prompt: one request
+    assert failed.exit_code == 1 and "answered 503 after 2 retries: overloaded" in failed.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("samples") == 1  # the failed request stored nothing
+
+
+def test_malformed_refused_and_changed_snapshot_replies(stub, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
+            "1"]
+    probe = (200, stub.answer({"model": "stub-model", "messages": []})[1], {})
+    stub.script = [probe, (200, {"id": "x", "object": "chat.completion", "created": 0, "model": stub.snapshot,
+                                 "system_fingerprint": stub.fingerprint, "choices": []}, {})]
+    malformed = collect(stub, db, *args)
+    assert malformed.exit_code == 1 and "malformed reply" in malformed.output
+    refusal = {"id": "x", "object": "chat.completion", "created": 0, "model": stub.snapshot,
+               "system_fingerprint": stub.fingerprint,
+               "choices": [{"index": 0, "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": None, "refusal": "I can't help."}}]}
+    stub.script = [probe, (200, refusal, {})]
+    refused = collect(stub, db, *args)
+    assert refused.exit_code == 0, refused.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT finish_reason, valid, text FROM samples") == [("refused", False, "")]
+    stub.script = [probe]
+    stub.fingerprint = "fp_2"  # the provider changes its snapshot after the probe
+    changed = collect(stub, db, *args[:-1], "2")
+    assert changed.exit_code == 1 and "answered with snapshot 'stub-model-2026-01-01/fp_2'" in changed.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("samples") == 1 and wh.count("models") == 1
+    again = collect(stub, db, *args[:-1], "2")  # a rerun collects under the new snapshot's own key
+    assert again.exit_code == 0, again.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("models") == 2 and wh.rows("SELECT count(DISTINCT model_key) FROM samples")[0][0] == 2
+
+
+def test_a_missing_key_is_one_line_and_the_key_is_never_stored(stub, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    missing = CliRunner().invoke(runners, ["collect", "--backend", "openai-chat", "--base-url", stub.url, "--model",
+                                           "stub-model", "--api-key-env", "NOT_SET_ANYWHERE", "--db", str(db),
+                                           "--dataset", "winopron", "--data-dir", str(data_dir), "--yes"])
+    assert missing.exit_code == 2 and "the environment variable NOT_SET_ANYWHERE is not set" in missing.output
+    assert stub.completions == 0
+    result = collect(stub, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+                     "sample", "--samples", "2")
+    assert result.exit_code == 0, result.output
+    sent = {next(v for k, v in h.items() if k.lower() == "authorization") for h in stub.headers}
+    assert sent == {f"Bearer {KEY}"}  # sent to the server, and only there
+    out = tmp_path / "export"
+    exported = CliRunner().invoke(biaslab_cli, ["warehouse", "export", str(out), "--db", str(db)])
+    assert exported.exit_code == 0, exported.output
+    for path in [db, *sorted(p for p in out.rglob("*") if p.is_file())]:
+        assert KEY.encode() not in path.read_bytes(), path
+    with Warehouse.open(db, read_only=True) as wh:
+        command, params = wh.rows("SELECT command, params FROM runs")[0]
+    assert "STUB_KEY" in command and KEY not in command + params and json.loads(params)["backend"] == "openai-chat"

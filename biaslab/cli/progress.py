@@ -82,15 +82,34 @@ class EtaColumn(ProgressColumn):
         return Text(f"{hours:d}:{minutes:02d}:{seconds:02d}", style="progress.remaining")
 
 
-def progress_bar(description: str, clock: Callable[[], float] = time.monotonic
+#: on a console that is not a terminal (output to a file or a pipe), a plain progress line at most this often
+PLAIN_EVERY_S = 10.0
+
+
+def plain_line(description: str, task: Task, now: float) -> str:
+    """One plain progress line: done / total (percent), the rate and the ETA of the bar's columns."""
+    rate, left = average_rate(task), remaining_seconds(task, now)
+    total = task.total or 0
+    share = f" ({100 * task.completed / total:.0f}%)" if total else ""
+    speed = f"{rate:,.1f} it/s" if rate else "-- it/s"
+    if task.remaining is not None and task.remaining <= 0:
+        left = 0.0
+    eta = "unknown" if left is None else f"{int(left) // 3600:d}:{int(left) // 60 % 60:02d}:{int(left) % 60:02d}"
+    return f"{description}: {task.completed:,.0f}/{total:,.0f}{share}, {speed}, ETA {eta}"
+
+
+def progress_bar(description: str, clock: Callable[[], float] = time.monotonic, console=None
                  ) -> tuple[Progress, Callable[[int, int], Callable[[int], None]]]:
     """A Progress to use as a context manager, and the factory `collect` calls with (total, already done) when the
-    work starts; the factory returns the callback that reports items done."""
-    gives_way = Column(ratio=1, no_wrap=True, overflow="ellipsis")  # the description column gives way
-    progress = Progress(TextColumn("[bold]{task.description}", table_column=gives_way), BarColumn(bar_width=20),
+    work starts; the factory returns the callback that reports items done. On a console that is not a terminal
+    (a file, a pipe: no live bar), each report also prints a `plain_line`, the first one at once and then at most
+    every `PLAIN_EVERY_S` seconds and at the end."""
+    gives_way = Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=min(len(description), 8))
+    progress = Progress(TextColumn("[bold]{task.description}", table_column=gives_way), BarColumn(bar_width=10),
                         MofNCompleteColumn(table_column=_kept()), TaskProgressColumn(table_column=_kept()),
                         RateColumn(table_column=_kept()), TimeElapsedColumn(table_column=_kept()),
-                        TextColumn("ETA", table_column=_kept()), EtaColumn(clock), get_time=clock, expand=True)
+                        TextColumn("ETA", table_column=_kept()), EtaColumn(clock), get_time=clock, expand=True,
+                        console=console)
 
     def factory(total: int, done: int) -> Callable[[int], None]:
         task = progress.add_task(description, total=total, completed=done)
@@ -98,12 +117,19 @@ def progress_bar(description: str, clock: Callable[[], float] = time.monotonic
 
         state = next(t for t in progress.tasks if t.id == task)
 
+        plain = not progress.console.is_terminal
+        printed: list[float] = []
+
         def advance(n: int) -> None:
             """Report `n` items whose unit of work has ended (the module docstring)."""
             now = clock()
             progress.update(task, advance=n, last=now)
             if state.fields["first"] is None:  # the first report: its time and count
                 progress.update(task, first=(now, state.completed))
+            if plain and (not printed or now - printed[-1] >= PLAIN_EVERY_S or state.completed >= total):
+                printed.append(now)
+                progress.console.print(plain_line(description, state, now), soft_wrap=True, highlight=False,
+                                       markup=False)
 
         return advance
 

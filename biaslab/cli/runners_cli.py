@@ -193,7 +193,10 @@ def collect_command(**options) -> None:
     config = collect_config(options)
     config.validate()
     started = time.perf_counter()
-    bar, factory = progress_bar(f"{config.dataset} / {config.model}")
+    from pathlib import Path
+
+    shown = Path(config.model).name if Path(config.model).exists() else config.model  # a folder: its name
+    bar, factory = progress_bar(f"{config.dataset} / {shown}")
     try:
         with bar:
             result = collect(config, progress=factory, confirm=confirmation(bar, yes))

@@ -77,7 +77,8 @@ class Options(BaseModel):
     api_key_env: str | None = Field(None, description="environment variable holding the API key (default "
                                                       "OPENAI_API_KEY without --base-url; none for a local server)")
     max_concurrency: int = Field(8, ge=1, le=256, description="requests in flight at once")
-    timeout_s: float = Field(60.0, gt=0, le=3600, description="seconds one request may take")
+    timeout_s: float = Field(50.0, gt=0, le=3600, description="seconds one request may take (with the retries: a "
+                                                             "provider that never answers ends the run within 5 min)")
     retries: int = Field(4, ge=0, le=20, description="retries of a request after 408, 409, 429, 5xx or no reply")
     extensions: bool | None = Field(None, description="the server takes vLLM's sampling extensions (top_k, "
                                                       "min_tokens, continue_final_message); default: asked once")

@@ -90,6 +90,32 @@ def test_a_narrow_or_piped_line_shortens_the_description_and_never_breaks_the_nu
         advance = factory(3600, 0)
         now[0] = 10.0
         advance(120)
+    label = "winopron / smollm2-135m-instruct-with-a-long-name"
     lines = out.getvalue().splitlines()
-    assert len(lines) == 1 and len(lines[0]) <= width
-    assert lines[0].endswith("120/3600   3% 12.0 it/s 0:00:10 ETA 0:04:50")
+    plain = [line for line in lines if line.startswith(f"{label}: ")]  # not a terminal: plain lines too
+    drawn = [line for line in lines if line not in plain]
+    assert plain == [f"{label}: 120/3,600 (3%), 12.0 it/s, ETA 0:04:50"]
+    assert len(drawn) == 1 and len(drawn[0]) <= width and drawn[0].startswith("win")  # never cut to nothing
+    if width >= 100:
+        assert drawn[0].startswith(label)
+    assert drawn[0].endswith("120/3600   3% 12.0 it/s 0:00:10 ETA 0:04:50")
+
+
+def test_a_console_that_is_no_terminal_gets_plain_lines_every_ten_seconds():
+    """Issue 46: the 12-minute main job printed nothing to a log file until the end."""
+    import io
+
+    from rich.console import Console
+
+    now = [0.0]
+    out = io.StringIO()
+    bar, factory = progress_bar("job / model", clock=lambda: now[0], console=Console(file=out, width=100))
+    advance = factory(100, 0)
+    for t, n in ((2.0, 10), (6.0, 10), (12.0, 10), (13.0, 10), (30.0, 60)):
+        now[0] = t
+        advance(n)
+    # the first report, then >= 10 s after the last line (12 s), then the end (30 s); 6 s and 13 s print nothing
+    assert out.getvalue().splitlines() == [
+        "job / model: 10/100 (10%), 5.0 it/s, ETA 0:00:18",
+        "job / model: 30/100 (30%), 2.0 it/s, ETA 0:00:35",
+        "job / model: 100/100 (100%), 3.2 it/s, ETA 0:00:00"]

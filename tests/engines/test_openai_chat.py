@@ -241,3 +241,27 @@ def test_a_missing_key_is_one_line_and_the_key_is_never_stored(stub, tmp_path, d
     with Warehouse.open(db, read_only=True) as wh:
         command, params = wh.rows("SELECT command, params FROM runs")[0]
     assert "STUB_KEY" in command and KEY not in command + params and json.loads(params)["backend"] == "openai-chat"
+
+
+def test_a_provider_that_never_answers_ends_the_run_in_one_line(tmp_path, data_dir):
+    """A server that accepts the connection and never answers: every request is bounded by timeout_s, retries
+    included (defaults: 50 s x 5 attempts, within 5 minutes); here 1 s and one retry."""
+    import socket
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+    try:
+        started = time.monotonic()
+        result = CliRunner().invoke(runners, [
+            "collect", "--backend", "openai-chat", "--base-url", url, "--model", "stub-model", "--db",
+            str(tmp_path / "w.duckdb"), "--yes", "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1",
+            "--mode", "sample", "--samples", "1", "--engine-arg", "timeout_s=1", "--engine-arg", "retries=1"])
+        elapsed = time.monotonic() - started
+    finally:
+        silent.close()
+    assert result.exit_code == 1 and f"{url} did not answer within 1 s (1 retries)" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and elapsed < 30
+    assert not (tmp_path / "w.duckdb").exists()

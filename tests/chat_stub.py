@@ -6,9 +6,10 @@ Its "model" is a fixed rule, so every number is known by hand: a sampled reply t
 first option listed in the user message when `seed_unit(seed) < P_FIRST`, else the second (the seed is required);
 a logprobs reply is the greedy answer with the top log-probabilities of `alternatives(first, second)` where the
 answer begins (and `LEAD_LOGPROB` for the lead's tokens); a message without options gets an open continuation.
-`extensions=False` answers a request holding vLLM's fields (top_k, min_tokens, continue_final_message) with 400, as
-OpenAI does; `script` (a list of (status, body, headers)) is served first, one entry per completion; `snapshot`
-and `fingerprint` name the model that answers (change them to change the snapshot mid-run).
+`extensions=True` answers `GET /version` as vLLM does; `extensions=False` answers 404 there and 400 to a request
+holding vLLM's fields (top_k, min_tokens, continue_final_message), as OpenAI does; `script` (a list of (status,
+body, headers)) is served first, one entry per completion; `snapshot` names the model that answers (change it to
+change the snapshot mid-run) and `fingerprint` its system fingerprint (not part of the snapshot).
 """
 
 from __future__ import annotations
@@ -69,6 +70,12 @@ class ChatStub:
                     self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_GET(self):
+                if self.path == "/version" and stub.extensions:  # vLLM's server says what it is
+                    self._send(200, {"version": "0.32.0-stub"})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")

@@ -59,18 +59,27 @@ def test_sample_mode_stores_seeded_parsed_replies_and_a_rerun_adds_nothing(stub,
         rows = wh.rows("SELECT s.seed, s.answer, s.valid, r.options, s.token_ids, s.finish_reason FROM samples s "
                        "JOIN choice_requests r USING (model_key, request_id) ORDER BY s.seed")
         spec = wh.rows("SELECT backend, revision, dtype FROM models")
+        assert wh.rows("SELECT backend_version FROM models") == [("0.32.0-stub",)]  # vLLM's version (GET /version)
         adaptation = wh.rows("SELECT DISTINCT adaptation, mode FROM choice_requests")
     assert [r[1] for r in rows] == [r[3][0] if seed_unit(r[0]) < P_FIRST else r[3][1] for r in rows]
     assert 0 < sum(r[1] == r[3][0] for r in rows) < 20
     assert all(r[2] and r[4] == [] and r[5] == "stop" for r in rows)
-    assert spec == [("openai-chat", "stub-model-2026-01-01/fp_1", "provider")]
+    assert spec == [("openai-chat", "stub-model-2026-01-01", "provider")]
     assert adaptation == [("chat_api+prefill_continued", "sample")]
     again = collect(stub, db, *args)
     assert again.exit_code == 0 and "0 samples added" in again.output and stub.completions == 22  # a probe only
 
 
-def _by_hand(temperature: float, top_k: int) -> dict[str, float]:
-    """The module formula of choice_chat on the stub's alternatives, written out: outcome role -> probability."""
+def _lead_share(temperature: float, top_k: int) -> float:
+    """A lead token's share at T and top-k, by hand: the stub returns it (0.9) and "<" (0.05); 0.05 is not returned,
+    which at T <= 1 can weigh at most one token of probability 0.05 (no top-k, or top-k above 2)."""
+    spare = 0.0 if top_k and top_k <= 2 else (0.05 / 0.9) ** (1 / temperature)
+    return 1 / (1 + (0.05 / 0.9) ** (1 / temperature) + spare)
+
+
+def _by_hand(temperature: float, top_k: int, lead_tokens: int = 0) -> dict[str, float]:
+    """The module formula of choice_chat on the stub's alternatives, written out: outcome role -> probability
+    (`lead_tokens` written by the model before the answer: the greedy path's share, the rest unresolved)."""
     kept = ANSWER_ALTERNATIVES[:top_k] if top_k and top_k <= len(ANSWER_ALTERNATIVES) else ANSWER_ALTERNATIVES
     top = kept[0][1]
     weight = {role: (p / top) ** (1 / temperature) for role, p in kept}
@@ -85,11 +94,15 @@ def _by_hand(temperature: float, top_k: int) -> dict[str, float]:
     out = {"first": 0.0, "second": 0.0, "unresolved": spare / total, "invalid": 0.0}
     for token, w in weight.items():
         out[outcome[token]] += w / total
+    path = _lead_share(temperature, top_k) ** lead_tokens
+    out = {k: v * path for k, v in out.items()}
+    out["unresolved"] = 1 - out["first"] - out["second"] - out["invalid"]
     return out
 
 
 @pytest.mark.parametrize("server_kind, top_k, temperature", [("stub", 40, 0.5), ("stub", 3, 0.5),
-                                                               ("strict", 0, 0.5), ("strict", 0, 1.0)])
+                                                               ("strict", 0, 0.5), ("strict", 0, 1.0),
+                                                               ("strict", 3, 0.5)])
 def test_logprobs_mode_derives_the_option_probabilities_by_the_formula(server_kind, top_k, temperature, request,
                                                                         tmp_path, data_dir):
     server = request.getfixturevalue(server_kind)
@@ -97,7 +110,8 @@ def test_logprobs_mode_derives_the_option_probabilities_by_the_formula(server_ki
     result = collect(server, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
                      "logprobs", "--top-k", str(top_k), "--temperature", str(temperature))
     assert result.exit_code == 0, result.output
-    expected = _by_hand(temperature, top_k)
+    continued = server_kind == "stub"
+    expected = _by_hand(temperature, top_k, 0 if continued else 4)
     with Warehouse.open(db, read_only=True) as wh:
         got = wh.rows("SELECT p.request_id, p.option, p.prob, p.top_k, r.options FROM choice_probs p "
                       "JOIN choice_requests r USING (model_key, request_id) ORDER BY p.request_id, p.option")
@@ -108,7 +122,6 @@ def test_logprobs_mode_derives_the_option_probabilities_by_the_formula(server_ki
     for _, option, prob, _, options in got:
         role = {options[0]: "first", options[1]: "second"}.get(option, option)
         assert prob == pytest.approx(expected[role], abs=1e-12), option
-    continued = server_kind == "stub"
     assert [s[0] for s in starts] == [0 if continued else 4] * 2
     assert modes == [("logprobs", 20, "chat_api+prefill_continued" if continued else "chat_api+no_prefill")]
     assert pf == [("logprobs",)]  # labelled approximate, never pooled with exact mode
@@ -179,9 +192,14 @@ def test_429_with_retry_after_then_success_and_5xx_that_persists(stub, tmp_path,
     args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
             "1", "--engine-arg", "retries=2"]
     stub.script = [(200, stub.answer({"model": "stub-model", "messages": []})[1], {})]  # the probe
-    stub.script += [(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "0"})] * 2
+    stub.script += [(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "1"}),
+                    (429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "0"})]
+    import time
+
+    started = time.monotonic()
     result = collect(stub, db, *args)
     assert result.exit_code == 0, result.output
+    assert time.monotonic() - started >= 1.0  # Retry-After: 1 was waited for
     assert stub.completions == 4  # probe, two 429s, the answer
     stub.script = [(200, stub.answer({"model": "stub-model", "messages": []})[1], {})]
     stub.script += [(503, {"error": {"message": "overloaded"}}, {"Retry-After": "0"})] * 3
@@ -209,13 +227,16 @@ def test_malformed_refused_and_changed_snapshot_replies(stub, tmp_path, data_dir
     assert refused.exit_code == 0, refused.output
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.rows("SELECT finish_reason, valid, text FROM samples") == [("refused", False, "")]
+    stub.fingerprint = "fp_2"  # a new system fingerprint alone is the same snapshot: nothing stops
+    same = collect(stub, db, *args[:-1], "2")
+    assert same.exit_code == 0 and "1 samples added" in same.output
     stub.script = [probe]
-    stub.fingerprint = "fp_2"  # the provider changes its snapshot after the probe
-    changed = collect(stub, db, *args[:-1], "2")
-    assert changed.exit_code == 1 and "answered with snapshot 'stub-model-2026-01-01/fp_2'" in changed.output
+    stub.snapshot = "stub-model-2026-02-01"  # the provider changes its snapshot after the probe
+    changed = collect(stub, db, *args[:-1], "3")
+    assert changed.exit_code == 1 and "answered with snapshot 'stub-model-2026-02-01'" in changed.output
     with Warehouse.open(db, read_only=True) as wh:
-        assert wh.count("samples") == 1 and wh.count("models") == 1
-    again = collect(stub, db, *args[:-1], "2")  # a rerun collects under the new snapshot's own key
+        assert wh.count("samples") == 2 and wh.count("models") == 1
+    again = collect(stub, db, *args[:-1], "3")  # a rerun collects under the new snapshot's own key
     assert again.exit_code == 0, again.output
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.count("models") == 2 and wh.rows("SELECT count(DISTINCT model_key) FROM samples")[0][0] == 2
@@ -265,3 +286,69 @@ def test_a_provider_that_never_answers_ends_the_run_in_one_line(tmp_path, data_d
     assert result.exit_code == 1 and f"{url} did not answer within 1 s (1 retries)" in result.output
     assert len(result.output.strip().splitlines()) == 1 and elapsed < 30
     assert not (tmp_path / "w.duckdb").exists()
+
+
+def test_unreturned_weight_in_each_regime():
+    """U of choice_chat by hand: returned mass 0.9 (p_min 0.1, so at most one more token of 0.1 at T <= 1)."""
+    from biaslab.runners.protocols.choice_chat import unreturned_weight
+
+    lps = [math.log(0.8), math.log(0.1)]
+    assert unreturned_weight(lps, 0.5, 2) == 0.0  # k <= returned: nothing else can be drawn
+    assert unreturned_weight(lps, 0.5, 0) == pytest.approx((0.1 / 0.8) ** 2)  # min(inf, 0.1/0.1) = 1 token
+    assert unreturned_weight(lps, 1.0, 40) == pytest.approx(0.1 / 0.8)
+    assert unreturned_weight(lps, 2.0, 0) == math.inf  # T > 1 without top-k: no bound
+    spread = 3 * (0.1 / 3) ** 0.5 / 0.8 ** 0.5  # T = 2, k = 5: three tokens share 0.1 evenly (concave)
+    assert unreturned_weight(lps, 2.0, 5) == pytest.approx(spread)
+
+
+def test_a_lead_finished_by_a_token_of_its_own_counts_the_skipped_alternatives_as_unresolved():
+    """The greedy token completes the lead with no answer text; an alternative there that already carries an answer
+    is not attributed (it leaves the greedy path): its mass is unresolved."""
+    from biaslab.engines.base import ChatReply
+    from biaslab.runners.answers import AnswerParser
+    from biaslab.runners.protocols.choice_chat import reply_probabilities
+
+    lead = "{'BLANK':'"
+    parser = AnswerParser(("she", "he"), "'", lead)
+    positions = [(lead, math.log(0.6), [(lead, math.log(0.6)), (lead + "he", math.log(0.4))]),
+                 ("she", math.log(0.7), [("she", math.log(0.7)), ("he", math.log(0.3))])]
+    found, at = reply_probabilities(parser, ChatReply("", "stop", "m", positions), ("she", "he"), 1.0, 2)
+    assert at == 1
+    assert found["she"] == pytest.approx(0.6 * 0.7) and found["he"] == pytest.approx(0.6 * 0.3)
+    assert found["unresolved"] == pytest.approx(0.4) and found["invalid"] == 0.0
+
+
+def test_a_refusal_in_logprobs_mode_is_stored_as_unresolved(stub, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    probe = (200, stub.answer({"model": "stub-model", "messages": []})[1], {})
+    refusal = {"id": "x", "object": "chat.completion", "created": 0, "model": stub.snapshot,
+               "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                            "message": {"role": "assistant", "content": None, "refusal": "No."}}]}
+    stub.script = [probe, (200, refusal, {})]
+    result = collect(stub, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode",
+                     "logprobs")
+    assert result.exit_code == 0, result.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT option, prob FROM choice_probs WHERE prob > 0") == [("unresolved", 1.0)]
+        assert wh.count("chat_positions") == 0
+
+
+def test_top_logprobs_is_part_of_a_logprobs_request(stub, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode", "logprobs"]
+    assert "2 requests added" in collect(stub, db, *args, "--engine-arg", "top_logprobs=3").output
+    assert "2 requests added" in collect(stub, db, *args).output  # 20 alternatives: other numbers, other requests
+    assert "0 requests added" in collect(stub, db, *args).output
+    assert {b.get("top_logprobs") for b in stub.bodies if b.get("logprobs")} == {3, 20}
+
+
+def test_meta_and_a_pasted_key_are_refused_without_a_request_or_an_echo(stub, tmp_path, data_dir):
+    meta = collect(stub, tmp_path / "w.duckdb", "--dataset", "winopron", "--data-dir", str(data_dir), "--protocol",
+                   "meta", "--mode", "sample")
+    assert meta.exit_code == 1 and "a chat API takes messages, not token ids" in meta.output
+    pasted = "sk-proj-" + "Ab12" * 10
+    result = CliRunner().invoke(runners, ["collect", "--backend", "openai-chat", "--base-url", stub.url, "--model",
+                                          "stub-model", "--api-key-env", pasted, "--db", str(tmp_path / "w.duckdb"),
+                                          "--dataset", "winopron", "--data-dir", str(data_dir), "--yes"])
+    assert result.exit_code == 2 and "not a key; the value given is not shown" in result.output
+    assert pasted not in result.output and stub.completions == 0

@@ -359,7 +359,8 @@ class Choice(Protocol):
 
     def check_engine(self, prepared) -> None:
         if self.chat:
-            prepared.check_sampling(self.settings.sampling())
+            if self.settings.mode == "sample":  # logprobs mode applies T and top-k here, on what comes back
+                prepared.check_sampling(self.settings.sampling())
             return
         k, k_store = prepared.max_top_k, self.settings.k_store
         if self.settings.mode != "exact" or k is None or k_store <= k:
@@ -376,7 +377,10 @@ class Choice(Protocol):
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[ChoiceRequest]:
         self.engine = prepared.label
         if self.chat:
-            return chat_choice_requests(stimuli, self.spec, self.settings.render_params(), prepared.prefill)
+            params = self.settings.render_params()
+            if self.settings.mode == "logprobs":  # how many alternatives come back changes the numbers
+                params["top_logprobs"] = prepared.max_top_k
+            return chat_choice_requests(stimuli, self.spec, params, prepared.prefill)
         return choice_requests(stimuli, prepared.tokenizer, self.spec, self.settings.render_params())
 
     def pending(self, wh, model_key: str, requests: Sequence[ChoiceRequest]) -> Work:
@@ -434,7 +438,7 @@ class Choice(Protocol):
                                                backend.max_top_k, run_id)
             return collect_chat_logprobs(wh, backend, items, spec, params=s.sampling(),
                                          top_logprobs=backend.max_top_k, request_rows=rows, run_id=run_id,
-                                         on_progress=on_progress)
+                                         chunk_size=chunk_size, on_progress=on_progress)
         pending, seeds = items
         if self.chat:
             from .choice_chat import collect_chat_samples
@@ -442,7 +446,7 @@ class Choice(Protocol):
             rows = lambda chunk: _request_rows(key, chunk, "sample", spec, s.max_new_tokens, None,  # noqa: E731
                                                run_id)
             return collect_chat_samples(wh, backend, pending, seeds, spec, params=s.sampling(), request_rows=rows,
-                                        run_id=run_id, on_progress=on_progress)
+                                        run_id=run_id, chunk_size=chunk_size, on_progress=on_progress)
         return collect_samples(wh, backend, pending, seeds, spec, params=s.sampling(), rows_per_batch=256,
                                run_id=run_id, on_progress=on_progress)
 

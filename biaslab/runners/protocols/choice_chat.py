@@ -21,9 +21,13 @@ unresolved (several options, or nothing of the answer yet). At the protocol's te
     p(o) = sum_{a -> o} w_a / (sum_a w_a + U),  p(unresolved) = (sum_{a -> unresolved} w_a + U) / (...),
     p(invalid) = sum_{a -> invalid} w_a / (...).
 
-The options' probabilities are then lower bounds and sum with 'unresolved' and 'invalid' to 1. A reply whose greedy
-path never completes the lead gives p(unresolved) = 1. Stored as `choice_probs` of a request of mode 'logprobs'
-(approximate, never pooled with exact mode), with the reply's positions in `chat_positions`.
+Where the model writes the lead itself, these are multiplied by the probability, at T and k, of the greedy path
+up to the answer position (each earlier token's share of its position, U included; `token_share`); the paths that
+leave it, and a reply whose greedy path never completes the lead, count as 'unresolved'. So an option's value is
+the probability that the reply follows the greedy lead and its first answer token is consistent with that option
+alone (a prefix of it, or all of it): an approximation (a consistent first token may still end invalid), labelled
+as such. The outcomes sum to 1. Stored as `choice_probs` of a request of mode 'logprobs' (never pooled with exact
+mode), with the reply's positions in `chat_positions`.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from .base import Progress
 
 #: how the messages carry the prefill (the `adaptation` of a chat request, part of its id)
 PREFILL_CONTINUED, NO_PREFILL = "chat_api+prefill_continued", "chat_api+no_prefill"
-#: replies asked at once in sample mode (each chunk written in one transaction)
+#: the most replies asked at once (each chunk written in one transaction; --chunk-size lowers it)
 CHAT_CHUNK = 64
 
 
@@ -67,7 +71,8 @@ def lead_allowance(req) -> int:
 
 
 def collect_chat_samples(wh, backend, pending, seeds: dict, spec: PromptSpec, *, params: SamplingSettings,
-                         request_rows, run_id: str | None, on_progress: Progress = None) -> int:
+                         request_rows, run_id: str | None, chunk_size: int = CHAT_CHUNK,
+                         on_progress: Progress = None) -> int:
     """Ask the pending samples (`pending`: (request, missing sample indices)) one seeded request each,
     `CHAT_CHUNK` at a time; each chunk's samples are parsed (`ChoiceRequest.parser`, the in-process engines'
     parser) and written in one transaction. `request_rows(requests)`: the `choice_requests` rows."""
@@ -78,8 +83,9 @@ def collect_chat_samples(wh, backend, pending, seeds: dict, spec: PromptSpec, *,
     calls = [(req, i) for req, todo in pending for i in todo]
     done_per_request = {req.request_id: len(todo) for req, todo in pending}
     added = 0
-    for start in range(0, len(calls), CHAT_CHUNK):
-        chunk = calls[start:start + CHAT_CHUNK]
+    step = max(1, min(chunk_size, CHAT_CHUNK))  # --chunk-size: the most an interruption loses
+    for start in range(0, len(calls), step):
+        chunk = calls[start:start + step]
         first = chunk[0][0]
         own = SamplingSettings(params.temperature, params.top_k, params.top_p,
                                params.max_new_tokens + lead_allowance(first), params.min_new_tokens)
@@ -173,18 +179,45 @@ def position_probabilities(parser: AnswerParser, before: str, alternatives: Sequ
     return out
 
 
+def token_share(token: str, logprob: float, alternatives: Sequence[tuple[str, float]], temperature: float,
+                top_k: int) -> float:
+    """The probability, at `temperature` and `top_k`, that the sampler picks the greedy path's `token` at its
+    position: its weight over the kept alternatives' plus the unreturned tokens' bound U (0 when it falls outside
+    the kept top-k)."""
+    ranked = sorted(alternatives, key=lambda a: -a[1])
+    if not any(text == token for text, _ in ranked):
+        ranked = sorted([*ranked, (token, logprob)], key=lambda a: -a[1])
+    kept = ranked[:top_k] if top_k and top_k <= len(ranked) else ranked
+    if not any(text == token for text, _ in kept):
+        return 0.0
+    lmax = kept[0][1]
+    spare = unreturned_weight([lp for _, lp in ranked], temperature, top_k)
+    if math.isinf(spare):
+        return 0.0
+    total = sum(math.exp((lp - lmax) / temperature) for _, lp in kept) + spare
+    return math.exp((logprob - lmax) / temperature) / total
+
+
 def reply_probabilities(parser: AnswerParser, reply: ChatReply, options: Sequence[str], temperature: float,
                         top_k: int) -> tuple[dict[str, float], int | None]:
-    """(outcome probabilities, the answer's position or None) of one logprobs-mode reply."""
-    at = answer_start(parser, reply.positions or [])
+    """(outcome probabilities, the answer's position or None) of one logprobs-mode reply: the answer position's
+    probabilities (`position_probabilities`) times the probability of the greedy path up to it (`token_share` of
+    each earlier token); the rest, the paths that leave the greedy one before the answer, is unresolved."""
+    positions = reply.positions or []
+    at = answer_start(parser, positions)
     if at is None:
         return {o: 0.0 for o in options} | {UNRESOLVED: 1.0, INVALID: 0.0}, None
-    before = "".join(token for token, _, _ in reply.positions[:at])
-    return position_probabilities(parser, before, reply.positions[at][2], options, temperature, top_k), at
+    before = "".join(token for token, _, _ in positions[:at])
+    found = position_probabilities(parser, before, positions[at][2], options, temperature, top_k)
+    path = math.prod(token_share(token, lp, alts, temperature, top_k) for token, lp, alts in positions[:at])
+    out = {outcome: p * path for outcome, p in found.items()}
+    out[UNRESOLVED] = max(0.0, 1.0 - sum(p for o, p in out.items() if o != UNRESOLVED))
+    return out, at
 
 
 def collect_chat_logprobs(wh, backend, requests, spec: PromptSpec, *, params: SamplingSettings, top_logprobs: int,
-                          request_rows, run_id: str | None, on_progress: Progress = None) -> int:
+                          request_rows, run_id: str | None, chunk_size: int = CHAT_CHUNK,
+                          on_progress: Progress = None) -> int:
     """One greedy request with top log-probabilities per pending request, `CHAT_CHUNK` at a time; each chunk's
     requests, positions and probabilities are written in one transaction. Returns requests added."""
     if not requests:
@@ -192,8 +225,9 @@ def collect_chat_logprobs(wh, backend, requests, spec: PromptSpec, *, params: Sa
     key = backend.spec.model_key
     greedy = SamplingSettings(0.0, params.top_k, 1.0, params.max_new_tokens + lead_allowance(requests[0]))
     added = 0
-    for start in range(0, len(requests), CHAT_CHUNK):
-        chunk = list(requests[start:start + CHAT_CHUNK])
+    step = max(1, min(chunk_size, CHAT_CHUNK))
+    for start in range(0, len(requests), step):
+        chunk = list(requests[start:start + step])
         replies = backend.chat([list(r.messages) for r in chunk], [0] * len(chunk), greedy,
                                prefill=sent_prefill(chunk[0], spec), top_logprobs=top_logprobs)
         positions: dict[str, list] = {k: [] for k in ("request_id", "position", "token", "logprob", "top_tokens",

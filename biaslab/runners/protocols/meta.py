@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from pydantic import model_validator
 
+from ...engines.base import SAMPLE, TOP_K
 from ...errors import DataError, UsageError
 from ...lexicon.metaprompt import QUESTIONS, question_options
 from ...schema import Stimulus, request_id
@@ -127,12 +129,24 @@ class MetaSettings(ChoiceSettings):
 
     prompt: str = DEFAULT_META_PROMPT
 
+    @model_validator(mode="after")
+    def _modes(self) -> MetaSettings:
+        if self.mode == "logprobs":
+            raise UsageError("--mode logprobs is for --protocol choice on chat APIs; the comprehension questions "
+                             "take --mode exact or sample")
+        return self
+
 
 class Meta(Choice):
     """The meta protocol: `choice` run once per question with that question's prompt; one run covers the three."""
 
     name = "meta"
     settings_model = MetaSettings
+
+    def needs(self, kind: str) -> frozenset[str]:
+        """The in-process engines' capabilities only: the comprehension questions are built with the model's
+        tokenizer, so a chat API (no token ids) is refused with its reason before any request."""
+        return frozenset({TOP_K if self.settings.mode == "exact" else SAMPLE})
 
     def check(self) -> None:
         self.meta_spec = MetaPromptSpec.load(self.settings.prompt)

@@ -1,0 +1,203 @@
+"""What every hosted chat engine shares (`openai_chat`, `gemini`): the settings each takes (`ChatOptions`), the
+refusal of what a chat API cannot serve (`WHY_NOT`), the API key read from a named environment variable and never
+stored, the cost estimate shown before the first request (`Estimate`), the prepared model (`ChatPrepared`: no
+tokenizer, no weights) and the concurrent calls that stop at the first failure (`call_all`).
+
+A chat engine's backend offers `chat(messages, seeds, settings, *, prefill=None, top_logprobs=None)`: one
+`base.ChatReply` per (messages, seed), in order, each from the snapshot the run began with; a request that fails
+for good, a malformed reply or another snapshot raises `EngineError` in one line and returns nothing, so the
+caller stores nothing of the chunk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ..errors import EngineError, UsageError
+from .base import PLL, SAMPLE, SCORE, TOP_K, BackendOptions, Flag, PreparedBase, SamplingSettings
+
+#: the most top log-probabilities a chat API returns per position (OpenAI's limit; Gemini's is the server's)
+MAX_TOP_LOGPROBS = 20
+#: why a chat API cannot serve what some protocols need (the refusal names the reason, before any request)
+WHY_NOT = {
+    SCORE: "a chat API gives no log-probabilities of given text, which the prob protocol scores",
+    PLL: "a chat API serves no masked LM",
+    TOP_K: "exact mode needs the model's top logits at every node of the answer trie, keyed by token id; a chat API "
+           f"returns at most {MAX_TOP_LOGPROBS} top log-probabilities of its own reply (use --mode logprobs, "
+           "approximate, or --mode sample)",
+    SAMPLE: "a chat API takes messages, not token ids",
+}
+#: a key sent to servers that need none (vLLM, llama.cpp, Ollama, a test's stub); the SDKs want a string
+NO_KEY = "EMPTY"
+
+
+class ChatOptions(BaseModel):
+    """The engine arguments every chat engine takes (`--engine-arg KEY=VALUE`, or the dedicated flags); anything
+    else is refused in one line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = Field(None, description="the server's base URL (default: the provider's API)")
+    api_key_env: str | None = Field(None, description="environment variable holding the API key (default: the "
+                                                      "provider's usual one without --base-url; none with it)")
+    max_concurrency: int = Field(8, ge=1, le=256, description="requests in flight at once")
+    timeout_s: float = Field(50.0, gt=0, le=3600, description="seconds one request may take (with the retries: a "
+                                                             "provider that never answers ends the run within 5 min)")
+    retries: int = Field(4, ge=0, le=20, description="retries of a request after 408, 429, 5xx or no reply")
+    top_logprobs: int = Field(MAX_TOP_LOGPROBS, ge=1, le=MAX_TOP_LOGPROBS,
+                              description="top log-probabilities asked per position (logprobs mode)")
+    price_in: float | None = Field(None, ge=0, le=1e6, description="USD per million input tokens (cost estimate)")
+    price_out: float | None = Field(None, ge=0, le=1e6, description="USD per million output tokens")
+    max_cost: float | None = Field(None, ge=0, description="refuse to start when the estimated cost is above it (USD)")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/@?#]+(/[^?#@]*)?$", value):
+            raise UsageError("must be http:// or https:// + host[:port][/path], without a user, password or "
+                             "query (a key goes in the environment variable --api-key-env names)")
+        return value.rstrip("/") if value else value
+
+
+#: the shortcut flags of `ChatOptions` fields
+CHAT_FLAGS = (
+    Flag("base_url", "the server's base URL, e.g. http://127.0.0.1:8000/v1."),
+    Flag("api_key_env", "name of the environment variable holding the API key (the key itself is never stored).",
+         metavar="VAR"),
+    Flag("max_concurrency", "requests in flight at once."),
+    Flag("price_in", "USD per million input tokens, for the cost shown before the first request.", metavar="USD"),
+    Flag("price_out", "USD per million output tokens, for the cost shown before the first request.",
+         metavar="USD"),
+    Flag("max_cost", "refuse to start when the estimated cost (USD) is above this.", metavar="USD"),
+)
+
+
+def refuse_local_options(name: str, options: BackendOptions) -> None:
+    """One line for what a hosted model cannot take: quantization, device, revision, dtype, model arguments."""
+    for flag, value in (("--quant", None if options.quant in ("none", None) else options.quant),
+                        ("--device", options.device), ("--revision", options.revision),
+                        ("--dtype", options.dtype)):
+        if value is not None:
+            raise UsageError(f"--backend {name}: {flag} is the provider's business (the model key holds the "
+                             f"snapshot the provider reports)")
+    if options.model_args:
+        raise UsageError(f"--backend {name}: --model-arg belongs to the server, not to a chat request")
+
+
+#: an environment variable name as --api-key-env takes it: upper-case letters, digits and _ (a key, which has
+#: lower-case letters, is refused without being echoed)
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
+
+
+def check_key_env(options: BackendOptions) -> None:
+    """Refuse an --api-key-env that is not an upper-case variable name, without echoing it (it may be the key
+    itself, pasted by mistake)."""
+    value = dict(options.engine_args).get("api_key_env")
+    if value is not None and not (isinstance(value, str) and ENV_NAME.fullmatch(value)):
+        raise UsageError("--api-key-env takes the NAME of an environment variable (upper-case letters, digits, _), "
+                         "not a key; the value given is not shown")
+
+
+def key_from(settings: dict[str, Any], default_env: str) -> tuple[str, str | None]:
+    """(the API key, the variable it was read from) for `settings`: the variable `api_key_env` names, else
+    `default_env` for the provider's own API (no `base_url`), else `NO_KEY` for a local server; one line naming the
+    variable when it is not set. The key is only ever handed to the provider's SDK."""
+    var = settings["api_key_env"] or (default_env if settings["base_url"] is None else None)
+    if var is None:
+        return NO_KEY, None
+    value = os.environ.get(var)
+    if not value:
+        raise UsageError(f"--api-key-env {var}: the environment variable {var} is not set (or empty)")
+    return value, var
+
+
+class Estimate:
+    """What a collection will send, before the first request: requests, estimated input and output tokens (input:
+    characters / 4, output: the token limit, both upper-bound-minded), and the cost where prices are given."""
+
+    CHARS_PER_TOKEN = 4
+
+    def __init__(self, requests: int, input_chars: int, output_tokens: int, settings: dict[str, Any]) -> None:
+        self.requests, self.output_tokens = requests, output_tokens
+        self.input_tokens = -(-input_chars // self.CHARS_PER_TOKEN)
+        prices = settings.get("price_in"), settings.get("price_out")
+        self.cost = None if None in prices else (self.input_tokens * prices[0] + output_tokens * prices[1]) / 1e6
+        self.max_cost = settings.get("max_cost")
+
+    def line(self) -> str:
+        cost = f"estimated cost ${self.cost:.4f}" if self.cost is not None else \
+            "cost unknown (give --price-in and --price-out, USD per million tokens)"
+        return (f"{self.requests} requests, about {self.input_tokens} input and at most {self.output_tokens} output "
+                f"tokens; {cost}")
+
+    def refused(self) -> str | None:
+        """Why the collection may not start (`max_cost`), or None."""
+        if self.max_cost is None:
+            return None
+        if self.cost is None:
+            return f"--max-cost {self.max_cost:g} needs --price-in and --price-out to estimate the cost"
+        if self.cost > self.max_cost:
+            return f"the estimated cost ${self.cost:.4f} is above --max-cost {self.max_cost:g}; nothing was sent"
+        return None
+
+
+class ChatPrepared(PreparedBase):
+    """A hosted model's identity and settings (no tokenizer: `tokenizer` is None and `chat` is True); `load()`
+    opens the client (`backend(self)`). Subclasses say whether the API continues a prefill and which sampling
+    settings it can apply (`prefill`, `check_sampling`)."""
+
+    label = "chat-api"
+    chat = True
+    tokenizer = None
+
+    def __init__(self, *, spec: Any, settings: dict[str, Any], snapshot: str, where: str,
+                 backend: Callable[[ChatPrepared], Any]) -> None:
+        self.spec, self.settings, self.snapshot, self.where = spec, settings, snapshot, where
+        self.device = where
+        self.max_top_k = settings["top_logprobs"]
+        self._backend = backend
+
+    @property
+    def prefill(self) -> bool:
+        """Whether an assistant prefill is continued by the API."""
+        return False
+
+    def check_sampling(self, settings: SamplingSettings) -> None:
+        """Refuse (one line, before any request) a setting the API cannot apply."""
+
+    def estimate(self, requests: int, input_chars: int, output_tokens: int) -> Estimate:
+        return Estimate(requests, input_chars, output_tokens, self.settings)
+
+    def load(self):
+        return self._backend(self)
+
+
+def call_all(one: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list:
+    """`one(item)` for every item, `workers` at a time, results in order. At the first failure (or Ctrl-C) the calls
+    not started yet are cancelled (a billed API: nothing more is spent) and it is raised at once; calls in flight
+    finish in their threads, their replies unused."""
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
+    pool = ThreadPoolExecutor(max(1, min(workers, len(items))))
+    futures = [pool.submit(one, item) for item in items]
+    try:
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = next((f for f in futures if f in done and f.exception() is not None), None)
+        if failed is not None:
+            raise failed.exception()
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def check_snapshot(where: str, got: str, expected: str) -> None:
+    """One line when a reply comes from another snapshot than the run began with (nothing of its chunk stored)."""
+    if got != expected:
+        raise EngineError(f"{where} answered with snapshot {got!r} where this run began with {expected!r}; nothing "
+                          f"of this chunk was stored: rerun to collect under the new snapshot (its own model key)")

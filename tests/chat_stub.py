@@ -90,6 +90,9 @@ class ChatStub:
                     import time
 
                     time.sleep(stub.delay_s)
+                if isinstance(stub, GeminiStub):
+                    self._send(*stub.answer({**body, "_path": self.path.split("?")[0]}))
+                    return
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -149,3 +152,42 @@ class ChatStub:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class GeminiStub(ChatStub):
+    """The same "model" behind Google's Gemini REST format (`POST /{version}/models/{model}:generateContent`:
+    `contents`, `systemInstruction`, `generationConfig`; replies with `candidates[].content.parts`, `finishReason`,
+    `logprobsResult.chosenCandidates / topCandidates`, `modelVersion`). No prefill is continued (Gemini has none)."""
+
+    def __init__(self, *, snapshot: str = "stub-gemini-001"):
+        super().__init__(extensions=False, snapshot=snapshot, fingerprint=None)
+
+    def answer(self, body: dict) -> tuple[int, dict]:
+        path = body.pop("_path", "")
+        match = re.search(r"/models/([^/:]+):generateContent$", path)
+        if match is None or match[1] != "stub-model":
+            return 404, {"error": {"code": 404, "message": f"models/{match[1] if match else '?'} is not found",
+                                   "status": "NOT_FOUND"}}
+        config = body.get("generationConfig") or {}
+        users = [p["text"] for c in body.get("contents") or [] if c.get("role") == "user" for p in c["parts"]]
+        listed = OPTIONS.search(users[-1]) if users else None
+        seed = config.get("seed")
+        candidate: dict = {"index": 0, "finishReason": "STOP"}
+        if listed is None:
+            text = f" and then she said hello ({seed})"
+        elif config.get("responseLogprobs"):
+            k = int(config.get("logprobs") or 0)
+            choice = self._logprobs_choice(False, k, *listed.groups())
+            steps = choice["logprobs"]["content"]
+            text = choice["message"]["content"]
+            candidate["logprobsResult"] = {
+                "chosenCandidates": [{"token": s["token"], "logProbability": s["logprob"], "tokenId": i}
+                                     for i, s in enumerate(steps)],
+                "topCandidates": [{"candidates": [{"token": a["token"], "logProbability": a["logprob"], "tokenId": j}
+                                                  for j, a in enumerate(s["top_logprobs"])]} for s in steps]}
+        else:
+            answer = listed[1] if seed is not None and seed_unit(int(seed)) < P_FIRST else listed[2]
+            text = f"{{'BLANK': '{answer}'}}"
+        candidate["content"] = {"role": "model", "parts": [{"text": text}]}
+        return 200, {"candidates": [candidate], "modelVersion": self.snapshot, "responseId": "stub",
+                     "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}}

@@ -90,7 +90,7 @@ class ChatStub:
                     import time
 
                     time.sleep(stub.delay_s)
-                if isinstance(stub, GeminiStub):
+                if isinstance(stub, (GeminiStub, AnthropicStub)):
                     self._send(*stub.answer({**body, "_path": self.path.split("?")[0]}))
                     return
                 if not self.path.endswith("/chat/completions"):
@@ -191,3 +191,36 @@ class GeminiStub(ChatStub):
         candidate["content"] = {"role": "model", "parts": [{"text": text}]}
         return 200, {"candidates": [candidate], "modelVersion": self.snapshot, "responseId": "stub",
                      "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}}
+
+
+class AnthropicStub(ChatStub):
+    """The same "model" behind Anthropic's Messages API (`POST /v1/messages`: `system`, `messages` ending with the
+    assistant prefill to continue, `max_tokens`, sampling fields; replies with `content` text blocks, `stop_reason`
+    and `model`). The API takes no seed, so a reply answers the first option listed except on every third request
+    (the second)."""
+
+    def __init__(self, *, snapshot: str = "stub-claude-2026-01-01"):
+        super().__init__(extensions=False, snapshot=snapshot, fingerprint=None)
+        self.refused_fields: tuple[str, ...] = ()  # sampling fields answered with 400, as an API without them would
+
+    def answer(self, body: dict) -> tuple[int, dict]:
+        if body.pop("_path", "") != "/v1/messages":
+            return 404, {"type": "error", "error": {"type": "not_found_error", "message": "no such route"}}
+        refused = [f for f in self.refused_fields if f in body]
+        if refused:
+            return 400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                    "message": f"{refused[0]}: Extra inputs are not permitted"}}
+        if body.get("model") != "stub-model":
+            return 404, {"type": "error", "error": {"type": "not_found_error", "message": f"model: {body['model']}"}}
+        messages = body.get("messages") or []
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        listed = OPTIONS.search(users[-1]) if users else None
+        continued = bool(messages) and messages[-1]["role"] == "assistant"
+        if listed is None:
+            text, stop = f" and then she said hello ({len(self.bodies)})", "max_tokens"
+        else:
+            answer = listed[2] if len(self.bodies) % 3 == 0 else listed[1]
+            text, stop = (f"{answer}'}}" if continued else f"{{'BLANK': '{answer}'}}"), "end_turn"
+        return 200, {"id": "msg_stub", "type": "message", "role": "assistant", "model": self.snapshot,
+                     "content": [{"type": "text", "text": text}], "stop_reason": stop, "stop_sequence": None,
+                     "usage": {"input_tokens": 10, "output_tokens": 5}}

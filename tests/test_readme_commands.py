@@ -26,4 +26,4 @@ def test_ci_runs_the_readme_test_command_verbatim():
 def test_ci_installs_the_extras_the_readme_installs():
     extras = re.search(r'-e "\.\[([a-z,-]+)\]"', " ".join(_readme_block()))[1]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert f'-e ".[{extras}]"' in ci and {"openai", "gemini"} <= set(extras.split(","))
+    assert f'-e ".[{extras}]"' in ci and {"openai", "gemini", "anthropic"} <= set(extras.split(","))

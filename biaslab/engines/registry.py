@@ -27,7 +27,7 @@ from .base import Flag
 
 #: built-in engine name -> module (relative to `biaslab.engines`), the default first
 BACKENDS: dict[str, str] = {"hf": ".hf", "vllm": ".vllm", "openai": ".openai", "openai-chat": ".openai_chat",
-                             "gemini": ".gemini"}
+                             "gemini": ".gemini", "anthropic": ".anthropic"}
 DEFAULT_BACKEND = "hf"
 #: the entry-point group of engine plugins
 GROUP = "biaslab.engines"

@@ -162,7 +162,7 @@ def test_the_registry_finds_plugins_and_a_broken_one_breaks_nothing(on_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         names = engines.names()
-    assert names == ("hf", "vllm", "openai", "openai-chat", "gemini", "toy", "broken")
+    assert names == ("hf", "vllm", "openai", "openai-chat", "gemini", "anthropic", "toy", "broken")
     clash = [str(w.message) for w in caught if issubclass(w.category, engines.EngineWarning)]
     assert clash == [("engine plugin hf = broken_engine (broken-engine 0.1) is left out: the built-in engine 'hf' "
                       "has that name")]
@@ -174,7 +174,8 @@ def test_the_registry_finds_plugins_and_a_broken_one_breaks_nothing(on_path):
     with pytest.raises(engines.Unsupported, match="--backend broken is not available: its module 'broken_engine' "
                                                   "does not import .*needs the toy accelerator"):
         engines.get("broken")
-    with pytest.raises(ValueError, match="unknown; use one of hf, vllm, openai, openai-chat, gemini, toy, broken"):
+    with pytest.raises(ValueError, match="unknown; use one of hf, vllm, openai, openai-chat, gemini, anthropic, "
+                                         "toy, broken"):
         engines.get("tgi")
     found, problems = engines.flags()
     assert [(f.engine, f.flag.flag, f.type) for f in found if f.engine == "toy"] == [("toy", "--toy-scale", float)]
@@ -187,7 +188,7 @@ def test_a_plugin_engine_is_offered_listed_and_collects(plugins, tmp_path, data_
     assert help_text.returncode == 0, help_text.stderr
     choices = re.search(r"--backend \[([^\]]*)\]", help_text.stdout)[1]
     assert choices.replace(" ", "").replace("\n", "").split("|") == [
-        "hf", "vllm", "openai", "openai-chat", "gemini", "toy", "broken"]
+        "hf", "vllm", "openai", "openai-chat", "gemini", "anthropic", "toy", "broken"]
     flat = " ".join(help_text.stdout.split())
     assert "--toy-scale FLOAT toy: multiplies every log-probability." in flat
     for flag in ("--tensor-parallel-size", "--kv-cache-memory SIZE", "--base-url", "--api-key-env VAR"):

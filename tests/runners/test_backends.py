@@ -39,10 +39,11 @@ def _full_logits(model, ids):
 
 
 def test_registry_names_and_one_line_refusals():
-    assert backends.names()[0] == "hf" and set(backends.names()) == {"hf", "vllm", "openai", "openai-chat", "gemini"}
+    assert backends.names()[0] == "hf" and set(backends.names()) == {"hf", "vllm", "openai", "openai-chat", "gemini",
+                                                                     "anthropic"}
     hf = backends.get("hf")
     assert hf.installed()[0] and hf.CAPABILITIES == frozenset({"score", "pll", "top_k", "sample"})
-    with pytest.raises(ValueError, match="unknown; use one of hf, vllm, openai, openai-chat, gemini"):
+    with pytest.raises(ValueError, match="unknown; use one of hf, vllm, openai, openai-chat, gemini, anthropic"):
         backends.get("tgi")
 
 

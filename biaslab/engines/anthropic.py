@@ -1,0 +1,215 @@
+"""Anthropic's Claude models through the official SDK's Messages API (`--backend anthropic`,
+`pip install 'biaslab[anthropic]'`).
+
+`--model` is the provider's model id; no weights, no tokenizer. The prompt's system text goes in `system`, the
+user message as a user turn, and the forced-choice prefill as a final assistant message, which the API continues
+(adaptation ``chat_api+prefill_continued``).
+
+- `chat` (choice sample mode, gen): one request per sample; temperature, top_p and top_k are sent in the request
+  body (the installed SDK no longer names them, so they go as extra body fields; an API that refuses one answers
+  400, reported in one line). The Messages API takes no seed: the per-sample seed is stored to identify the sample
+  (a rerun completes missing indices and never duplicates), but replies are not reproducible. It cannot forbid
+  stopping early, so gen needs `--min-new-tokens 0`.
+- No log-probabilities: logprobs mode, prob and exact mode are refused in one line with the reason.
+
+The model key holds the model id and the `model` the reply reports; a reply naming another model stops the run
+before its chunk is stored. The SDK retries 408, 409, 429 and 5xx `retries` times with backoff and honours
+Retry-After; each request is bounded by `timeout_s`. The key is read from the variable `api_key_env` names
+(default ANTHROPIC_API_KEY without --base-url) and never stored; the base URL is given to the SDK explicitly (it
+would otherwise read ANTHROPIC_BASE_URL, recorded nowhere).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import EngineError, MissingPackage, UsageError
+from ..schema import ModelSpec
+from ..schema.records import PROVIDER_DTYPE
+from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, EngineBase, SamplingSettings, engine_options
+from .chat import (CHAT_FLAGS, WHY_NOT, ChatOptions, ChatPrepared, call_all, check_key_env, check_snapshot,
+                   key_from, refuse_local_options)
+
+__all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
+           "AnthropicPrepared", "AnthropicBackend"]
+
+NAME = "anthropic"
+CAPABILITIES = frozenset({CHAT})
+WHY_NOT = {**WHY_NOT, CHAT_LOGPROBS: "Anthropic's Messages API returns no log-probabilities (use --mode sample)"}
+#: the environment variable read for the key when no --base-url is given
+DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+#: Anthropic's own API, given explicitly
+ANTHROPIC_URL = "https://api.anthropic.com"
+#: stop_reason -> the finish_reason stored (others are stored as they come)
+FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "refusal": "refused"}
+
+
+class Options(ChatOptions):
+    """The engine arguments of `--backend anthropic`: those of every chat engine (`chat.ChatOptions`; its
+    `top_logprobs` unused); anything else is refused in one line."""
+
+
+FLAGS = CHAT_FLAGS
+
+
+def installed() -> tuple[bool, str]:
+    """(True, "anthropic 2.x") when the official SDK imports."""
+    try:
+        import anthropic
+    except ImportError as exc:
+        return False, f"the anthropic package does not import ({exc}); pip install 'biaslab[anthropic]'"
+    return True, f"anthropic {anthropic.__version__}"
+
+
+def _settings(options: BackendOptions) -> dict[str, Any]:
+    return engine_options(Options, NAME, options.engine_args).model_dump()
+
+
+def _where(settings: dict[str, Any]) -> str:
+    return settings["base_url"] or "Anthropic's API"
+
+
+def validate_options(options: BackendOptions) -> None:
+    """Refuse what a hosted model cannot take, in one line, before anything is read or any request is sent."""
+    refuse_local_options(NAME, options)
+    check_key_env(options)
+    key_from(_settings(options), DEFAULT_KEY_ENV)
+
+
+def make_client(settings: dict[str, Any]):
+    """The SDK's client: the key from the environment, the base URL, the timeout and the retries."""
+    try:
+        from anthropic import Anthropic
+    except ImportError:
+        raise MissingPackage(f"--backend {NAME} needs the anthropic package: pip install 'biaslab[anthropic]'") \
+            from None
+    return Anthropic(api_key=key_from(settings, DEFAULT_KEY_ENV)[0], base_url=settings["base_url"] or ANTHROPIC_URL,
+                     timeout=settings["timeout_s"], max_retries=settings["retries"])
+
+
+def failure(exc: BaseException, settings: dict[str, Any]) -> EngineError:
+    """One line for a request that failed for good: where, the status and the provider's message."""
+    import anthropic
+
+    where = _where(settings)
+    if isinstance(exc, anthropic.AuthenticationError):
+        return EngineError(f"{where} refused the API key (401): {_message(exc)}")
+    if isinstance(exc, anthropic.APITimeoutError):
+        return EngineError(f"{where} did not answer within {settings['timeout_s']:g} s ({settings['retries']} "
+                           f"retries); nothing of this chunk was stored (raise --engine-arg timeout_s=...)")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return EngineError(f"{where} cannot be reached ({settings['retries']} retries): {exc}")
+    if isinstance(exc, anthropic.APIStatusError):
+        retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+        after = f" after {settings['retries']} retries" if retried else ""
+        return EngineError(f"{where} answered {exc.status_code}{after}: {_message(exc)}")
+    return EngineError(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def _message(exc) -> str:
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict) and inner.get("message"):
+        return str(inner["message"])[:300]
+    return str(getattr(exc, "message", exc))[:300]
+
+
+def request(model: str, messages: Sequence[dict], settings: SamplingSettings, prefill: str | None) -> dict:
+    """The complete Messages API request of one reply: system text apart, the prefill as a final assistant
+    message, the sampling settings in the body (top_k omitted for 0: no truncation)."""
+    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+    turns = [{"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"]
+    if prefill:
+        turns.append({"role": "assistant", "content": prefill})
+    sampling: dict[str, Any] = {"temperature": settings.temperature, "top_p": settings.top_p}
+    if settings.top_k:
+        sampling["top_k"] = settings.top_k
+    body: dict[str, Any] = {"model": model, "max_tokens": settings.max_new_tokens, "messages": turns,
+                            "extra_body": sampling}
+    if system:
+        body["system"] = system
+    return body
+
+
+def prepare(model: str, options: BackendOptions) -> AnthropicPrepared:
+    """Ask the API once (a 1-token request) which model answers for `model`; compute the model key."""
+    import anthropic
+
+    validate_options(options)
+    settings = _settings(options)
+    client = make_client(settings)
+    try:
+        reply = client.messages.create(model=model, max_tokens=1, messages=[{"role": "user", "content": "Say OK."}])
+    except anthropic.NotFoundError as exc:
+        raise UsageError(f"{_where(settings)} has no model {model!r}: {_message(exc)}") from None
+    except anthropic.AnthropicError as exc:
+        raise failure(exc, settings) from None
+    finally:
+        client.close()
+    snapshot = str(getattr(reply, "model", None) or model)
+    spec = ModelSpec(name=model, source=model, revision=snapshot, kind="causal", dtype=PROVIDER_DTYPE,
+                     tokenizer=None, bos_policy="none", backend=NAME, backend_version=None)
+    return AnthropicPrepared(spec=spec, settings=settings, snapshot=snapshot, where=_where(settings),
+                             backend=AnthropicBackend)
+
+
+class AnthropicPrepared(ChatPrepared):
+    """The prepared model of `--backend anthropic`: the prefill is continued; no minimum length."""
+
+    @property
+    def prefill(self) -> bool:
+        return True
+
+    def check_sampling(self, settings: SamplingSettings) -> None:
+        if settings.min_new_tokens:
+            raise UsageError(f"{self.where} cannot forbid stopping early: pass --min-new-tokens 0")
+
+
+class AnthropicBackend(EngineBase):
+    """The Anthropic chat backend (see the module docstring)."""
+
+    name = NAME
+    capabilities = CAPABILITIES
+    tokenizer = None
+
+    def __init__(self, prepared: AnthropicPrepared, client: Any = None) -> None:
+        self.prepared, self.spec, self.settings = prepared, prepared.spec, prepared.settings
+        self.device, self.snapshot, self.version = prepared.device, prepared.snapshot, None
+        self.max_top_k = None
+        self.client = client or make_client(self.settings)
+
+    def chat(self, messages: Sequence[Sequence[dict]], seeds: Sequence[int | None], settings: SamplingSettings, *,
+             prefill: str | None = None, top_logprobs: int | None = None) -> list[ChatReply]:
+        """One reply per messages[i] (the seeds identify samples; the API takes none), `max_concurrency` at a time,
+        in order; `EngineError` (one line, nothing returned) for a failure, a malformed reply or another model."""
+        if top_logprobs:
+            raise EngineError(f"--backend {NAME} returns no log-probabilities")  # refused before by WHY_NOT
+        bodies = [request(self.spec.name, m, settings, prefill) for m in messages]
+        if len(bodies) != len(seeds):
+            raise ValueError("one seed per request")
+        return call_all(self._one, bodies, self.settings["max_concurrency"])
+
+    def _one(self, body: dict) -> ChatReply:
+        import anthropic
+
+        try:
+            reply = self.client.messages.create(**body)
+        except anthropic.AnthropicError as exc:
+            raise failure(exc, self.settings) from None
+        return self.reply(reply)
+
+    def reply(self, reply: Any) -> ChatReply:
+        """A `ChatReply` of the SDK's message, checked: the model the run began with and a list of content blocks."""
+        where = _where(self.settings)
+        snapshot = str(getattr(reply, "model", None) or self.spec.name)
+        check_snapshot(where, snapshot, self.snapshot)
+        blocks = getattr(reply, "content", None)
+        if blocks is None:
+            raise EngineError(f"{where} sent a reply without content (malformed reply)")
+        text = "".join(getattr(b, "text", "") or "" for b in blocks if getattr(b, "type", None) == "text")
+        reason = str(getattr(reply, "stop_reason", None) or "unknown")
+        return ChatReply(text, FINISH.get(reason, reason), snapshot, None)
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,79 @@
+"""`--backend anthropic` against a stub of the Messages API (tests/chat_stub.py `AnthropicStub`): the prefill
+continued as a final assistant message, the sampling settings in the body and no seed (the API takes none),
+replies parsed as every engine's, a rerun adds nothing; logprobs mode refused with the reason before any request;
+an API that refuses a sampling field answers in one line; gen with --min-new-tokens 0; the key only in the SDK's
+header."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+pytest.importorskip("anthropic")
+
+from biaslab.cli.runners_cli import runners  # noqa: E402
+from biaslab.warehouse import Warehouse  # noqa: E402
+from chat_stub import AnthropicStub  # noqa: E402
+
+KEY = "anthropic-test-key-" + "5e" * 12
+
+
+@pytest.fixture
+def claude():
+    server = AnthropicStub()
+    yield server
+    server.close()
+
+
+def collect(server, db, *args):
+    return CliRunner().invoke(runners, [
+        "collect", "--backend", "anthropic", "--base-url", server.url.removesuffix("/v1"), "--model", "stub-model",
+        "--api-key-env", "CLAUDE_STUB_KEY", "--db", str(db), "--yes", *args], env={"CLAUDE_STUB_KEY": KEY})
+
+
+def test_sample_mode_continues_the_prefill_and_sends_the_sampling_settings(claude, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "3", "--mode", "sample", "--samples", "3"]
+    result = collect(claude, db, *args)
+    assert result.exit_code == 0, result.output
+    sent = claude.bodies[1:]
+    assert len(sent) == 9 and all(b["messages"][-1] == {"role": "assistant", "content": "{'BLANK':'"} for b in sent)
+    assert {(b["temperature"], b["top_p"], b["top_k"], b["max_tokens"]) for b in sent} == {(0.5, 1.0, 40, 6)}
+    assert all("seed" not in b and b["system"].startswith("Below you will find") for b in sent)
+    headers = [{k.lower(): v for k, v in h.items()} for h in claude.headers]
+    assert {h.get("authorization") for h in headers} == {f"Bearer {KEY}"}
+    with Warehouse.open(db, read_only=True) as wh:
+        rows = wh.rows("SELECT s.answer, s.valid, s.finish_reason, r.options, r.adaptation FROM samples s "
+                       "JOIN choice_requests r USING (model_key, request_id)")
+        spec = wh.rows("SELECT backend, revision, dtype FROM models")
+    assert len(rows) == 9 and all(valid and reason == "stop" and answer in options
+                                  for answer, valid, reason, options, _ in rows)
+    assert {r[4] for r in rows} == {"chat_api+prefill_continued"}
+    assert sum(answer == options[1] for answer, _, _, options, _ in rows) == 3  # every third request: the second
+    assert spec == [("anthropic", "stub-claude-2026-01-01", "provider")]
+    assert KEY.encode() not in db.read_bytes()
+    assert "0 samples added" in collect(claude, db, *args).output and claude.completions == 11
+
+
+def test_logprobs_mode_is_refused_with_why_and_a_refused_field_is_one_line(claude, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    refused = collect(claude, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--mode", "logprobs")
+    assert refused.exit_code == 1 and "returns no log-probabilities" in refused.output and claude.completions == 0
+    claude.refused_fields = ("top_k",)
+    result = collect(claude, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode",
+                     "sample", "--samples", "1")
+    assert result.exit_code == 1 and "answered 400: top_k: Extra inputs are not permitted" in result.output
+    assert result.output.strip().splitlines()[-1].startswith("Error: ") and result.output.count("Error") == 1
+    ok = collect(claude, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode",
+                 "sample", "--samples", "1", "--top-k", "0")  # 0: no truncation, so no top_k is sent
+    assert ok.exit_code == 0, ok.output
+
+
+def test_gen_with_min_new_tokens_0(claude, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "ruff", "--data-dir", str(data_dir), "--protocol", "gen", "--limit", "1", "--samples", "2"]
+    assert "pass --min-new-tokens 0" in collect(claude, db, *args).output
+    result = collect(claude, db, *args, "--min-new-tokens", "0")
+    assert result.exit_code == 0, result.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT count(*), min(finish_reason) FROM samples")[0] == (4, "length")

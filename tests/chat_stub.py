@@ -51,6 +51,10 @@ class ChatStub:
                  fingerprint: str | None = "fp_1"):
         self.extensions, self.snapshot, self.fingerprint = extensions, snapshot, fingerprint
         self.script: list[tuple[int, object, dict]] = []
+        self.files: dict[str, bytes] = {}  # the batch APIs: uploaded files, batches, polls before a batch ends
+        self.batches: dict[str, dict] = {}
+        self.batch_posts: list[str] = []
+        self.polls_to_end = 2
         self.delay_s = 0.0  # every completion waits this long (an interruption test's slow provider)
         self.bodies: list[dict] = []
         self.headers: list[dict] = []
@@ -74,11 +78,22 @@ class ChatStub:
             def do_GET(self):
                 if self.path == "/version" and stub.extensions:  # vLLM's server says what it is
                     self._send(200, {"version": "0.32.0-stub"})
-                else:
+                    return
+                found = stub.batch_get(self.path.split("?")[0])
+                if found is None:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
+                else:
+                    self._send(*found)
 
             def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                path = self.path.split("?")[0]
+                if path.endswith("/files") or path.endswith("/batches"):  # the batch APIs
+                    with stub.lock:
+                        stub.batch_posts.append(path)
+                    self._send(*stub.batch_post(path, raw, self.headers.get("Content-Type", "")))
+                    return
+                body = json.loads(raw or b"{}")
                 with stub.lock:
                     stub.bodies.append(body)
                     stub.headers.append(dict(self.headers))
@@ -105,6 +120,49 @@ class ChatStub:
     @property
     def completions(self) -> int:
         return len(self.bodies)
+
+    # --- OpenAI's Batch API: POST /v1/files (multipart), POST /v1/batches, GET /v1/batches/{id}, GET .../content
+    def batch_post(self, path: str, raw: bytes, content_type: str) -> tuple[int, dict]:
+        if path.endswith("/files"):
+            from email import policy
+            from email.parser import BytesParser
+
+            message = BytesParser(policy=policy.default).parsebytes(
+                f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
+            part = next(p for p in message.iter_parts() if p.get_param("name", header="content-disposition") == "file")
+            file_id = f"file-{len(self.files) + 1}"
+            self.files[file_id] = part.get_payload(decode=True)
+            return 200, {"id": file_id, "object": "file", "bytes": len(self.files[file_id]), "created_at": 0,
+                         "filename": "batch.jsonl", "purpose": "batch", "status": "processed"}
+        body = json.loads(raw or b"{}")
+        batch_id = f"batch_{len(self.batches) + 1}"
+        lines = [json.loads(line) for line in self.files[body["input_file_id"]].decode().splitlines() if line]
+        self.batches[batch_id] = {"lines": lines, "polls": 0}
+        return 200, self._batch(batch_id)
+
+    def _batch(self, batch_id: str) -> dict:
+        held = self.batches[batch_id]
+        ended = held["polls"] >= self.polls_to_end
+        total = len(held["lines"])
+        return {"id": batch_id, "object": "batch", "endpoint": "/v1/chat/completions", "completion_window": "24h",
+                "input_file_id": "file-in", "created_at": 0, "status": "completed" if ended else "in_progress",
+                "output_file_id": f"file-out-{batch_id}" if ended else None, "error_file_id": None,
+                "request_counts": {"total": total, "completed": total if ended else 0, "failed": 0}}
+
+    def batch_get(self, path: str) -> tuple[int, object] | None:
+        parts = path.strip("/").split("/")
+        if len(parts) == 3 and parts[1] == "batches" and parts[2] in self.batches:
+            self.batches[parts[2]]["polls"] += 1
+            return 200, self._batch(parts[2])
+        if len(parts) == 4 and parts[1] == "files" and parts[2].startswith("file-out-") and parts[3] == "content":
+            held = self.batches[parts[2].removeprefix("file-out-")]
+            out = []
+            for line in held["lines"]:
+                status, reply = self.answer(line["body"])
+                out.append(json.dumps({"id": "r", "custom_id": line["custom_id"], "error": None,
+                                       "response": {"status_code": status, "request_id": "q", "body": reply}}))
+            return 200, "\n".join(out).encode()
+        return None
 
     def answer(self, body: dict) -> tuple[int, dict]:
         unknown = [f for f in EXTENSION_FIELDS if f in body]
@@ -224,3 +282,39 @@ class AnthropicStub(ChatStub):
         return 200, {"id": "msg_stub", "type": "message", "role": "assistant", "model": self.snapshot,
                      "content": [{"type": "text", "text": text}], "stop_reason": stop, "stop_sequence": None,
                      "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    # --- Message Batches: POST /v1/messages/batches, GET /v1/messages/batches/{id}, GET .../results (JSONL)
+    def batch_post(self, path: str, raw: bytes, content_type: str) -> tuple[int, dict]:
+        if path != "/v1/messages/batches":
+            return 404, {"type": "error", "error": {"type": "not_found_error", "message": path}}
+        body = json.loads(raw or b"{}")
+        batch_id = f"msgbatch_{len(self.batches) + 1}"
+        self.batches[batch_id] = {"lines": body["requests"], "polls": 0}
+        return 200, self._batch(batch_id)
+
+    def _batch(self, batch_id: str) -> dict:
+        held = self.batches[batch_id]
+        ended = held["polls"] >= self.polls_to_end
+        total = len(held["lines"])
+        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+                "request_counts": {"processing": 0 if ended else total, "succeeded": total if ended else 0,
+                                   "errored": 0, "canceled": 0, "expired": 0},
+                "results_url": f"{self.url.removesuffix('/v1')}/v1/messages/batches/{batch_id}/results" if ended
+                else None, "created_at": "2026-01-01T00:00:00Z", "expires_at": "2026-01-02T00:00:00Z",
+                "ended_at": "2026-01-01T00:10:00Z" if ended else None, "archived_at": None,
+                "cancel_initiated_at": None}
+
+    def batch_get(self, path: str) -> tuple[int, object] | None:
+        parts = path.strip("/").split("/")
+        if parts[:3] != ["v1", "messages", "batches"] or len(parts) < 4 or parts[3] not in self.batches:
+            return None
+        if len(parts) == 4:
+            self.batches[parts[3]]["polls"] += 1
+            return 200, self._batch(parts[3])
+        out = []
+        for line in self.batches[parts[3]]["lines"]:
+            status, reply = self.answer({**line["params"], "_path": "/v1/messages"})
+            result = {"type": "succeeded", "message": reply} if status == 200 else \
+                {"type": "errored", "error": reply}
+            out.append(json.dumps({"custom_id": line["custom_id"], "result": result}))
+        return 200, "\n".join(out).encode()

@@ -56,6 +56,10 @@ def engine_flags(after: str):
         options = []
         for name, (flag, kind, users) in shared.items():
             ENGINE_FLAGS[flag.field] = flag
+            if kind is bool:  # a switch: --batch, not --batch true
+                options.append(click.Option([name, flag.field], is_flag=True, flag_value=True, default=None,
+                                            help=f"{', '.join(users)}: {flag.help}"))
+                continue
             options.append(click.Option([name, flag.field], type=click.types.convert_type(kind), default=None,
                                         metavar=flag.metavar, help=f"{', '.join(users)}: {flag.help}"))
         at = next(i for i, p in enumerate(params) if p.name == after)

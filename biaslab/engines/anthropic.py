@@ -29,7 +29,7 @@ from ..schema import ModelSpec
 from ..schema.records import PROVIDER_DTYPE
 from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, EngineBase, SamplingSettings, engine_options
 from .chat import (CHAT_FLAGS, WHY_NOT, ChatOptions, ChatPrepared, call_all, check_key_env, check_snapshot,
-                   key_from, refuse_local_options)
+                   flat_body, key_from, refuse_local_options, run_batched)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "AnthropicPrepared", "AnthropicBackend"]
@@ -188,7 +188,56 @@ class AnthropicBackend(EngineBase):
         bodies = [request(self.spec.name, m, settings, prefill) for m in messages]
         if len(bodies) != len(seeds):
             raise ValueError("one seed per request")
+        if self.batch:  # one request per sample: the sample index and seed go into the batch's custom ids
+            keyed = [{**b, "metadata_seed": int(s)} if s is not None else b for b, s in zip(bodies, seeds)]
+            return run_batched(self, keyed)
         return call_all(self._one, bodies, self.settings["max_concurrency"])
+
+    @property
+    def batch(self) -> bool:
+        """Whether requests go through the Message Batches API (`--batch`; `run_batched`)."""
+        return bool(self.settings["batch"])
+
+    def submit_batch(self, requests: Sequence[tuple[str, dict]]) -> str:
+        """Create a message batch of the requests; its id."""
+        import anthropic
+
+        batch_requests = [{"custom_id": cid, "params": {k: v for k, v in flat_body(body).items()
+                                                        if k != "metadata_seed"}} for cid, body in requests]
+        try:
+            batch = self.client.messages.batches.create(requests=batch_requests)
+        except anthropic.AnthropicError as exc:
+            raise failure(exc, self.settings) from None
+        return str(batch.id)
+
+    def poll_batch(self, batch_id: str) -> tuple[str, int, bool]:
+        """(processing status, requests done, ended) of a message batch."""
+        import anthropic
+
+        try:
+            batch = self.client.messages.batches.retrieve(batch_id)
+        except anthropic.AnthropicError as exc:
+            raise failure(exc, self.settings) from None
+        counts = batch.request_counts
+        done = counts.succeeded + counts.errored + counts.canceled + counts.expired
+        return str(batch.processing_status), int(done), batch.processing_status == "ended"
+
+    def batch_replies(self, batch_id: str) -> dict[str, ChatReply]:
+        """custom id -> reply of an ended batch (its results); errors kept in `batch_errors`."""
+        import anthropic
+
+        out: dict[str, ChatReply] = {}
+        self.batch_errors: dict[str, str] = {}
+        try:
+            for entry in self.client.messages.batches.results(batch_id):
+                if entry.result.type == "succeeded":
+                    out[str(entry.custom_id)] = self.reply(entry.result.message)
+                else:
+                    error = getattr(getattr(entry.result, "error", None), "error", None)
+                    self.batch_errors[str(entry.custom_id)] = str(getattr(error, "message", entry.result.type))
+        except anthropic.AnthropicError as exc:
+            raise failure(exc, self.settings) from None
+        return out
 
     def _one(self, body: dict) -> ChatReply:
         import anthropic

@@ -55,6 +55,11 @@ class ChatOptions(BaseModel):
     price_in: float | None = Field(None, ge=0, le=1e6, description="USD per million input tokens (cost estimate)")
     price_out: float | None = Field(None, ge=0, le=1e6, description="USD per million output tokens")
     max_cost: float | None = Field(None, ge=0, description="refuse to start when the estimated cost is above it (USD)")
+    batch: bool = Field(False, description="send the requests as one batch of the provider's batch API (cheaper, "
+                                           "slower); its id is stored, so a rerun fetches instead of resubmitting")
+    batch_wait_s: float = Field(3600.0, ge=0, le=7 * 86400, description="seconds to wait for a batch before "
+                                                                         "stopping (rerun to fetch it later)")
+    batch_poll_s: float = Field(10.0, gt=0, le=3600, description="seconds between two looks at a running batch")
 
     @field_validator("base_url")
     @classmethod
@@ -75,6 +80,8 @@ CHAT_FLAGS = (
     Flag("price_out", "USD per million output tokens, for the cost shown before the first request.",
          metavar="USD"),
     Flag("max_cost", "refuse to start when the estimated cost (USD) is above this.", metavar="USD"),
+    Flag("batch", "send the requests through the provider's batch API (openai-chat, anthropic): cheaper, slower; "
+                  "the batch id is stored and a rerun fetches its results instead of submitting again."),
 )
 
 
@@ -201,3 +208,72 @@ def check_snapshot(where: str, got: str, expected: str) -> None:
     if got != expected:
         raise EngineError(f"{where} answered with snapshot {got!r} where this run began with {expected!r}; nothing "
                           f"of this chunk was stored: rerun to collect under the new snapshot (its own model key)")
+
+
+# ------------------------------------------------------------------------------------------------------- batches
+class BatchPending(EngineError):
+    """A submitted batch has not ended within `batch_wait_s`: nothing of it is stored yet; a rerun fetches it."""
+
+
+def custom_id(body: dict) -> str:
+    """A request's id inside a batch: a hash of its complete body (messages, settings, seed), so the same request
+    has the same id in every run."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:48]
+
+
+def flat_body(body: dict) -> dict:
+    """`body` with its SDK-only `extra_body` fields merged in (what the wire carries, as a batch line needs it)."""
+    out = {k: v for k, v in body.items() if k != "extra_body"}
+    out.update(body.get("extra_body") or {})
+    return out
+
+
+def run_batched(engine: Any, bodies: list[dict]) -> list:
+    """The replies to `bodies` through the provider's batch API, in order (`engine`: a batch-capable chat backend
+    with `journal` set by the runner, and `submit_batch`, `poll_batch`, `batch_replies`).
+
+    Batches recorded for these requests (a previous run's) are fetched first; the rest are submitted as one new
+    batch, recorded at once; then each is waited for, up to `batch_wait_s` (`BatchPending` past it: run again to
+    fetch). A request whose batch ended without a reply for it is submitted again; one still missing after that
+    raises `EngineError` in one line."""
+    journal = getattr(engine, "journal", None)
+    if journal is None:
+        raise EngineError("batch mode needs the runner's journal (the warehouse records each batch)")
+    ids = [custom_id(b) for b in bodies]
+    wanted = dict(zip(ids, bodies, strict=True))
+    got: dict[str, Any] = {}
+    for batch_id, held in journal.open_batches(ids):
+        got.update({c: r for c, r in wait_batch(engine, batch_id, len(held)).items() if c in wanted})
+    missing = [c for c in dict.fromkeys(ids) if c not in got]
+    if missing:
+        batch_id = engine.submit_batch([(c, wanted[c]) for c in missing])
+        journal.record(batch_id, missing)
+        got.update({c: r for c, r in wait_batch(engine, batch_id, len(missing)).items() if c in wanted})
+        still = [c for c in missing if c not in got]
+        if still:
+            why = engine.batch_errors.get(still[0], "no reply") if hasattr(engine, "batch_errors") else "no reply"
+            raise EngineError(f"{len(still)} request(s) of batch {batch_id} got no reply (the first: {why}); nothing "
+                              f"of this chunk was stored: run again to resubmit them")
+    return [got[c] for c in ids]
+
+
+def wait_batch(engine: Any, batch_id: str, size: int) -> dict[str, Any]:
+    """custom id -> reply of a batch once it has ended (`engine.poll_batch` every `batch_poll_s`); `BatchPending`
+    after `batch_wait_s`."""
+    import time
+
+    settings = engine.settings
+    started = time.monotonic()
+    while True:
+        state, done, ended = engine.poll_batch(batch_id)
+        if ended:
+            return engine.batch_replies(batch_id)
+        if time.monotonic() - started >= settings["batch_wait_s"]:
+            raise BatchPending(f"batch {batch_id} is {state} ({done} of {size} requests done) after "
+                               f"{settings['batch_wait_s']:g} s; nothing of it is stored yet: run the same command "
+                               f"again to fetch its results (it is not submitted again)")
+        engine.journal.waiting(batch_id, state, done, size)
+        time.sleep(settings["batch_poll_s"])

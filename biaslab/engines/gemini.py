@@ -75,7 +75,10 @@ def validate_options(options: BackendOptions) -> None:
     """Refuse what a hosted model cannot take, in one line, before anything is read or any request is sent."""
     refuse_local_options(NAME, options)
     check_key_env(options)
-    key_from(_settings(options), DEFAULT_KEY_ENV)
+    settings = _settings(options)
+    if settings["batch"]:
+        raise UsageError(f"--backend {NAME}: --batch is not supported yet (openai-chat and anthropic have it)")
+    key_from(settings, DEFAULT_KEY_ENV)
 
 
 def make_client(settings: dict[str, Any]):

@@ -43,7 +43,7 @@ from ..schema import ModelSpec
 from ..schema.records import PROVIDER_DTYPE
 from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, EngineBase, SamplingSettings, engine_options
 from .chat import (CHAT_FLAGS, MAX_TOP_LOGPROBS, WHY_NOT, ChatOptions, ChatPrepared, Estimate, call_all,  # noqa: F401
-                   check_key_env, check_snapshot, key_from, refuse_local_options)
+                   check_key_env, check_snapshot, flat_body, key_from, refuse_local_options, run_batched)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "ChatPrepared", "OpenAIChatPrepared", "OpenAIChatBackend", "MAX_TOP_LOGPROBS", "Estimate"]
@@ -245,7 +245,75 @@ class OpenAIChatBackend(EngineBase):
         of the replies is returned, so the caller stores nothing of them."""
         bodies = [self.body(m, s, settings, prefill=prefill, top_logprobs=top_logprobs)
                   for m, s in zip(messages, seeds, strict=True)]
+        if self.batch:
+            return run_batched(self, bodies)
         return call_all(self._one, bodies, self.settings["max_concurrency"])
+
+    @property
+    def batch(self) -> bool:
+        """Whether requests go through OpenAI's Batch API (`--batch`; `run_batched`, the runner sets `journal`)."""
+        return bool(self.settings["batch"])
+
+    def submit_batch(self, requests: Sequence[tuple[str, dict]]) -> str:
+        """Upload the requests as a JSONL file and create a batch over /v1/chat/completions; its id."""
+        import json
+
+        import openai
+
+        lines = [json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
+                             "body": flat_body(body)}) for cid, body in requests]
+        self._batch_logprobs = {cid: bool(body.get("logprobs")) for cid, body in requests}
+        try:
+            uploaded = self.client.files.create(file=("biaslab-batch.jsonl", "\n".join(lines).encode()),
+                                                purpose="batch")
+            batch = self.client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                               completion_window="24h")
+        except openai.OpenAIError as exc:
+            raise failure(exc, self.settings) from None
+        return str(batch.id)
+
+    def poll_batch(self, batch_id: str) -> tuple[str, int, bool]:
+        """(status, requests done, ended) of a batch."""
+        import openai
+
+        try:
+            batch = self.client.batches.retrieve(batch_id)
+        except openai.OpenAIError as exc:
+            raise failure(exc, self.settings) from None
+        counts = getattr(batch, "request_counts", None)
+        done = int(getattr(counts, "completed", 0) or 0) + int(getattr(counts, "failed", 0) or 0)
+        return str(batch.status), done, batch.status in ("completed", "failed", "expired", "cancelled")
+
+    def batch_replies(self, batch_id: str) -> dict[str, ChatReply]:
+        """custom id -> reply of an ended batch (its output file); errors kept in `batch_errors`."""
+        import json
+
+        import openai
+        from openai.types.chat import ChatCompletion
+
+        try:
+            batch = self.client.batches.retrieve(batch_id)
+            output = self.client.files.content(batch.output_file_id).text if batch.output_file_id else ""
+            errors = self.client.files.content(batch.error_file_id).text if batch.error_file_id else ""
+        except openai.OpenAIError as exc:
+            raise failure(exc, self.settings) from None
+        logprobs = getattr(self, "_batch_logprobs", {})
+        out: dict[str, ChatReply] = {}
+        self.batch_errors: dict[str, str] = {}
+        for line in [*output.splitlines(), *errors.splitlines()]:
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            cid, response = str(entry.get("custom_id")), entry.get("response") or {}
+            if response.get("status_code") == 200:
+                completion = ChatCompletion.model_validate(response.get("body"))
+                asked = logprobs.get(cid, bool(getattr(completion.choices[0], "logprobs", None))
+                                     if completion.choices else False)
+                out[cid] = self.reply(completion, asked)
+            else:
+                error = entry.get("error") or (response.get("body") or {}).get("error") or {}
+                self.batch_errors[cid] = str(error.get("message", error))[:200]
+        return out
 
     def _one(self, body: dict[str, Any]) -> ChatReply:
         import openai

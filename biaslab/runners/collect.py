@@ -103,6 +103,10 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
                 backend = handle.load_if(wh, work.count)
                 if backend is not None and cores is not None:
                     backend.follow_free_cores(cores)
+                if getattr(backend, "batch", False):  # a chat API's batch mode: its batches are recorded here
+                    from .batches import BatchJournal
+
+                    backend.journal = BatchJournal(wh, handle.model_key, config.backend, run_id)
                 advance = progress(len(requests), len(requests) - work.count) if progress else None
                 try:
                     stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,

@@ -91,6 +91,9 @@ SCHEMAS: dict[str, pa.Schema] = {
         _f("dataset", S, KEY), _f("version", S, KEY), _f("loaded_at", TS, KEY), _f("source", S, KEY),
         _f("path", S), _f("file_sha256", S, KEY), _f("declaration", S, KEY, json=True),
         _f("stimulus_ids", pa.list_(S), KEY), _f("run_id", S)]),
+    "api_batches": pa.schema([
+        _f("model_key", S, KEY), _f("batch_id", S, KEY), _f("provider", S, KEY), _f("custom_ids", pa.list_(S), KEY),
+        _f("submitted_at", TS, KEY), _f("run_id", S)]),
     "chat_positions": pa.schema([
         _f("model_key", S, KEY), _f("request_id", S, KEY), _f("position", I32, KEY), _f("token", S, KEY),
         _f("logprob", F64, KEY), _f("top_tokens", pa.list_(S), KEY), _f("top_logprobs", pa.list_(F64), KEY),
@@ -161,6 +164,7 @@ ROLES: dict[str, Role] = {
     "samples": Role(("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p",
                      "max_new_tokens"), evidence=True, names_stimulus=True, unit="samples",
                     values={"token_logprobs": "logprobs", **_SAMPLING}),
+    "api_batches": Role(("model_key", "batch_id")),
     "annotations": Role(("sample_id", "annotator"), merged=False),
 }
 

@@ -77,3 +77,19 @@ def test_gen_with_min_new_tokens_0(claude, tmp_path, data_dir):
     assert result.exit_code == 0, result.output
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.rows("SELECT count(*), min(finish_reason) FROM samples")[0] == (4, "length")
+
+
+def test_message_batches_submit_once_and_a_rerun_fetches(claude, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    claude.polls_to_end = 2
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
+            "3", "--batch", "--engine-arg", "batch_poll_s=0.01"]
+    first = collect(claude, db, *args, "--engine-arg", "batch_wait_s=0")
+    assert first.exit_code == 1 and "batch msgbatch_1 is in_progress" in first.output
+    second = collect(claude, db, *args)
+    assert second.exit_code == 0 and "6 samples added" in second.output, second.output
+    assert list(claude.batches) == ["msgbatch_1"] and len(claude.batches["msgbatch_1"]["lines"]) == 6
+    assert all("metadata_seed" not in line["params"] for line in claude.batches["msgbatch_1"]["lines"])
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT count(DISTINCT seed), bool_and(valid) FROM samples")[0] == (6, True)
+    assert "0 samples added" in collect(claude, db, *args).output and len(claude.batches) == 1

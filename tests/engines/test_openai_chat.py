@@ -352,3 +352,28 @@ def test_meta_and_a_pasted_key_are_refused_without_a_request_or_an_echo(stub, tm
                                           "--dataset", "winopron", "--data-dir", str(data_dir), "--yes"])
     assert result.exit_code == 2 and "not a key; the value given is not shown" in result.output
     assert pasted not in result.output and stub.completions == 0
+
+
+def test_batch_mode_submits_once_and_a_rerun_fetches(stub, tmp_path, data_dir):
+    """--batch (OpenAI's Batch API on the stub: a JSONL file, a batch, its output file): the first run submits and
+    stops when the batch is not done within batch_wait_s (nothing stored, the batch id is); the rerun fetches the
+    same batch and stores every sample; a third run adds nothing and submits nothing."""
+    db = tmp_path / "w.duckdb"
+    stub.polls_to_end = 3
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
+            "4", "--batch", "--engine-arg", "batch_poll_s=0.01"]
+    first = collect(stub, db, *args, "--engine-arg", "batch_wait_s=0")
+    assert first.exit_code == 1 and "batch batch_1 is in_progress (0 of 8 requests done)" in first.output
+    assert "run the same command again to fetch its results (it is not submitted again)" in first.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("samples") == 0 and wh.rows("SELECT batch_id, len(custom_ids) FROM api_batches") == [
+            ("batch_1", 8)]
+    second = collect(stub, db, *args)
+    assert second.exit_code == 0 and "8 samples added" in second.output, second.output
+    assert list(stub.batches) == ["batch_1"] and stub.batch_posts.count("/v1/batches") == 1
+    with Warehouse.open(db, read_only=True) as wh:
+        rows = wh.rows("SELECT s.seed, s.answer, r.options FROM samples s JOIN choice_requests r "
+                       "USING (model_key, request_id)")
+    assert [a for _, a, _ in rows] == [o[0] if seed_unit(s) < P_FIRST else o[1] for s, _, o in rows]
+    third = collect(stub, db, *args)
+    assert third.exit_code == 0 and "0 samples added" in third.output and len(stub.batches) == 1

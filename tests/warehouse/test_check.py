@@ -93,7 +93,8 @@ def test_clean_warehouse_is_all_ok(clean_path):
     assert ("schema_version", "meta") in checks and ("unfinished_runs", "runs") in checks
     assert {t for c, t in checks if c == "duplicate_keys"} == {
         "stimuli", "models", "runs", "sequence_scores", "token_scores", "choice_requests", "choice_nodes",
-        "choice_edges", "choice_probs", "samples", "gen_requests", "annotations", "user_datasets", "chat_positions"}
+        "choice_edges", "choice_probs", "samples", "gen_requests", "annotations", "user_datasets", "chat_positions",
+        "api_batches"}
     assert {t for c, t in checks if c == "orphan_rows"} == {"token_scores", "choice_nodes", "choice_edges",
                                                             "choice_probs", "chat_positions"}
     assert {t for c, t in checks if c == "unknown_stimulus"} == {"sequence_scores", "choice_requests", "samples",

@@ -93,3 +93,37 @@ def test_message_batches_submit_once_and_a_rerun_fetches(claude, tmp_path, data_
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.rows("SELECT count(DISTINCT seed), bool_and(valid) FROM samples")[0] == (6, True)
     assert "0 samples added" in collect(claude, db, *args).output and len(claude.batches) == 1
+
+
+def _message(stub, **change):
+    reply = stub.answer({"model": "stub-model", "_path": "/v1/messages",
+                         "messages": [{"role": "user", "content": "options: [a, b]"}]})[1]
+    return {**reply, **change}
+
+
+def test_429_5xx_malformed_refused_and_a_new_model_mid_run(claude, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--engine-arg",
+            "retries=1"]
+    probe = (200, _message(claude), {})
+    claude.script = [probe, (429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+                             {"retry-after": "0"})]
+    assert collect(claude, db, *args, "--samples", "1").exit_code == 0  # retried, then answered
+    claude.script = [probe] + [(529, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
+                                {"retry-after": "0"})] * 2
+    overloaded = collect(claude, db, *args, "--samples", "2")
+    assert overloaded.exit_code == 1 and "answered 529 after 1 retries: busy" in overloaded.output
+    claude.script = [probe, (200, {k: v for k, v in _message(claude).items() if k != "content"}, {})]
+    malformed = collect(claude, db, *args, "--samples", "2")
+    assert malformed.exit_code == 1 and "malformed reply" in malformed.output
+    claude.script = [probe, (200, _message(claude, content=[], stop_reason="refusal"), {})]
+    assert collect(claude, db, *args, "--samples", "2").exit_code == 0
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT finish_reason, valid FROM samples ORDER BY sample_index") == [
+            ("stop", True), ("refused", False)]
+    claude.script = [probe]
+    claude.snapshot = "stub-claude-2026-02-01"
+    changed = collect(claude, db, *args, "--samples", "3")
+    assert changed.exit_code == 1 and "answered with snapshot 'stub-claude-2026-02-01'" in changed.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("samples") == 2

@@ -106,3 +106,28 @@ def test_a_429_is_retried_and_failures_are_one_line(gemini, tmp_path, data_dir):
     missing = CliRunner().invoke(runners, ["collect", "--backend", "gemini", "--model", "stub-model", "--db", str(db),
                                            "--yes", *args], env={"GEMINI_API_KEY": ""})
     assert missing.exit_code == 2 and "the environment variable GEMINI_API_KEY is not set" in missing.output
+
+
+def test_5xx_malformed_blocked_and_a_new_model_version_mid_run(gemini, tmp_path, data_dir):
+    db = tmp_path / "w.duckdb"
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--engine-arg",
+            "retries=1"]
+    probe = (200, gemini.answer({"_path": "/v1/models/stub-model:generateContent"})[1], {})
+    assert collect(gemini, db, *args, "--samples", "1").exit_code == 0
+    gemini.script = [probe] + [(503, {"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}},
+                                {})] * 2
+    failed = collect(gemini, db, *args, "--samples", "2")
+    assert failed.exit_code == 1 and "answered 503 after 1 retries: overloaded" in failed.output
+    gemini.script = [probe, (200, {"modelVersion": gemini.snapshot, "responseId": "x"}, {})]
+    malformed = collect(gemini, db, *args, "--samples", "2")
+    assert malformed.exit_code == 1 and "malformed reply" in malformed.output
+    blocked = {"promptFeedback": {"blockReason": "SAFETY"}, "modelVersion": gemini.snapshot, "responseId": "x"}
+    gemini.script = [probe, (200, blocked, {})]
+    assert collect(gemini, db, *args, "--samples", "2").exit_code == 0
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT finish_reason, valid FROM samples ORDER BY sample_index") == [
+            ("stop", True), ("refused", False)]
+    gemini.script = [probe]
+    gemini.snapshot = "stub-gemini-002"
+    changed = collect(gemini, db, *args, "--samples", "3")
+    assert changed.exit_code == 1 and "answered with snapshot 'stub-gemini-002'" in changed.output

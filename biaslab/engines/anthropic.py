@@ -186,10 +186,8 @@ class AnthropicBackend(EngineBase):
         if top_logprobs:
             raise EngineError(f"--backend {NAME} returns no log-probabilities")  # refused before by WHY_NOT
         bodies = [request(self.spec.name, m, settings, prefill) for m in messages]
-        if len(bodies) != len(seeds):
-            raise ValueError("one seed per request")
-        if self.batch:  # one request per sample: the sample index and seed go into the batch's custom ids
-            keyed = [{**b, "metadata_seed": int(s)} if s is not None else b for b, s in zip(bodies, seeds)]
+        if self.batch:  # one request per sample: the sample's seed goes into the batch's custom ids (not sent)
+            keyed = [{**b, "metadata_seed": int(s)} if s is not None else b for b, s in zip(bodies, seeds, strict=True)]
             return run_batched(self, keyed)
         return call_all(self._one, bodies, self.settings["max_concurrency"])
 

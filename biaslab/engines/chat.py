@@ -1,7 +1,8 @@
-"""What every hosted chat engine shares (`openai_chat`, `gemini`): the settings each takes (`ChatOptions`), the
-refusal of what a chat API cannot serve (`WHY_NOT`), the API key read from a named environment variable and never
-stored, the cost estimate shown before the first request (`Estimate`), the prepared model (`ChatPrepared`: no
-tokenizer, no weights) and the concurrent calls that stop at the first failure (`call_all`).
+"""What every hosted chat engine shares (`openai_chat`, `gemini`, `anthropic`): the settings each takes
+(`ChatOptions`), the refusal of what a chat API cannot serve (`WHY_NOT`), the API key read from a named environment
+variable and never stored, the cost estimate shown before the first request (`Estimate`), the prepared model
+(`ChatPrepared`: no tokenizer, no weights), the concurrent calls that stop at the first failure (`call_all`) and the
+batch APIs' common flow (`run_batched`).
 
 A chat engine's backend offers `chat(messages, seeds, settings, *, prefill=None, top_logprobs=None)`: one
 `base.ChatReply` per (messages, seed), in order, each from the snapshot the run began with; a request that fails

@@ -28,7 +28,7 @@ def _stored(db) -> int:
 
 def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path, data_dir):
     stub = ChatStub()
-    stub.delay_s = 0.05
+    stub.delay_s = 0.2  # a chunk of 64 replies takes ~3 s at 4 in flight: time to interrupt it under load
     db = tmp_path / "w.duckdb"
     command = [sys.executable, "-c", "from biaslab.cli.runners_cli import runners; runners()", "collect",
                "--backend", "openai-chat", "--base-url", stub.url, "--model", "stub-model", "--db", str(db),

@@ -27,9 +27,23 @@ from typing import Any
 from ..errors import EngineError, MissingPackage, UsageError
 from ..schema import ModelSpec
 from ..schema.records import PROVIDER_DTYPE
-from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, EngineBase, SamplingSettings, engine_options
-from .chat import (CHAT_FLAGS, WHY_NOT, ChatOptions, ChatPrepared, call_all, check_key_env, check_snapshot,
-                   flat_body, key_from, refuse_local_options, run_batched)
+from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings, engine_options
+from .chat import (
+    CHAT_FLAGS,
+    WHY_NOT,
+    ChatBackend,
+    ChatOptions,
+    ChatPrepared,
+    call_all,
+    check_key_env,
+    check_snapshot,
+    flat_body,
+    key_from,
+    provider_message,
+    refuse_local_options,
+    run_batched,
+    sdk_failure,
+)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "AnthropicPrepared", "AnthropicBackend"]
@@ -89,30 +103,10 @@ def make_client(settings: dict[str, Any]):
 
 
 def failure(exc: BaseException, settings: dict[str, Any]) -> EngineError:
-    """One line for a request that failed for good: where, the status and the provider's message."""
+    """One line for a request that failed for good (after the SDK's retries): `chat.sdk_failure`."""
     import anthropic
 
-    where = _where(settings)
-    if isinstance(exc, anthropic.AuthenticationError):
-        return EngineError(f"{where} refused the API key (401): {_message(exc)}")
-    if isinstance(exc, anthropic.APITimeoutError):
-        return EngineError(f"{where} did not answer within {settings['timeout_s']:g} s ({settings['retries']} "
-                           f"retries); nothing of this chunk was stored (raise --engine-arg timeout_s=...)")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return EngineError(f"{where} cannot be reached ({settings['retries']} retries): {exc}")
-    if isinstance(exc, anthropic.APIStatusError):
-        retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-        after = f" after {settings['retries']} retries" if retried else ""
-        return EngineError(f"{where} answered {exc.status_code}{after}: {_message(exc)}")
-    return EngineError(f"{where}: {type(exc).__name__}: {exc}")
-
-
-def _message(exc) -> str:
-    body = getattr(exc, "body", None)
-    inner = body.get("error", body) if isinstance(body, dict) else None
-    if isinstance(inner, dict) and inner.get("message"):
-        return str(inner["message"])[:300]
-    return str(getattr(exc, "message", exc))[:300]
+    return sdk_failure(exc, anthropic, _where(settings), settings, "the API key")
 
 
 def request(model: str, messages: Sequence[dict], settings: SamplingSettings, prefill: str | None) -> dict:
@@ -142,7 +136,7 @@ def prepare(model: str, options: BackendOptions) -> AnthropicPrepared:
     try:
         reply = client.messages.create(model=model, max_tokens=1, messages=[{"role": "user", "content": "Say OK."}])
     except anthropic.NotFoundError as exc:
-        raise UsageError(f"{_where(settings)} has no model {model!r}: {_message(exc)}") from None
+        raise UsageError(f"{_where(settings)} has no model {model!r}: {provider_message(exc)}") from None
     except anthropic.AnthropicError as exc:
         raise failure(exc, settings) from None
     finally:
@@ -166,18 +160,16 @@ class AnthropicPrepared(ChatPrepared):
             raise UsageError(f"{self.where} cannot forbid stopping early: pass --min-new-tokens 0")
 
 
-class AnthropicBackend(EngineBase):
+class AnthropicBackend(ChatBackend):
     """The Anthropic chat backend (see the module docstring)."""
 
     name = NAME
     capabilities = CAPABILITIES
-    tokenizer = None
+    connect = staticmethod(make_client)
 
     def __init__(self, prepared: AnthropicPrepared, client: Any = None) -> None:
-        self.prepared, self.spec, self.settings = prepared, prepared.spec, prepared.settings
-        self.device, self.snapshot, self.version = prepared.device, prepared.snapshot, None
-        self.max_top_k = None
-        self.client = client or make_client(self.settings)
+        super().__init__(prepared, client)
+        self.max_top_k = None  # no log-probabilities
 
     def chat(self, messages: Sequence[Sequence[dict]], seeds: Sequence[int | None], settings: SamplingSettings, *,
              prefill: str | None = None, top_logprobs: int | None = None) -> list[ChatReply]:
@@ -257,6 +249,3 @@ class AnthropicBackend(EngineBase):
         text = "".join(getattr(b, "text", "") or "" for b in blocks if getattr(b, "type", None) == "text")
         reason = str(getattr(reply, "stop_reason", None) or "unknown")
         return ChatReply(text, FINISH.get(reason, reason), snapshot, None)
-
-    def close(self) -> None:
-        self.client.close()

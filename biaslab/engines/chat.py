@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import EngineError, UsageError
-from .base import PLL, SAMPLE, SCORE, TOP_K, BackendOptions, Flag, PreparedBase, SamplingSettings
+from .base import PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase, SamplingSettings
 
 #: the most top log-probabilities a chat API returns per position (OpenAI's limit; Gemini's is the server's)
 MAX_TOP_LOGPROBS = 20
@@ -184,6 +184,56 @@ class ChatPrepared(PreparedBase):
 
     def load(self):
         return self._backend(self)
+
+
+class ChatBackend(EngineBase):
+    """What every chat backend holds: its prepared model's identity and settings, no tokenizer, and the SDK's client
+    (`connect(settings)`, each engine's own; a test may pass its own `client`)."""
+
+    tokenizer = None
+    #: the SDK's client of the settings: each engine's own `make_client`
+    connect: Callable[[dict[str, Any]], Any]
+
+    def __init__(self, prepared: ChatPrepared, client: Any = None) -> None:
+        self.prepared, self.spec, self.settings = prepared, prepared.spec, prepared.settings
+        self.device, self.snapshot, self.version = prepared.device, prepared.snapshot, None
+        self.max_top_k = prepared.max_top_k
+        self.client = client or self.connect(self.settings)
+
+    def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if close is not None:
+            close()
+
+
+def provider_message(exc: Any) -> str:
+    """The provider's own message of a failed request (`error.message` of its JSON body, else the SDK's text), at
+    most 300 characters."""
+    body = getattr(exc, "body", None)
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(inner, dict) and inner.get("message"):
+        return str(inner["message"])[:300]
+    return str(getattr(exc, "message", exc))[:300]
+
+
+def sdk_failure(exc: BaseException, sdk: Any, where: str, settings: dict[str, Any], refused: str) -> EngineError:
+    """One line for a request that failed for good after the SDK's retries, for the SDKs that share their error
+    classes (`openai`, `anthropic`: AuthenticationError, APITimeoutError, APIConnectionError, APIStatusError):
+    where, the status and the provider's message; never the key (the SDKs' messages do not hold it). `refused`
+    names what a 401 refused (e.g. "the API key in $OPENAI_API_KEY")."""
+    retries = settings["retries"]
+    if isinstance(exc, sdk.AuthenticationError):
+        return EngineError(f"{where} refused {refused} (401): {provider_message(exc)}")
+    if isinstance(exc, sdk.APITimeoutError):
+        return EngineError(f"{where} did not answer within {settings['timeout_s']:g} s ({retries} retries); nothing "
+                           f"of this chunk was stored (raise --engine-arg timeout_s=...)")
+    if isinstance(exc, sdk.APIConnectionError):
+        return EngineError(f"{where} cannot be reached ({retries} retries): {exc}")
+    if isinstance(exc, sdk.APIStatusError):
+        retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500
+        after = f" after {retries} retries" if retried else ""
+        return EngineError(f"{where} answered {exc.status_code}{after}: {provider_message(exc)}")
+    return EngineError(f"{where}: {type(exc).__name__}: {exc}")
 
 
 def call_all(one: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list:

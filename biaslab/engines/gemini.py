@@ -28,9 +28,19 @@ from pydantic import Field
 from ..errors import EngineError, MissingPackage, UsageError
 from ..schema import ModelSpec
 from ..schema.records import PROVIDER_DTYPE
-from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, EngineBase, SamplingSettings, engine_options
-from .chat import (CHAT_FLAGS, WHY_NOT, ChatOptions, ChatPrepared, call_all, check_key_env,  # noqa: F401
-                   check_snapshot, key_from, refuse_local_options)
+from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings, engine_options
+from .chat import (  # noqa: F401
+    CHAT_FLAGS,
+    WHY_NOT,
+    ChatBackend,
+    ChatOptions,
+    ChatPrepared,
+    call_all,
+    check_key_env,
+    check_snapshot,
+    key_from,
+    refuse_local_options,
+)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "GeminiPrepared", "GeminiBackend"]
@@ -176,18 +186,12 @@ class GeminiPrepared(ChatPrepared):
             raise UsageError(f"{self.where} cannot forbid stopping early: pass --min-new-tokens 0")
 
 
-class GeminiBackend(EngineBase):
+class GeminiBackend(ChatBackend):
     """The Gemini chat backend (see the module docstring)."""
 
     name = NAME
     capabilities = CAPABILITIES
-    tokenizer = None
-
-    def __init__(self, prepared: GeminiPrepared, client: Any = None) -> None:
-        self.prepared, self.spec, self.settings = prepared, prepared.spec, prepared.settings
-        self.device, self.snapshot, self.version = prepared.device, prepared.snapshot, None
-        self.max_top_k = prepared.max_top_k
-        self.client = client or make_client(self.settings)
+    connect = staticmethod(make_client)
 
     def chat(self, messages: Sequence[Sequence[dict]], seeds: Sequence[int | None], settings: SamplingSettings, *,
              prefill: str | None = None, top_logprobs: int | None = None) -> list[ChatReply]:
@@ -242,8 +246,3 @@ class GeminiBackend(EngineBase):
                 positions.append((str(token.token), float(token.log_probability),
                                   [(str(a.token), float(a.log_probability)) for a in alternatives]))
         return ChatReply(text, reason, snapshot, positions)
-
-    def close(self) -> None:
-        close = getattr(self.client, "close", None)
-        if close is not None:
-            close()

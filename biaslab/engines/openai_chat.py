@@ -41,9 +41,25 @@ from pydantic import Field
 from ..errors import EngineError, MissingPackage, UsageError
 from ..schema import ModelSpec
 from ..schema.records import PROVIDER_DTYPE
-from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, EngineBase, SamplingSettings, engine_options
-from .chat import (CHAT_FLAGS, MAX_TOP_LOGPROBS, WHY_NOT, ChatOptions, ChatPrepared, Estimate, call_all,  # noqa: F401
-                   check_key_env, check_snapshot, flat_body, key_from, refuse_local_options, run_batched)
+from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings, engine_options
+from .chat import (  # noqa: F401
+    CHAT_FLAGS,
+    MAX_TOP_LOGPROBS,
+    WHY_NOT,
+    ChatBackend,
+    ChatOptions,
+    ChatPrepared,
+    Estimate,
+    call_all,
+    check_key_env,
+    check_snapshot,
+    flat_body,
+    key_from,
+    provider_message,
+    refuse_local_options,
+    run_batched,
+    sdk_failure,
+)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "ChatPrepared", "OpenAIChatPrepared", "OpenAIChatBackend", "MAX_TOP_LOGPROBS", "Estimate"]
@@ -103,34 +119,12 @@ def _where(settings: dict[str, Any]) -> str:
 
 
 def failure(exc: BaseException, settings: dict[str, Any]) -> EngineError:
-    """One line for a request that failed for good (after the SDK's retries): where, the status and the provider's
-    message; never the key (the SDK's messages do not hold it)."""
+    """One line for a request that failed for good (after the SDK's retries): `chat.sdk_failure`."""
     import openai
 
-    where = _where(settings)
-    if isinstance(exc, openai.AuthenticationError):
-        var = settings["api_key_env"] or (DEFAULT_KEY_ENV if settings["base_url"] is None else None)
-        given = f"the API key in ${var}" if var else "the request without a key (give --api-key-env)"
-        return EngineError(f"{where} refused {given} (401): {_message(exc)}")
-    if isinstance(exc, openai.APITimeoutError):
-        return EngineError(f"{where} did not answer within {settings['timeout_s']:g} s ({settings['retries']} "
-                           f"retries); nothing of this chunk was stored (raise --engine-arg timeout_s=...)")
-    if isinstance(exc, openai.APIConnectionError):
-        return EngineError(f"{where} cannot be reached ({settings['retries']} retries): {exc}")
-    if isinstance(exc, openai.APIStatusError):
-        retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500
-        after = f" after {settings['retries']} retries" if retried else ""
-        return EngineError(f"{where} answered {exc.status_code}{after}: {_message(exc)}")
-    return EngineError(f"{where}: {type(exc).__name__}: {exc}")
-
-
-def _message(exc) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])[:300]
-    return str(getattr(exc, "message", exc))[:300]
+    var = settings["api_key_env"] or (DEFAULT_KEY_ENV if settings["base_url"] is None else None)
+    refused = f"the API key in ${var}" if var else "the request without a key (give --api-key-env)"
+    return sdk_failure(exc, openai, _where(settings), settings, refused)
 
 
 def snapshot_of(reply: Any) -> str:
@@ -171,7 +165,7 @@ def prepare(model: str, options: BackendOptions) -> OpenAIChatPrepared:
         reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say OK."}],
                                                max_completion_tokens=1, temperature=0.0, seed=0)
     except openai.NotFoundError as exc:
-        raise UsageError(f"{_where(settings)} has no model {model!r}: {_message(exc)}") from None
+        raise UsageError(f"{_where(settings)} has no model {model!r}: {provider_message(exc)}") from None
     except openai.OpenAIError as exc:
         raise failure(exc, settings) from None
     finally:
@@ -202,18 +196,12 @@ class OpenAIChatPrepared(ChatPrepared):
             raise UsageError(f"{self.where} cannot forbid stopping early: pass --min-new-tokens 0")
 
 
-class OpenAIChatBackend(EngineBase):
+class OpenAIChatBackend(ChatBackend):
     """The chat backend (see the module docstring): `chat` returns one `ChatReply` per (messages, seed)."""
 
     name = NAME
     capabilities = CAPABILITIES
-    tokenizer = None
-
-    def __init__(self, prepared: OpenAIChatPrepared, client: Any = None) -> None:
-        self.prepared, self.spec, self.settings = prepared, prepared.spec, prepared.settings
-        self.device, self.snapshot, self.version = prepared.device, prepared.snapshot, None
-        self.max_top_k = prepared.max_top_k
-        self.client = client or make_client(self.settings)
+    connect = staticmethod(make_client)
 
     def body(self, messages: Sequence[dict], seed: int | None, settings: SamplingSettings, *,
              prefill: str | None = None, top_logprobs: int | None = None) -> dict[str, Any]:
@@ -348,6 +336,3 @@ class OpenAIChatBackend(EngineBase):
             positions = [(str(t.token), float(t.logprob), [(str(a.token), float(a.logprob))
                                                            for a in (t.top_logprobs or [])]) for t in content]
         return ChatReply(str(text), reason, snapshot, positions)
-
-    def close(self) -> None:
-        self.client.close()

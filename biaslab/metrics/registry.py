@@ -48,6 +48,8 @@ class Study:
     builtin: bool = False
     #: the report's heading (default: the description)
     heading: str | None = None
+    #: what `biaslab compare` compares: f(handle) -> `biaslab.metrics.compare.Observations` (or "module:attr")
+    compare: Callable[..., Any] | str | None = None
 
     @property
     def function(self) -> Callable[..., dict]:
@@ -56,6 +58,10 @@ class Study:
     @property
     def report_writer(self) -> Callable[..., Any] | None:
         return None if self.report is None else _resolve(self.report)
+
+    @property
+    def comparer(self) -> Callable[..., Any] | None:
+        return None if self.compare is None else _resolve(self.compare)
 
     @property
     def dataset_names(self) -> tuple[str, ...]:
@@ -111,7 +117,8 @@ def get_study(name: str) -> Study:
 
 for _study in (
     Study("contextuality", f"{_S}:contextuality", "Contextual invariance on WinoPron.",
-          report="biaslab.metrics.contextuality.report:write_report", heading="Contextual invariance", builtin=True),
+          report="biaslab.metrics.contextuality.report:write_report", heading="Contextual invariance", builtin=True,
+          compare="biaslab.metrics.contextuality.compare:observations"),
     Study("misgendering", f"{_S}:misgendering", "Misgendering meta-evaluation (MISGENDERED, RUFF, TANGO).",
           report="biaslab.metrics.misgendering.report:write_report", heading="Misgendering meta-evaluation",
           builtin=True),

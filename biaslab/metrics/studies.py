@@ -19,7 +19,7 @@ import pandas as pd
 from ..errors import UsageError
 from .missing import NoEvidence, missing as _missing
 
-__all__ = ["NoEvidence", "PairError", "contextuality", "misgendering", "negation",
+__all__ = ["NoEvidence", "PairError", "contextuality", "misgendering", "negation", "compare",
            "calibration", "metaprompt", "options", "to_json_ready", "negation_sentences"]
 
 
@@ -232,3 +232,49 @@ def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | Non
     tables = option_tables(handle, dataset, by=by, contrast=contrast, reference=reference, spearman=spearman,
                            bootstrap=bootstrap, seed=seed, all_versions=all_versions)
     return _finish(handle, tables, output, private)
+
+
+def compare(handle, study: str, *, between: Sequence[str] | None = None, within: bool = False,
+            bootstrap: int = 2000, permutations: int = 5000, seed: int = 0, min_coverage: float = 0.8,
+            output: str = "pandas"):
+    """Paired comparisons of a study's headline measures (`biaslab compare STUDY`,
+    `biaslab.metrics.compare.core.compare_observations`): between two collection settings (two models, or one model
+    under two dtypes, backends or sampler settings) over the items both have, or with `within` between the study's
+    conditions inside each setting. Per measure and group: the paired difference A - B, its cluster-bootstrap 95%
+    interval over the study's unit, a paired permutation p (McNemar's exact p for binary outcomes), Holm and
+    Benjamini-Hochberg adjusted p over the family (the rows of one pair of settings), an effect size, and the items
+    it rests on and leaves out.
+
+    Parameters
+    ----------
+    handle : from `biaslab.open`.
+    study : a study with comparisons (`biaslab.metrics.registry`, `Study.compare`).
+    between : two settings: labels or model names as `biaslab compare` prints them, or unique model-key prefixes;
+        None: every pair of settings.
+    within : compare conditions (contexts, option orders, ...) inside each setting instead.
+    bootstrap, permutations, seed : resamples of units, permutations, and their seed.
+    min_coverage : rows resting on less than this share of the items either side has are marked `low_coverage`.
+    output : 'pandas' or 'polars'.
+
+    Returns
+    -------
+    DataFrame with `biaslab.metrics.compare.core.COLUMNS`.
+    """
+    from .compare.core import compare_observations
+    from .registry import get_study
+
+    entry = get_study(study)
+    if entry.comparer is None:
+        from .registry import studies
+
+        known = ", ".join(n for n, s in studies().items() if s.compare is not None)
+        raise UsageError(f"study {study!r} has no comparisons; studies with comparisons: {known}")
+    table = compare_observations(entry.comparer(handle), between=between, within=within, bootstrap=bootstrap,
+                                 permutations=permutations, seed=seed, min_coverage=min_coverage)
+    if output == "polars":
+        import polars as pl
+
+        return pl.from_pandas(table)
+    if output != "pandas":
+        raise UsageError(f"output must be 'pandas' or 'polars', got {output!r}")
+    return table

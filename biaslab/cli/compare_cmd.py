@@ -1,0 +1,112 @@
+"""`biaslab compare STUDY`: is setting A more biased than setting B (or context X than context Y), by how much, and
+is it real? Paired tests over the items both have (`biaslab.metrics.studies.compare`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import textwrap
+
+import click
+import pandas as pd
+
+from .common import db_option, format_option
+from .frames import print_frame
+
+#: what the terminal table shows, and the header it shows it under
+SHOWN = {"measure": "measure", "group": "group", "value_a": "A", "value_b": "B", "estimate": "A - B",
+         "ci_low": "CI low", "ci_high": "CI high", "p_value": "p", "p_holm": "p Holm", "p_bh": "p BH", "effect_size": "effect",
+         "n_items": "n", "n_excluded": "left out", "mark": "mark"}
+
+
+def _studies_with_comparisons() -> list[str]:
+    from ..metrics.registry import studies
+
+    return [n for n, s in studies().items() if s.compare is not None]
+
+
+def display_frame(table: pd.DataFrame, within: bool) -> pd.DataFrame:
+    """The terminal view of a comparison table: one section per pair of settings (or setting), the columns of
+    SHOWN, and `mark` "low coverage" where the row rests on too few items."""
+    out = pd.DataFrame({"setting": (table["setting_a"] if within else
+                                    "A = " + table["setting_a"] + " · B = " + table["setting_b"])})
+    for column in SHOWN:
+        if column == "mark":
+            out["mark"] = ["low coverage" if low else "" for low in table["low_coverage"]]
+        else:
+            out[column] = table[column]
+    if within:
+        out["group"] = table["group"].str.replace(" vs ", " - ", regex=False)
+    out["note"] = [f"{m} {g}: {n}" if n else "" for m, g, n in zip(table["measure"], table["group"], table["note"])]
+    return out.rename(columns=SHOWN)
+
+
+def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
+    """The lines under the table: what A and B are, the tests, the family of the adjustments, the unit."""
+    kinds = sorted(set(table["effect_kind"]))
+    units = ", ".join(f"{m}: {u}" for m, u in dict(zip(table["measure"], table["unit"])).items())
+    sides = ("A and B are the two conditions of the group, in the same setting" if within else
+             "A and B are the two settings; A - B over the items both have")
+    return [sides + ".",
+            "p: paired permutation test (units' labels swapped), McNemar's exact test for binary measures; "
+            "p Holm / p BH: adjusted over the rows of one section; CI: 95% cluster-bootstrap interval over the unit.",
+            f"unit per measure: {units}.",
+            f"effect: {', '.join(kinds)} (d_z = mean difference / sd of differences; cohen_q = atanh(rho_A) - "
+            "atanh(rho_B); cohen_g = n10 / (n10 + n01) - 1/2).",
+            f"mark: low coverage = fewer than {min_coverage:.0%} of the items either side has are paired."]
+
+
+@click.command("compare")
+@click.argument("study", metavar="STUDY")
+@db_option
+@format_option
+@click.option("--between", nargs=2, default=None, metavar="A B",
+              help="Two collection settings: model names or labels as this command prints them, or unique "
+                   "model-key prefixes (default: every pair of settings stored).")
+@click.option("--within", is_flag=True,
+              help="Compare the study's conditions inside each setting instead (contextuality: each context "
+                   "against unprimed, primed_f against primed_m, option order MF against FM).")
+@click.option("--bootstrap", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Cluster-bootstrap resamples of the study's unit (the 95% interval).")
+@click.option("--permutations", type=click.IntRange(min=1), default=5000, show_default=True,
+              help="Permutations of the paired permutation test (exact enumeration when the units allow fewer).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and the permutations.")
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.8, show_default=True,
+              help="Mark rows resting on less than this share of the items either side has.")
+def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | None, within: bool, bootstrap: int,
+                    permutations: int, seed: int, min_coverage: float) -> None:
+    """Paired comparisons of a STUDY's headline measures between two collection settings (two models, or one model
+    under two dtypes, backends or sampler settings), or with --within between the study's conditions.
+
+    Per measure and group: each side's value, the paired difference A - B over the items both sides have, its 95%
+    cluster-bootstrap interval (resampling the study's unit, e.g. the template), a paired permutation p (McNemar's
+    exact p for binary outcomes), Holm and Benjamini-Hochberg adjusted p over the rows of one pair of settings, an
+    effect size, the items used and the items left out (named below the table). Reads only; writes nothing.
+    Studies with comparisons: contextuality.
+    """
+    from ..errors import UsageError
+    from ..metrics.studies import compare
+    from ..warehouse.handle import open_warehouse
+
+    if study not in _studies_with_comparisons():
+        raise UsageError(f"study {study!r} has no comparisons; studies with comparisons: "
+                         f"{', '.join(_studies_with_comparisons())}")
+    with open_warehouse(db) as handle:
+        table = compare(handle, study, between=list(between) if between else None, within=within,
+                        bootstrap=bootstrap, permutations=permutations, seed=seed, min_coverage=min_coverage)
+    if fmt == "json":
+        from ..metrics.results import records
+
+        click.echo(json.dumps(records(table), indent=1, allow_nan=False))
+        return
+    if fmt == "csv":
+        table.to_csv(sys.stdout, index=False)
+        return
+    width = shutil.get_terminal_size((120, 24)).columns
+    shown = display_frame(table, within)
+    notes = [n for n in dict.fromkeys(shown.pop("note")) if n]
+    title = f"{study}: {'conditions within each setting' if within else 'paired differences between settings'}"
+    print_frame(title, shown, width=width, out=sys.stdout)
+    for text in [*notes, *legend(table, within, min_coverage)]:
+        click.echo(textwrap.fill(text, width=width, subsequent_indent="    ", break_on_hyphens=False))

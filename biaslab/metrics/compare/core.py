@@ -1,0 +1,284 @@
+"""`biaslab compare`: paired comparisons between collection settings, or between conditions within one, over the
+items both sides have (statistics in `paired`).
+
+A study declares what can be compared by returning `Observations` (its `Study.compare` function): one row per
+(setting, measure, group, item) with the item's value, its unit (cluster) and an optional covariate; the measures
+(`Measure`: kind, unit, item) and the condition pairs of `--within`. `compare_observations` aligns the items, runs
+the test of each measure's kind and adjusts the p-values over the family (every row of one pair of settings, or of
+one setting under --within).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ...errors import NoEvidence, UsageError
+from .paired import (Paired, Statistic, benjamini_hochberg, binary_difference, holm, mean_difference, spearman_rows,
+                     statistic_difference)
+
+__all__ = ["Measure", "Observations", "COLUMNS", "compare_observations", "setting_labels", "resolve_setting",
+           "DEFAULT_MIN_COVERAGE"]
+
+#: the share of items a score must rest on before it is shown without a mark (`--min-coverage`)
+DEFAULT_MIN_COVERAGE = 0.8
+
+KINDS = ("mean", "binary", "spearman", "statistic")
+
+#: the columns of a comparison table, in order
+COLUMNS = ["study", "measure", "group", "setting_a", "setting_b", "value_a", "value_b", "estimate", "ci_low",
+           "ci_high", "p_value", "p_holm", "p_bh", "test", "effect_size", "effect_kind", "n_items", "n_excluded",
+           "coverage", "low_coverage", "unit", "n_units", "model_key_a", "model_key_b", "note"]
+
+#: how many excluded item ids a note names
+NAMED_ITEMS = 5
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One measure a study offers for comparison.
+
+    name : the measure's name (e.g. "p_f").
+    kind : "mean" (mean over items: paired difference, permutation p, d_z), "binary" (0/1 per item: difference of
+        proportions, McNemar's exact p, Cohen's g), "spearman" (rho with the covariate: Cohen's q) or "statistic"
+        (any `statistic`, vectorized over rows).
+    item : what one paired observation is (e.g. "template").
+    unit : what the bootstrap and the permutation resample (e.g. "template", "name").
+    statistic : for kind "statistic": f(values (R, n), covariate (R, n) or None) -> (R,).
+    between : compared between settings (False: only in --within pairs).
+    description : one line for the docs and the report.
+    """
+
+    name: str
+    kind: str
+    item: str
+    unit: str
+    statistic: Statistic | None = None
+    between: bool = True
+    description: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise UsageError(f"measure {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.kind == "statistic" and self.statistic is None:
+            raise UsageError(f"measure {self.name!r}: kind 'statistic' needs a statistic function")
+
+
+@dataclass
+class Observations:
+    """What a study offers `biaslab compare`.
+
+    values : one row per (setting, measure, group, item): value (NaN where the item has no valid value in that
+        setting, e.g. no valid answer), cluster (the item's unit) and covariate (NaN where the measure has none).
+    settings : one row per setting: setting (its id in `values`), label (what people read and type), model_key,
+        and the columns that tell settings apart.
+    measures : the `Measure`s by name.
+    within : (measure, group_a, group_b) condition pairs compared inside each setting.
+    """
+
+    study: str
+    values: pd.DataFrame
+    settings: pd.DataFrame
+    measures: dict[str, Measure]
+    within: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def setting_labels(frame: pd.DataFrame, columns: Sequence[str], model_table: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct combination of `columns` (the first being model_key): `setting` (an id), `label` (the
+    model's name; with dtype and backend when two settings share a name; with the other columns' values when those
+    still tie), model_key, model_name and the columns.
+
+    Parameters
+    ----------
+    frame : rows with the setting columns.
+    columns : model_key first, then what else tells two collections apart (mode, temperature, ...).
+    model_table : `handle.models()`.
+    """
+    from ...warehouse.catalog import model_names_of
+
+    distinct = frame[list(columns)].drop_duplicates().sort_values(list(columns), kind="stable").reset_index(drop=True)
+    names = model_names_of(distinct["model_key"], model_table)
+    distinct.insert(0, "model_name", names["model_name"].astype(str))
+    distinct["dtype"], distinct["backend"] = names["dtype"], names["backend"]
+    label = distinct["model_name"].copy()
+    tied = label.duplicated(keep=False)
+    if tied.any():
+        label[tied] = (label[tied] + " · " + distinct.loc[tied, "dtype"].fillna("dtype ?").astype(str) + " · "
+                       + distinct.loc[tied, "backend"].astype(str))
+    rest = [c for c in columns if c != "model_key"]
+    tied = label.duplicated(keep=False)
+    if tied.any() and rest:
+        extra = distinct.loc[tied, rest].apply(lambda row: " ".join(f"{c}={_short(v)}" for c, v in row.items()
+                                                                   if not _missing(v)), axis=1)
+        label[tied] = label[tied] + " [" + extra + "]"
+    tied = label.duplicated(keep=False)
+    if tied.any():  # still tied: the key prefix tells them apart
+        label[tied] = label[tied] + " (" + distinct.loc[tied, "model_key"].str[:8] + ")"
+    distinct.insert(0, "label", label)
+    distinct.insert(0, "setting", [str(i) for i in range(len(distinct))])
+    return distinct
+
+
+def _missing(value) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _short(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def resolve_setting(settings: pd.DataFrame, text: str) -> str:
+    """The setting `text` names: its label exactly, else its model name when only one setting has that model, else
+    a prefix of its model key matching only one setting. Anything else raises `UsageError` naming the choices."""
+    for column in ("label", "model_name"):
+        hit = settings[settings[column] == text]
+        if len(hit) == 1:
+            return str(hit["setting"].iloc[0])
+        if len(hit) > 1:
+            raise UsageError(f"--between {text!r} names {len(hit)} settings; give one of: "
+                             + "; ".join(repr(v) for v in hit["label"]))
+    hit = settings[settings["model_key"].astype(str).str.startswith(text)] if text else settings.iloc[:0]
+    if len(hit) == 1:
+        return str(hit["setting"].iloc[0])
+    known = "; ".join(repr(v) for v in settings["label"])
+    if len(hit) > 1:
+        raise UsageError(f"--between {text!r}: the key prefix matches {len(hit)} settings; give one of: {known}")
+    raise UsageError(f"--between {text!r} names no setting of this study; settings: {known}")
+
+
+def _excluded_note(item: str, only_a: list, only_b: list, label_a: str, label_b: str) -> str:
+    parts = []
+    for ids, label in ((only_a, label_b), (only_b, label_a)):
+        if ids:
+            named = ", ".join(str(i) for i in ids[:NAMED_ITEMS]) + (", ..." if len(ids) > NAMED_ITEMS else "")
+            parts.append(f"{len(ids)} {item}s without a value in {label} ({named})")
+    return "left out: " + "; ".join(parts) if parts else ""
+
+
+def _pair(values_a: pd.DataFrame, values_b: pd.DataFrame) -> tuple[pd.DataFrame, list, list]:
+    """The items with a finite value on both sides (sorted by item), and the items only one side has."""
+    a = values_a.dropna(subset=["value"]).set_index("item")
+    b = values_b.dropna(subset=["value"]).set_index("item")
+    union = a.index.union(b.index)
+    both = a.index.intersection(b.index).sort_values()
+    joined = pd.DataFrame({"a": a.loc[both, "value"].to_numpy(float), "b": b.loc[both, "value"].to_numpy(float),
+                           "cluster": a.loc[both, "cluster"].to_numpy(), "covariate":
+                           a.loc[both, "covariate"].to_numpy(float)}, index=both)
+    only_a = sorted(str(i) for i in a.index.difference(b.index))
+    only_b = sorted(str(i) for i in b.index.difference(a.index))
+    if len(union) == 0:
+        return joined, [], []
+    return joined, only_a, only_b
+
+
+def _test(measure: Measure, joined: pd.DataFrame, *, bootstrap: int, permutations: int, seed: int):
+    codes, _ = pd.factorize(joined["cluster"], sort=True)
+    covariate = joined["covariate"].to_numpy(float)
+    pairs = Paired(joined["a"].to_numpy(float), joined["b"].to_numpy(float), codes.astype(np.int64),
+                   None if np.isnan(covariate).all() else covariate)
+    rng = np.random.default_rng(seed)
+    if measure.kind == "mean":
+        return mean_difference(pairs, bootstrap=bootstrap, permutations=permutations, rng=rng), int(codes.max() + 1) \
+            if len(codes) else 0
+    if measure.kind == "binary":
+        return binary_difference(pairs, bootstrap=bootstrap, rng=rng), int(codes.max() + 1) if len(codes) else 0
+    if measure.kind == "spearman":
+        keep = np.isfinite(covariate)
+        if not keep.all():
+            pairs = Paired(pairs.a[keep], pairs.b[keep], pd.factorize(codes[keep], sort=True)[0], covariate[keep])
+        result = statistic_difference(pairs, spearman_rows, bootstrap=bootstrap, permutations=permutations, rng=rng,
+                                      effect="cohen_q")
+        return result, pairs.units
+    result = statistic_difference(pairs, measure.statistic, bootstrap=bootstrap, permutations=permutations, rng=rng)
+    return result, pairs.units
+
+
+def compare_observations(obs: Observations, *, between: Sequence[str] | None = None, within: bool = False,
+                         bootstrap: int = 2000, permutations: int = 5000, seed: int = 0,
+                         min_coverage: float = DEFAULT_MIN_COVERAGE) -> pd.DataFrame:
+    """The comparison table (COLUMNS) of a study's observations.
+
+    Parameters
+    ----------
+    obs : from the study's compare function.
+    between : two setting names (`resolve_setting`); None: every pair of settings, in the settings' order.
+    within : compare the study's condition pairs inside each setting (or inside the two `between` settings) instead.
+    bootstrap, permutations, seed : cluster-bootstrap resamples, permutations, the generator's seed (each row
+        starts from the same seed, so a row does not depend on which others are computed).
+    min_coverage : rows whose items cover less than this share of the items either side has are marked
+        (`low_coverage`).
+
+    Returns
+    -------
+    DataFrame with COLUMNS: one row per measure and group (and condition pair under --within) and pair of settings;
+    p_holm and p_bh adjust p_value over the rows of the same pair of settings (or setting, under --within).
+    """
+    if not 0 <= min_coverage <= 1:
+        raise UsageError(f"--min-coverage must be between 0 and 1, got {min_coverage}")
+    if bootstrap < 1 or permutations < 1:
+        raise UsageError("--bootstrap and --permutations must be at least 1")
+    settings = obs.settings
+    if settings.empty or obs.values.empty:
+        raise NoEvidence(f"nothing to compare: the warehouse holds no {obs.study} evidence")
+    labels = dict(zip(settings["setting"], settings["label"]))
+    keys = dict(zip(settings["setting"], settings["model_key"]))
+    chosen = list(settings["setting"])
+    if between is not None:
+        if len(between) != 2:
+            raise UsageError("--between takes two settings")
+        chosen = [resolve_setting(settings, text) for text in between]
+        if chosen[0] == chosen[1]:
+            raise UsageError(f"--between names the same setting twice ({labels[chosen[0]]!r})")
+    if within:
+        families = [(s, s) for s in chosen]
+    else:
+        if len(chosen) < 2:
+            raise UsageError(f"{obs.study}: one collection setting ({labels[chosen[0]]}) is stored; a comparison "
+                             "between settings needs two (use --within to compare its conditions)")
+        families = [(chosen[0], chosen[1])] if between is not None else \
+            [(a, b) for i, a in enumerate(chosen) for b in chosen[i + 1:]]
+    grouped = {key: part for key, part in obs.values.groupby(["setting", "measure", "group"], sort=False)}
+    rows = []
+    for family, (sa, sb) in enumerate(families):
+        if within:
+            plan = [(m, ga, gb, sa, sb, f"{ga} vs {gb}") for m, ga, gb in obs.within]
+        else:
+            plan = [(m, g, g, sa, sb, g) for (s, m, g) in grouped if s == sa and obs.measures[m].between]
+        for measure_name, ga, gb, s1, s2, group in plan:
+            measure = obs.measures[measure_name]
+            empty = obs.values.iloc[:0]
+            part_a = grouped.get((s1, measure_name, ga), empty)
+            part_b = grouped.get((s2, measure_name, gb), empty)
+            if part_a.empty and part_b.empty:
+                continue
+            joined, only_a, only_b = _pair(part_a, part_b)
+            side_a, side_b = (ga, gb) if within else (labels[s1], labels[s2])
+            result, units = _test(measure, joined, bootstrap=bootstrap, permutations=permutations, seed=seed)
+            n, excluded = len(joined), len(only_a) + len(only_b)
+            coverage = n / (n + excluded) if n + excluded else float("nan")
+            rows.append({"study": obs.study, "measure": measure_name, "group": group,
+                         "setting_a": labels[s1], "setting_b": labels[s2], "value_a": result.value_a,
+                         "value_b": result.value_b, "estimate": result.estimate, "ci_low": result.ci_low,
+                         "ci_high": result.ci_high, "p_value": result.p_value, "test": result.test,
+                         "effect_size": result.effect_size, "effect_kind": result.effect_kind, "n_items": n,
+                         "n_excluded": excluded, "coverage": coverage,
+                         "low_coverage": bool(not coverage >= min_coverage), "unit": measure.unit,
+                         "n_units": units, "model_key_a": keys[s1], "model_key_b": keys[s2],
+                         "note": _excluded_note(measure.item, only_a, only_b, side_a, side_b), "_family": family})
+    table = pd.DataFrame(rows, columns=[*COLUMNS, "_family"])
+    if table.empty:
+        return table.drop(columns="_family").drop(columns=["p_holm", "p_bh"]).reindex(columns=COLUMNS)
+    table["p_holm"], table["p_bh"] = np.nan, np.nan
+    for _, index in table.groupby("_family").groups.items():
+        p = table.loc[index, "p_value"].to_numpy(float)
+        table.loc[index, "p_holm"] = holm(p)
+        table.loc[index, "p_bh"] = benjamini_hochberg(p)
+    return table.drop(columns="_family")[COLUMNS].reset_index(drop=True)

@@ -4,10 +4,11 @@ Python API (docs/python-api.md): ``wh = biaslab.open("warehouse/biaslab.duckdb")
 ``wh.table(name)`` and ``wh.sql(query)`` give Ibis expressions; ``biaslab.contextuality(wh)``,
 ``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)``, ``biaslab.metaprompt(wh)`` and
 ``biaslab.options(wh, "my-study", by=["context"])`` return a study's tables (the same functions the `biaslab metrics`
-commands call); ``biaslab.compare(wh, "contextuality", between=["model-a", "model-b"])`` tests the differences
-between two settings (`biaslab compare`). ``biaslab.load("winopron", db)``, ``biaslab.load_user(db, spec="study.yaml")`` and
-``biaslab.collect("winopron", model="smollm2-135m", db=db, limit=40)`` are `biaslab data load` and `runners collect`
-as functions (the commands are thin shells over them).
+commands call); ``biaslab.compare(wh, "contextuality", between=["model-a", "model-b"])`` tests the
+differences between two settings (`biaslab compare`). ``biaslab.load("winopron", db)``,
+``biaslab.load_user(db, spec="study.yaml")`` and
+``biaslab.collect("winopron", model="smollm2-135m", db=db, limit=40)`` are `biaslab data load` and
+`runners collect` as functions (the commands are thin shells over them).
 Imported on first use, so ``import biaslab`` stays light.
 """
 

@@ -15,8 +15,9 @@ from .common import db_option, format_option
 from .frames import print_frame
 
 #: what the terminal table shows, and the header it shows it under
-SHOWN = {"measure": "measure", "group": "group", "value_a": "A", "value_b": "B", "estimate": "A - B",
-         "ci_low": "CI low", "ci_high": "CI high", "p_value": "p", "p_holm": "p Holm", "p_bh": "p BH", "effect_size": "effect",
+SHOWN = {"measure": "measure", "group": "group", "value_a": "A", "value_b": "B",
+         "estimate": "A - B", "ci_low": "CI low", "ci_high": "CI high", "p_value": "p", "p_holm": "p Holm",
+         "p_bh": "p BH", "effect_size": "effect",
          "n_items": "n", "n_excluded": "left out", "mark": "mark"}
 
 

@@ -70,8 +70,8 @@ def _sql_pooled_difference(db) -> pd.DataFrame:
                 FROM winopron_pf GROUP BY ALL)
             SELECT a.context, avg(a.p - b.p) AS diff, avg(a.p) AS mean_a, avg(b.p) AS mean_b, count(*) AS n
             FROM pooled a JOIN pooled b ON a.item_id = b.item_id AND a.context = b.context
-            WHERE a.model_key = '%s' AND b.model_key = '%s' AND a.p IS NOT NULL AND b.p IS NOT NULL
-            GROUP BY a.context ORDER BY a.context""" % (KEY_A, KEY_B)).execute()
+            WHERE a.model_key = 'KEY_A' AND b.model_key = 'KEY_B' AND a.p IS NOT NULL AND b.p IS NOT NULL
+            GROUP BY a.context ORDER BY a.context""".replace("KEY_A", KEY_A).replace("KEY_B", KEY_B)).execute()
 
 
 def test_between_two_settings_equals_independent_implementations(warehouse):
@@ -141,9 +141,9 @@ def test_compare_cli_json_and_terminal(warehouse, monkeypatch):
     db, lost = warehouse
     digest = hashlib.sha256(db.read_bytes()).hexdigest()
     runner = CliRunner()
-    result = runner.invoke(biaslab_cli, ["compare", "contextuality", "--db", str(db), "--between", "tiny-lm · fp32 · hf",
-                                         KEY_B[:4], "--format", "json", "--bootstrap", "100", "--permutations", "500"],
-                           catch_exceptions=False)
+    result = runner.invoke(biaslab_cli, ["compare", "contextuality", "--db", str(db), "--between",
+                                         "tiny-lm · fp32 · hf", KEY_B[:4], "--format", "json", "--bootstrap", "100",
+                                         "--permutations", "500"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     records = json.loads(result.output)
     for field in ("measure", "group", "setting_a", "setting_b", "estimate", "ci_low", "ci_high", "p_value", "p_holm",

@@ -201,6 +201,42 @@ def _test(measure: Measure, joined: pd.DataFrame, *, bootstrap: int, permutation
     return result, pairs.units
 
 
+def _row(measure: Measure, part_a: pd.DataFrame, part_b: pd.DataFrame, sides: tuple[str, str], *, bootstrap: int,
+         permutations: int, seed: int, min_coverage: float) -> dict:
+    """One comparison's values (the COLUMNS a study and its settings do not fix)."""
+    joined, only_a, only_b = _pair(part_a, part_b)
+    result, units = _test(measure, joined, bootstrap=bootstrap, permutations=permutations, seed=seed)
+    n, excluded = len(joined), len(only_a) + len(only_b)
+    coverage = n / (n + excluded) if n + excluded else float("nan")
+    return {"value_a": result.value_a, "value_b": result.value_b, "estimate": result.estimate,
+            "ci_low": result.ci_low, "ci_high": result.ci_high, "p_value": result.p_value, "test": result.test,
+            "effect_size": result.effect_size, "effect_kind": result.effect_kind, "n_items": n, "n_excluded": excluded,
+            "coverage": coverage, "low_coverage": bool(not coverage >= min_coverage), "unit": measure.unit,
+            "n_units": units, "note": _excluded_note(measure.item, only_a, only_b, *sides)}
+
+
+def _families(obs: Observations, between: Sequence[str] | None, within: bool) -> list[tuple[str, str]]:
+    """The (setting A, setting B) of each family: the chosen pair, every pair, or (s, s) per setting (--within)."""
+    settings = obs.settings
+    if settings.empty or obs.values.empty:
+        raise NoEvidence(f"nothing to compare: the warehouse holds no {obs.study} evidence")
+    labels = dict(zip(settings["setting"], settings["label"]))
+    chosen = list(settings["setting"])
+    if between is not None:
+        if len(between) != 2:
+            raise UsageError("--between takes two settings")
+        chosen = [resolve_setting(settings, text) for text in between]
+        if chosen[0] == chosen[1]:
+            raise UsageError(f"--between names the same setting twice ({labels[chosen[0]]!r})")
+    if within:
+        return [(s, s) for s in chosen]
+    if len(chosen) < 2:
+        raise UsageError(f"{obs.study}: one collection setting ({labels[chosen[0]]}) is stored; a comparison "
+                         "between settings needs two (use --within to compare its conditions)")
+    return [(chosen[0], chosen[1])] if between is not None else \
+        [(a, b) for i, a in enumerate(chosen) for b in chosen[i + 1:]]
+
+
 def compare_observations(obs: Observations, *, between: Sequence[str] | None = None, within: bool = False,
                          bootstrap: int = 2000, permutations: int = 5000, seed: int = 0,
                          min_coverage: float = DEFAULT_MIN_COVERAGE) -> pd.DataFrame:
@@ -225,54 +261,27 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
         raise UsageError(f"--min-coverage must be between 0 and 1, got {min_coverage}")
     if bootstrap < 1 or permutations < 1:
         raise UsageError("--bootstrap and --permutations must be at least 1")
-    settings = obs.settings
-    if settings.empty or obs.values.empty:
-        raise NoEvidence(f"nothing to compare: the warehouse holds no {obs.study} evidence")
-    labels = dict(zip(settings["setting"], settings["label"]))
-    keys = dict(zip(settings["setting"], settings["model_key"]))
-    chosen = list(settings["setting"])
-    if between is not None:
-        if len(between) != 2:
-            raise UsageError("--between takes two settings")
-        chosen = [resolve_setting(settings, text) for text in between]
-        if chosen[0] == chosen[1]:
-            raise UsageError(f"--between names the same setting twice ({labels[chosen[0]]!r})")
-    if within:
-        families = [(s, s) for s in chosen]
-    else:
-        if len(chosen) < 2:
-            raise UsageError(f"{obs.study}: one collection setting ({labels[chosen[0]]}) is stored; a comparison "
-                             "between settings needs two (use --within to compare its conditions)")
-        families = [(chosen[0], chosen[1])] if between is not None else \
-            [(a, b) for i, a in enumerate(chosen) for b in chosen[i + 1:]]
+    families = _families(obs, between, within)
+    labels = dict(zip(obs.settings["setting"], obs.settings["label"]))
+    keys = dict(zip(obs.settings["setting"], obs.settings["model_key"]))
     grouped = {key: part for key, part in obs.values.groupby(["setting", "measure", "group"], sort=False)}
     rows = []
     for family, (sa, sb) in enumerate(families):
         if within:
-            plan = [(m, ga, gb, sa, sb, f"{ga} vs {gb}") for m, ga, gb in obs.within]
+            plan = [(m, ga, gb, f"{ga} vs {gb}") for m, ga, gb in obs.within]
         else:
-            plan = [(m, g, g, sa, sb, g) for (s, m, g) in grouped if s == sa and obs.measures[m].between]
-        for measure_name, ga, gb, s1, s2, group in plan:
-            measure = obs.measures[measure_name]
+            plan = [(m, g, g, g) for (s, m, g) in grouped if s == sa and obs.measures[m].between]
+        for measure_name, ga, gb, group in plan:
             empty = obs.values.iloc[:0]
-            part_a = grouped.get((s1, measure_name, ga), empty)
-            part_b = grouped.get((s2, measure_name, gb), empty)
+            part_a, part_b = grouped.get((sa, measure_name, ga), empty), grouped.get((sb, measure_name, gb), empty)
             if part_a.empty and part_b.empty:
                 continue
-            joined, only_a, only_b = _pair(part_a, part_b)
-            side_a, side_b = (ga, gb) if within else (labels[s1], labels[s2])
-            result, units = _test(measure, joined, bootstrap=bootstrap, permutations=permutations, seed=seed)
-            n, excluded = len(joined), len(only_a) + len(only_b)
-            coverage = n / (n + excluded) if n + excluded else float("nan")
-            rows.append({"study": obs.study, "measure": measure_name, "group": group,
-                         "setting_a": labels[s1], "setting_b": labels[s2], "value_a": result.value_a,
-                         "value_b": result.value_b, "estimate": result.estimate, "ci_low": result.ci_low,
-                         "ci_high": result.ci_high, "p_value": result.p_value, "test": result.test,
-                         "effect_size": result.effect_size, "effect_kind": result.effect_kind, "n_items": n,
-                         "n_excluded": excluded, "coverage": coverage,
-                         "low_coverage": bool(not coverage >= min_coverage), "unit": measure.unit,
-                         "n_units": units, "model_key_a": keys[s1], "model_key_b": keys[s2],
-                         "note": _excluded_note(measure.item, only_a, only_b, side_a, side_b), "_family": family})
+            sides = (ga, gb) if within else (labels[sa], labels[sb])
+            row = _row(obs.measures[measure_name], part_a, part_b, sides, bootstrap=bootstrap,
+                       permutations=permutations, seed=seed, min_coverage=min_coverage)
+            rows.append({"study": obs.study, "measure": measure_name, "group": group, "setting_a": labels[sa],
+                         "setting_b": labels[sb], "model_key_a": keys[sa], "model_key_b": keys[sb], **row,
+                         "_family": family})
     table = pd.DataFrame(rows, columns=[*COLUMNS, "_family"])
     if table.empty:
         return table.drop(columns="_family").drop(columns=["p_holm", "p_bh"]).reindex(columns=COLUMNS)

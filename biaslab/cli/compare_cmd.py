@@ -67,16 +67,22 @@ def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
                    "model-key prefixes (default: every pair of settings stored).")
 @click.option("--within", is_flag=True,
               help="Compare the study's conditions inside each setting instead (contextuality: each context "
-                   "against unprimed, primed_f against primed_m, option order MF against FM).")
+                   "against unprimed, primed_f against primed_m, option order MF against FM; options: each two "
+                   "values of the first --by column).")
 @click.option("--bootstrap", type=click.IntRange(min=1), default=2000, show_default=True,
               help="Cluster-bootstrap resamples of the study's unit (the 95% interval).")
 @click.option("--permutations", type=click.IntRange(min=1), default=5000, show_default=True,
               help="Permutations of the paired permutation test (exact enumeration when the units allow fewer).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and the permutations.")
+@click.option("--dataset", default=None, help="compare options: the dataset whose options are compared.")
+@click.option("--by", "by", multiple=True, metavar="COL",
+              help="compare options: group by this stimuli column or attrs key (repeatable); --within compares "
+                   "the values of the first one.")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.8, show_default=True,
               help="Mark rows resting on less than this share of the items either side has.")
 def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | None, within: bool, bootstrap: int,
-                    permutations: int, seed: int, min_coverage: float) -> None:
+                    permutations: int, seed: int, dataset: str | None, by: tuple[str, ...],
+                    min_coverage: float) -> None:
     """Paired comparisons of a STUDY's headline measures between two collection settings (two models, or one model
     under two dtypes, backends or sampler settings), or with --within between the study's conditions.
 
@@ -84,7 +90,8 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     cluster-bootstrap interval (resampling the study's unit, e.g. the template), a paired permutation p (McNemar's
     exact p for binary outcomes), Holm and Benjamini-Hochberg adjusted p over the rows of one pair of settings, an
     effect size, the items used and the items left out (named below the table). Reads only; writes nothing.
-    Studies with comparisons: contextuality.
+    Studies with comparisons: contextuality (p(f), validity, KL, Spearman, CbD per context) and options (any
+    dataset with options: per-option p, valid mass, and accuracy, Brier and ECE where a gold option exists).
     """
     from ..errors import UsageError
     from ..metrics.studies import compare
@@ -93,9 +100,11 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     if study not in _studies_with_comparisons():
         raise UsageError(f"study {study!r} has no comparisons; studies with comparisons: "
                          f"{', '.join(_studies_with_comparisons())}")
+    options = {k: v for k, v in (("dataset", dataset), ("by", list(by))) if v}
     with open_warehouse(db) as handle:
         table = compare(handle, study, between=list(between) if between else None, within=within,
-                        bootstrap=bootstrap, permutations=permutations, seed=seed, min_coverage=min_coverage)
+                        bootstrap=bootstrap, permutations=permutations, seed=seed, min_coverage=min_coverage,
+                        **options)
     if fmt == "json":
         from ..metrics.results import records
 

@@ -128,7 +128,8 @@ for _study in (
           report="biaslab.metrics.calibration.report:write_report", heading="Pronoun calibration", builtin=True),
     Study("metaprompt", f"{_S}:metaprompt", "Metaprompting comprehension checks.", builtin=True),
     Study("options", f"{_S}:options", "Generic metrics of any dataset with options.",
-          report="biaslab.metrics.options.report:write_report", datasets=(), builtin=True),
+          report="biaslab.metrics.options.report:write_report", datasets=(), builtin=True,
+          compare="biaslab.metrics.options.compare:observations"),
 ):
     register_study(_study)
 del _study

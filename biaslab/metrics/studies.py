@@ -236,7 +236,7 @@ def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | Non
 
 def compare(handle, study: str, *, between: Sequence[str] | None = None, within: bool = False,
             bootstrap: int = 2000, permutations: int = 5000, seed: int = 0, min_coverage: float = 0.8,
-            output: str = "pandas"):
+            output: str = "pandas", **options):
     """Paired comparisons of a study's headline measures (`biaslab compare STUDY`,
     `biaslab.metrics.compare.core.compare_observations`): between two collection settings (two models, or one model
     under two dtypes, backends or sampler settings) over the items both have, or with `within` between the study's
@@ -255,6 +255,7 @@ def compare(handle, study: str, *, between: Sequence[str] | None = None, within:
     bootstrap, permutations, seed : resamples of units, permutations, and their seed.
     min_coverage : rows resting on less than this share of the items either side has are marked `low_coverage`.
     output : 'pandas' or 'polars'.
+    options : the study's own (options: `dataset`, `by`, `all_versions`).
 
     Returns
     -------
@@ -269,7 +270,14 @@ def compare(handle, study: str, *, between: Sequence[str] | None = None, within:
 
         known = ", ".join(n for n, s in studies().items() if s.compare is not None)
         raise UsageError(f"study {study!r} has no comparisons; studies with comparisons: {known}")
-    table = compare_observations(entry.comparer(handle), between=between, within=within, bootstrap=bootstrap,
+    import inspect
+
+    accepted = set(inspect.signature(entry.comparer).parameters) - {"handle"}
+    unknown = sorted(set(options) - accepted)
+    if unknown:
+        takes = ", ".join(sorted(accepted)) or "none"
+        raise UsageError(f"compare {study} takes no {', '.join(unknown)} (it takes: {takes})")
+    table = compare_observations(entry.comparer(handle, **options), between=between, within=within, bootstrap=bootstrap,
                                  permutations=permutations, seed=seed, min_coverage=min_coverage)
     if output == "polars":
         import polars as pl

@@ -71,9 +71,9 @@ class Measure:
 class Observations:
     """What a study offers `biaslab compare`.
 
-    values : one row per (setting, measure, group, item): value (NaN where the item has no valid value in that
+    values : one row per (setting_id, measure, group, item): value (NaN where the item has no valid value in that
         setting, e.g. no valid answer), cluster (the item's unit) and covariate (NaN where the measure has none).
-    settings : one row per setting: setting (its id in `values`), label (what people read and type), model_key,
+    settings : one row per setting: setting_id (its id in `values`), label (what people read and type), model_key,
         and the columns that tell settings apart.
     measures : the `Measure`s by name.
     within : (measure, group_a, group_b) condition pairs compared inside each setting.
@@ -118,7 +118,7 @@ def setting_labels(frame: pd.DataFrame, columns: Sequence[str], model_table: pd.
     if tied.any():  # still tied: the key prefix tells them apart
         label[tied] = label[tied] + " (" + distinct.loc[tied, "model_key"].str[:8] + ")"
     distinct.insert(0, "label", label)
-    distinct.insert(0, "setting", [str(i) for i in range(len(distinct))])
+    distinct.insert(0, "setting_id", [str(i) for i in range(len(distinct))])
     return distinct
 
 
@@ -141,42 +141,48 @@ def resolve_setting(settings: pd.DataFrame, text: str) -> str:
     for column in ("label", "model_name"):
         hit = settings[settings[column] == text]
         if len(hit) == 1:
-            return str(hit["setting"].iloc[0])
+            return str(hit["setting_id"].iloc[0])
         if len(hit) > 1:
             raise UsageError(f"--between {text!r} names {len(hit)} settings; give one of: "
                              + "; ".join(repr(v) for v in hit["label"]))
     hit = settings[settings["model_key"].astype(str).str.startswith(text)] if text else settings.iloc[:0]
     if len(hit) == 1:
-        return str(hit["setting"].iloc[0])
+        return str(hit["setting_id"].iloc[0])
     known = "; ".join(repr(v) for v in settings["label"])
     if len(hit) > 1:
         raise UsageError(f"--between {text!r}: the key prefix matches {len(hit)} settings; give one of: {known}")
     raise UsageError(f"--between {text!r} names no setting of this study; settings: {known}")
 
 
-def _excluded_note(item: str, only_a: list, only_b: list, label_a: str, label_b: str) -> str:
-    parts = []
-    for ids, label in ((only_a, label_b), (only_b, label_a)):
-        if ids:
-            named = ", ".join(str(i) for i in ids[:NAMED_ITEMS]) + (", ..." if len(ids) > NAMED_ITEMS else "")
-            parts.append(f"{len(ids)} {item}s without a value in {label} ({named})")
+def _named(ids: list) -> str:
+    return ", ".join(str(i) for i in ids[:NAMED_ITEMS]) + (", ..." if len(ids) > NAMED_ITEMS else "")
+
+
+def _excluded_note(item: str, left: dict[str, list], label_a: str, label_b: str) -> str:
+    """"left out: 3 templates without a value in B (t1, t2, t3); ..." (the first NAMED_ITEMS ids of each kind)."""
+    where = {"only_a": label_b, "only_b": label_a, "neither": "either"}
+    parts = [f"{len(ids)} {item}s without a value in {where[kind]} ({_named(ids)})"
+             for kind, ids in left.items() if ids]
     return "left out: " + "; ".join(parts) if parts else ""
 
 
-def _pair(values_a: pd.DataFrame, values_b: pd.DataFrame) -> tuple[pd.DataFrame, list, list]:
-    """The items with a finite value on both sides (sorted by item), and the items only one side has."""
+def _pair(values_a: pd.DataFrame, values_b: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list]] | None:
+    """The items with a finite value on both sides (sorted by item), and the items left out: with a value only in
+    A ("only_a"), only in B ("only_b"), or a row on a side but a value in neither ("neither"); None when no item has
+    a value on either side (the measure does not apply to these settings, e.g. a valid mass of scored sentences)."""
     a = values_a.dropna(subset=["value"]).set_index("item")
     b = values_b.dropna(subset=["value"]).set_index("item")
-    union = a.index.union(b.index)
+    if a.empty and b.empty:
+        return None
     both = a.index.intersection(b.index).sort_values()
     joined = pd.DataFrame({"a": a.loc[both, "value"].to_numpy(float), "b": b.loc[both, "value"].to_numpy(float),
                            "cluster": a.loc[both, "cluster"].to_numpy(), "covariate":
                            a.loc[both, "covariate"].to_numpy(float)}, index=both)
-    only_a = sorted(str(i) for i in a.index.difference(b.index))
-    only_b = sorted(str(i) for i in b.index.difference(a.index))
-    if len(union) == 0:
-        return joined, [], []
-    return joined, only_a, only_b
+    seen = pd.Index(values_a["item"]).union(pd.Index(values_b["item"]))
+    left = {"only_a": sorted(str(i) for i in a.index.difference(b.index)),
+            "only_b": sorted(str(i) for i in b.index.difference(a.index)),
+            "neither": sorted(str(i) for i in seen.difference(a.index.union(b.index)))}
+    return joined, left
 
 
 def _test(measure: Measure, joined: pd.DataFrame, *, bootstrap: int, permutations: int, seed: int):
@@ -202,17 +208,21 @@ def _test(measure: Measure, joined: pd.DataFrame, *, bootstrap: int, permutation
 
 
 def _row(measure: Measure, part_a: pd.DataFrame, part_b: pd.DataFrame, sides: tuple[str, str], *, bootstrap: int,
-         permutations: int, seed: int, min_coverage: float) -> dict:
-    """One comparison's values (the COLUMNS a study and its settings do not fix)."""
-    joined, only_a, only_b = _pair(part_a, part_b)
+         permutations: int, seed: int, min_coverage: float) -> dict | None:
+    """One comparison's values (the COLUMNS a study and its settings do not fix); None when the measure has no
+    value on either side."""
+    paired = _pair(part_a, part_b)
+    if paired is None:
+        return None
+    joined, left = paired
     result, units = _test(measure, joined, bootstrap=bootstrap, permutations=permutations, seed=seed)
-    n, excluded = len(joined), len(only_a) + len(only_b)
+    n, excluded = len(joined), sum(len(ids) for ids in left.values())
     coverage = n / (n + excluded) if n + excluded else float("nan")
     return {"value_a": result.value_a, "value_b": result.value_b, "estimate": result.estimate,
             "ci_low": result.ci_low, "ci_high": result.ci_high, "p_value": result.p_value, "test": result.test,
             "effect_size": result.effect_size, "effect_kind": result.effect_kind, "n_items": n, "n_excluded": excluded,
             "coverage": coverage, "low_coverage": bool(not coverage >= min_coverage), "unit": measure.unit,
-            "n_units": units, "note": _excluded_note(measure.item, only_a, only_b, *sides)}
+            "n_units": units, "note": _excluded_note(measure.item, left, *sides)}
 
 
 def _families(obs: Observations, between: Sequence[str] | None, within: bool) -> list[tuple[str, str]]:
@@ -220,8 +230,8 @@ def _families(obs: Observations, between: Sequence[str] | None, within: bool) ->
     settings = obs.settings
     if settings.empty or obs.values.empty:
         raise NoEvidence(f"nothing to compare: the warehouse holds no {obs.study} evidence")
-    labels = dict(zip(settings["setting"], settings["label"]))
-    chosen = list(settings["setting"])
+    labels = dict(zip(settings["setting_id"], settings["label"]))
+    chosen = list(settings["setting_id"])
     if between is not None:
         if len(between) != 2:
             raise UsageError("--between takes two settings")
@@ -262,9 +272,9 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
     if bootstrap < 1 or permutations < 1:
         raise UsageError("--bootstrap and --permutations must be at least 1")
     families = _families(obs, between, within)
-    labels = dict(zip(obs.settings["setting"], obs.settings["label"]))
-    keys = dict(zip(obs.settings["setting"], obs.settings["model_key"]))
-    grouped = {key: part for key, part in obs.values.groupby(["setting", "measure", "group"], sort=False)}
+    labels = dict(zip(obs.settings["setting_id"], obs.settings["label"]))
+    keys = dict(zip(obs.settings["setting_id"], obs.settings["model_key"]))
+    grouped = {key: part for key, part in obs.values.groupby(["setting_id", "measure", "group"], sort=False)}
     rows = []
     for family, (sa, sb) in enumerate(families):
         if within:
@@ -279,6 +289,8 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
             sides = (ga, gb) if within else (labels[sa], labels[sb])
             row = _row(obs.measures[measure_name], part_a, part_b, sides, bootstrap=bootstrap,
                        permutations=permutations, seed=seed, min_coverage=min_coverage)
+            if row is None:
+                continue
             rows.append({"study": obs.study, "measure": measure_name, "group": group, "setting_a": labels[sa],
                          "setting_b": labels[sb], "model_key_a": keys[sa], "model_key_b": keys[sb], **row,
                          "_family": family})

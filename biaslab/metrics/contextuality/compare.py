@@ -97,5 +97,5 @@ def observations(handle) -> Observations:
                            either["contextual"].astype(float)))
     values = pd.concat(parts, ignore_index=True)
     settings = setting_labels(values, SETTING, handle.models())
-    values = values.merge(settings[["setting", *SETTING]], on=SETTING, how="left").drop(columns=SETTING)
+    values = values.merge(settings[["setting_id", *SETTING]], on=SETTING, how="left").drop(columns=SETTING)
     return Observations("contextuality", values, settings, dict(MEASURES), within_pairs())

@@ -1,0 +1,120 @@
+"""What `biaslab compare options --dataset NAME [--by COL]` compares (`biaslab.metrics.compare`): the generic option
+measures of any dataset with options, from the same rows as `biaslab metrics options` (`tables.read_probs`).
+
+Measures (item = the dataset's item_id: a stimulus's options renormalized, averaged over the item's stimuli in the
+group, `stats.item_means`; unit = item):
+- p per group and option label: the item's mean probability of that option (the `means` table's mean_p).
+- valid_mass per group: the item's mean share of valid answers (1 - the `means` table's invalid_mass).
+- accuracy per group (stimuli with a gold option; item = stimulus, unit = item): whether the most probable option
+  is the gold one (binary, McNemar).
+- brier per group (gold): the stimulus's Brier score (mean).
+- ece per group (gold): top-label ECE in 10 equal-width bins (`calibration.stats.ece`), a statistic of the stimuli.
+
+A setting is (model_key, method, setting) as in the option tables. Within one setting (--within, needs one --by
+column): p of every option label between each two values of the first --by column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from ...errors import UsageError
+from ..compare.core import Measure, Observations, setting_labels
+from . import stats
+from .stats import KEY
+
+__all__ = ["observations", "signed_ece_rows"]
+
+#: equal-width bins of the compared ECE (the option tables' default)
+ECE_BINS = 10
+
+
+def signed_ece_rows(values: np.ndarray, covariate: np.ndarray | None) -> np.ndarray:
+    """Top-label ECE of each row of stimuli given as signed confidences (+c: correct with confidence c, -c: wrong),
+    in ECE_BINS equal-width bins, bin b = [b / B, (b + 1) / B) and the last one closed:
+    ECE = sum_b |sum_{i in b} correct_i - sum_{i in b} c_i| / n (`biaslab.metrics.calibration.stats.ece`)."""
+    conf = np.abs(values)
+    correct = (values > 0).astype(float)
+    rows, n = values.shape
+    index = np.minimum((conf * ECE_BINS).astype(np.int64), ECE_BINS - 1)
+    flat = (index + (np.arange(rows, dtype=np.int64) * ECE_BINS)[:, None]).ravel()
+    gap = (np.bincount(flat, weights=(correct - conf).ravel(), minlength=rows * ECE_BINS)
+           .reshape(rows, ECE_BINS))
+    return np.abs(gap).sum(axis=1) / n
+
+
+MEASURES = {m.name: m for m in (
+    Measure("p", "mean", "item", "item", description="probability of the option, renormalized over the options"),
+    Measure("valid_mass", "mean", "item", "item", description="share of valid answers"),
+    Measure("accuracy", "binary", "stimulus", "item", description="the most probable option is the gold one"),
+    Measure("brier", "mean", "stimulus", "item", description="Brier score against the gold option"),
+    Measure("ece", "statistic", "stimulus", "item", statistic=signed_ece_rows,
+            description=f"top-label ECE, {ECE_BINS} equal-width bins"),
+)}
+
+
+def _group_text(frame: pd.DataFrame, by: Sequence[str]) -> pd.Series:
+    if not by:
+        return pd.Series("all", index=frame.index)
+    return frame[list(by)].astype(str).agg(" · ".join, axis=1)
+
+
+def _long(frame: pd.DataFrame, measure: str, group: pd.Series, item: pd.Series, cluster: pd.Series,
+          value) -> pd.DataFrame:
+    out = frame[KEY].copy()
+    out["measure"], out["group"] = measure, group.to_numpy()
+    out["item"], out["cluster"] = item.astype(str).to_numpy(), cluster.astype(str).to_numpy()
+    out["value"] = np.asarray(value, dtype=float)
+    out["covariate"] = np.nan
+    return out
+
+
+def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all_versions: bool = False
+                 ) -> Observations:
+    """The option measures per item and collection setting (see the module docstring).
+
+    Parameters
+    ----------
+    handle : a `biaslab.open` handle.
+    dataset : the dataset (required).
+    by : grouping columns (stimuli columns or attrs keys), as `biaslab metrics options --by`.
+    all_versions : a user dataset at every loaded version.
+    """
+    from .tables import read_probs
+
+    if not dataset:
+        raise UsageError("compare options needs --dataset NAME (the dataset whose options are compared)")
+    by = list(dict.fromkeys(by))
+    probs = read_probs(handle, dataset, by, (), all_versions)
+    items = stats.item_means(probs, by)
+    group = _group_text(items, by)
+    parts = [_long(items, "p", group + " · " + items["option_label"].astype(str), items["item_id"], items["item_id"],
+                   items["p"])]
+    valid = items.drop_duplicates([*KEY, *by, "item_id"])
+    parts.append(_long(valid, "valid_mass", _group_text(valid, by), valid["item_id"], valid["item_id"],
+                       valid["valid_mass"]))
+    if probs["gold_label"].notna().any():
+        scores = stats.stimulus_scores(probs, by)
+        unit = scores["stimulus_id"].map(probs.drop_duplicates("stimulus_id").set_index("stimulus_id")["item_id"])
+        signed = np.where(scores["correct"], 1.0, -1.0) * scores["confidence"].to_numpy(float)
+        text = _group_text(scores, by)
+        parts += [_long(scores, "accuracy", text, scores["stimulus_id"], unit, scores["correct"].astype(float)),
+                  _long(scores, "brier", text, scores["stimulus_id"], unit, scores["brier"]),
+                  _long(scores, "ece", text, scores["stimulus_id"], unit, signed)]
+    values = pd.concat(parts, ignore_index=True)
+    settings = setting_labels(values, KEY, handle.models())
+    values = values.merge(settings[["setting_id", *KEY]], on=KEY, how="left").drop(columns=KEY)
+    within = []
+    if by:
+        levels = sorted(items[by[0]].astype(str).unique())
+        rest = items[by[1:]].astype(str).agg(" · ".join, axis=1) if len(by) > 1 else pd.Series("", index=items.index)
+        for other in sorted(rest.unique()):
+            for label in sorted(items["option_label"].astype(str).unique()):
+                for a, b in combinations(levels, 2):
+                    name = [" · ".join(x for x in (v, other) if x) + f" · {label}" for v in (a, b)]
+                    within.append(("p", name[0], name[1]))
+    return Observations("options", values, settings, dict(MEASURES), within)

@@ -1,0 +1,106 @@
+"""`biaslab compare options` (issue 43) on a user spec collected with a tiny model in two settings (prob scoring and
+exact forced choice): every number against a hand computation from `option_probs`, statsmodels' mcnemar and the
+calibration module's ECE."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from statsmodels.stats.contingency_tables import mcnemar
+
+import biaslab
+from biaslab.cli.main import biaslab as cli
+from biaslab.metrics.calibration.stats import ece
+from biaslab.runners.collect import CollectConfig, collect
+
+SPEC = """
+name: demo-compare
+protocols: [choice, prob]
+options:
+  - {label: female, forms: {nom: she}}
+  - {label: male, forms: {nom: he}}
+orders: [[female, male], [male, female]]
+fillers:
+  occupation: [{value: nurse}, {value: pilot}, {value: baker}, {value: judge}]
+templates:
+  - {id: late, text: "The {occupation} said that {pronoun} was late.", case: nom, gold: female}
+  - {id: home, text: "The {occupation} went home because {pronoun} was tired.", case: nom, gold: male}
+contexts:
+  - {name: unprimed}
+  - {name: primed_f, prime: "{pronoun:female} is kind."}
+"""
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory, tiny_gpt2):
+    folder = tmp_path_factory.mktemp("compare-options")
+    spec, path = folder / "spec.yaml", folder / "w.duckdb"
+    spec.write_text(SPEC)
+    assert CliRunner().invoke(cli, ["data", "load", "--spec", str(spec), "--db", str(path)]).exit_code == 0
+    for options in ({"protocol": "prob"}, {"protocol": "choice"}):
+        collect(CollectConfig(dataset="demo-compare", db=str(path), **options), loaded=tiny_gpt2)
+    return path
+
+
+def _labels(table):
+    prob = next(s for s in set(table["setting_a"]) | set(table["setting_b"]) if "method=prob" in s)
+    exact = next(s for s in set(table["setting_a"]) | set(table["setting_b"]) if "method=choice-exact" in s)
+    return prob, exact
+
+
+def test_between_methods_equals_hand_computation(db):
+    with biaslab.open(db) as wh:
+        first = biaslab.compare(wh, "options", dataset="demo-compare", by=["context"], bootstrap=200,
+                                permutations=500)
+        prob, exact = _labels(first)
+        table = biaslab.compare(wh, "options", dataset="demo-compare", by=["context"], between=[prob, exact],
+                                bootstrap=200, permutations=500)
+        probs = wh.sql("SELECT o.method, o.stimulus_id, o.option_label, o.p, o.gold_label, s.item_id, s.context "
+                       "FROM option_probs o JOIN stimuli s USING (stimulus_id)").execute()
+    row = table[(table["measure"] == "p") & (table["group"] == "unprimed · female")].iloc[0]
+    female = probs[(probs["option_label"] == "female") & (probs["context"] == "unprimed")]
+    per_item = female.groupby(["method", "item_id"])["p"].mean().unstack("method").dropna()
+    assert row["value_a"] == pytest.approx(per_item["prob"].mean(), abs=1e-12)
+    assert row["estimate"] == pytest.approx((per_item["prob"] - per_item["choice-exact"]).mean(), abs=1e-12)
+    assert row["n_items"] == len(per_item) and row["unit"] == "item"
+    assert row["n_excluded"] == 8 - len(per_item) and row["coverage"] == len(per_item) / 8
+    # accuracy: McNemar over the stimuli of the unprimed context; ECE as the calibration module computes it
+    scored = probs[probs["context"] == "unprimed"].sort_values(["method", "stimulus_id", "option_label"])
+    undefined = scored.groupby(["method", "stimulus_id"])["p"].transform(lambda p: p.isna().any())
+    scored = scored[~undefined.astype(bool)]
+    best = scored.loc[scored.groupby(["method", "stimulus_id"])["p"].idxmax()]
+    correct = (best["option_label"] == best["gold_label"]).to_numpy()
+    best = best.assign(correct=correct).set_index(["method", "stimulus_id"])
+    common = best.loc["prob"].index.intersection(best.loc["choice-exact"].index)
+    a, b = best.loc["prob", "correct"].loc[common], best.loc["choice-exact", "correct"].loc[common]
+    acc = table[(table["measure"] == "accuracy") & (table["group"] == "unprimed")].iloc[0]
+    assert acc["n_items"] == len(common) > 0 and acc["value_a"] == pytest.approx(a.mean())
+    expected = mcnemar([[int((a & b).sum()), int((a & ~b).sum())], [int((~a & b).sum()), int((~a & ~b).sum())]],
+                       exact=True).pvalue
+    assert acc["p_value"] == pytest.approx(expected)
+    calibration = table[(table["measure"] == "ece") & (table["group"] == "unprimed")].iloc[0]
+    conf = best.loc["prob", "p"].loc[common].to_numpy(float)
+    assert calibration["value_a"] == pytest.approx(ece(conf, a.to_numpy(int), 10).value, abs=1e-12)
+
+
+def test_within_compares_the_first_by_column(db):
+    result = CliRunner().invoke(cli, ["compare", "options", "--db", str(db), "--dataset", "demo-compare", "--by",
+                                      "context", "--within", "--format", "json", "--bootstrap", "50",
+                                      "--permutations", "100"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.output)
+    groups = {r["group"] for r in records}
+    assert groups == {"primed_f · female vs unprimed · female", "primed_f · male vs unprimed · male"}
+    assert len({r["setting_a"] for r in records}) == 2  # prob and choice-exact, each its own family
+    assert all(r["n_items"] + r["n_excluded"] == 8 for r in records)
+    assert all(r["n_items"] == 8 for r in records if "method=prob" in r["setting_a"])  # scoring is never invalid
+
+
+def test_options_needs_a_dataset_and_contextuality_takes_none(db):
+    result = CliRunner().invoke(cli, ["compare", "options", "--db", str(db)])
+    assert result.exit_code == 2 and "compare options needs --dataset NAME" in result.output
+    result = CliRunner().invoke(cli, ["compare", "contextuality", "--db", str(db), "--dataset", "x"])
+    assert result.exit_code == 2 and "compare contextuality takes no dataset" in result.output

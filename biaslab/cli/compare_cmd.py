@@ -74,7 +74,8 @@ def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
 @click.option("--permutations", type=click.IntRange(min=1), default=5000, show_default=True,
               help="Permutations of the paired permutation test (exact enumeration when the units allow fewer).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and the permutations.")
-@click.option("--dataset", default=None, help="compare options: the dataset whose options are compared.")
+@click.option("--dataset", default=None,
+              help="options: the dataset whose options are compared (required); calibration: only this dataset.")
 @click.option("--by", "by", multiple=True, metavar="COL",
               help="compare options: group by this stimuli column or attrs key (repeatable); --within compares "
                    "the values of the first one.")
@@ -90,8 +91,10 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     cluster-bootstrap interval (resampling the study's unit, e.g. the template), a paired permutation p (McNemar's
     exact p for binary outcomes), Holm and Benjamini-Hochberg adjusted p over the rows of one pair of settings, an
     effect size, the items used and the items left out (named below the table). Reads only; writes nothing.
-    Studies with comparisons: contextuality (p(f), validity, KL, Spearman, CbD per context) and options (any
-    dataset with options: per-option p, valid mass, and accuracy, Brier and ECE where a gold option exists).
+    Studies with comparisons: contextuality (p(f), validity, KL, Spearman, CbD per context); misgendering (prob and
+    gen correctness, their agreement); negation (the context x form interaction, the main effects, perplexity per
+    condition); calibration (ECE, Gender-ECE, Brier, p(male) per dataset); options (any dataset with options:
+    per-option p, valid mass, and accuracy, Brier and ECE where a gold option exists).
     """
     from ..errors import UsageError
     from ..metrics.studies import compare

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import UsageError
+from ..calibration.resampled import equal_width_index
 from ..compare.core import Measure, Observations, setting_labels
 from . import stats
 from .stats import KEY
@@ -40,7 +41,7 @@ def signed_ece_rows(values: np.ndarray, covariate: np.ndarray | None) -> np.ndar
     conf = np.abs(values)
     correct = (values > 0).astype(float)
     rows, n = values.shape
-    index = np.minimum((conf * ECE_BINS).astype(np.int64), ECE_BINS - 1)
+    index = equal_width_index(conf.ravel(), ECE_BINS).reshape(conf.shape)
     flat = (index + (np.arange(rows, dtype=np.int64) * ECE_BINS)[:, None]).ravel()
     gap = (np.bincount(flat, weights=(correct - conf).ravel(), minlength=rows * ECE_BINS)
            .reshape(rows, ECE_BINS))

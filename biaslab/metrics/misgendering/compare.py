@@ -1,0 +1,80 @@
+"""What `biaslab compare misgendering` compares (`biaslab.metrics.compare`): the per-protocol correctness rates and
+the prob-gen agreement of the misgendering meta-evaluation, from the same rows as `biaslab metrics misgendering`.
+
+A setting is a model (model_key); the method's own settings (scoring scheme, sampling settings) are part of the
+group, so two models are compared only on like evidence. Groups: "METHOD SETTINGS · dataset · declared pronoun".
+- prob_correct (binary, McNemar; item = stimulus, unit = item): the candidate with the highest log-probability is
+  the declared pronoun (the `correctness` table's prob rows).
+- gen_correct (mean; item = stimulus and context, unit = stimulus): the share of the item's continuations that do
+  not misgender (a continuation without a pronoun counts as correct, the paper's mapping; `--no-pronoun exclude` of
+  `biaslab metrics misgendering` is not offered here).
+- agreement (mean; item = instance, unit = instance): the share of the instance's continuations whose correctness
+  equals the probability-based one (the `agreement` table's raw agreement).
+Within one setting (--within): gen_correct and prob_correct cannot be paired item by item, so none are declared.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..compare.core import Measure, Observations, setting_labels
+
+__all__ = ["observations"]
+
+MEASURES = {m.name: m for m in (
+    Measure("prob_correct", "binary", "stimulus", "item",
+            description="the most probable pronoun candidate is the declared one"),
+    Measure("gen_correct", "mean", "prompt", "stimulus",
+            description="share of continuations whose first pronoun does not misgender"),
+    Measure("agreement", "mean", "instance", "instance",
+            description="share of continuations whose correctness equals the probability-based one"),
+)}
+
+
+def _long(measure: str, model_key: pd.Series, group: pd.Series, item: pd.Series, cluster: pd.Series,
+          value) -> pd.DataFrame:
+    return pd.DataFrame({"model_key": model_key.to_numpy(), "measure": measure, "group": group.to_numpy(),
+                         "item": item.astype(str).to_numpy(), "cluster": cluster.astype(str).to_numpy(),
+                         "value": np.asarray(value, dtype=float), "covariate": np.nan})
+
+
+def observations(handle) -> Observations:
+    """The study's per-item values per model (see the module docstring).
+
+    Parameters
+    ----------
+    handle : a `biaslab.open` handle.
+    """
+    from .tables import binary_correct, generation_results, paired, prob_results
+
+    prob = prob_results(handle)
+    gen = generation_results(handle)
+    parts = []
+    if not prob.empty:
+        group = "prob " + prob["setting"] + " · " + prob["dataset"] + " · " + prob["declared"].astype(str)
+        parts.append(_long("prob_correct", prob["model_key"], group, prob["stimulus_id"], prob["item_id"]
+                           if "item_id" in prob.columns else prob["stimulus_id"], prob["correct"].astype(float)))
+    if not gen.empty:
+        binary = binary_correct(gen, "correct")
+        per_item = (binary.groupby(["model_key", "setting", "dataset", "declared", "stimulus_id", "context"],
+                                   dropna=False)["correct"].mean().reset_index())
+        group = "gen " + per_item["setting"] + " · " + per_item["dataset"] + " · " + per_item["declared"].astype(str)
+        parts.append(_long("gen_correct", per_item["model_key"], group,
+                           per_item["stimulus_id"] + ":" + per_item["context"].astype(str), per_item["stimulus_id"],
+                           per_item["correct"]))
+    pairs = paired(prob, gen, "correct")
+    if not pairs.empty:
+        pairs = pairs.assign(agree=(pairs["prob_correct"] == pairs["gen_correct"]).astype(float))
+        per_instance = (pairs.groupby(["model_key", "setting", "dataset", "declared", "instance"], dropna=False)
+                        ["agree"].mean().reset_index())
+        group = ("prob-gen " + per_instance["setting"] + " · " + per_instance["dataset"] + " · "
+                 + per_instance["declared"].astype(str))
+        parts.append(_long("agreement", per_instance["model_key"], group, per_instance["instance"],
+                           per_instance["instance"], per_instance["agree"]))
+    values = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["model_key", "measure", "group", "item", "cluster", "value", "covariate"])
+    settings = setting_labels(values, ["model_key"], handle.models())
+    values = values.merge(settings[["setting_id", "model_key"]], on="model_key", how="left").drop(
+        columns="model_key")
+    return Observations("misgendering", values, settings, dict(MEASURES))

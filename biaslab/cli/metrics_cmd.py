@@ -177,6 +177,17 @@ def _emit_tables(tables: dict, fmt: str) -> None:
 
         click.echo(json.dumps({k: records(v) for k, v in public.items()}, indent=1, allow_nan=False))
         return
+    _emit_frames(public, fmt, wide, columns)
+    from ..metrics.coverage import low_coverage_note
+
+    marked = low_coverage_note(public, next((t.attrs["min_coverage"] for t in public.values()
+                                             if "min_coverage" in t.attrs), 0.8))
+    if marked and fmt == "table":
+        click.echo(textwrap.fill(marked, width=shutil.get_terminal_size((120, 24)).columns,
+                                 subsequent_indent="    ", break_on_hyphens=False))
+
+
+def _emit_frames(public: dict, fmt: str, wide: bool, columns: list[str]) -> None:
     for name, frame in public.items():
         if fmt == "csv":
             sys.stdout.write(f"# {name}\n")
@@ -211,6 +222,10 @@ def _notes(frame) -> list[str] | None:
     return list(dict.fromkeys(notes))
 
 
+_MIN_COVERAGE = click.option(
+    "--min-coverage", "min_coverage", type=click.FloatRange(0, 1), default=0.8, show_default=True,
+    help="Mark (low_coverage = True, and a line under the tables) every score resting on less than this share of "
+         "the loaded units (templates, items, stimuli, sentences), or on a valid share of answers below it.")
 _MI = click.option("--mi", "mi", type=click.Choice(["per-template", "pooled", "both"]), default="per-template",
                    show_default=True,
                    help="Mutual information: per-template (the paper's I[X_i; F_i] per template, averaged over "
@@ -250,10 +265,11 @@ def _temperatures(text: str | None) -> list[float]:
                    "default tables pool both orders per template, as the paper.")
 @_MI
 @_TEMPERATURES
+@_MIN_COVERAGE
 @_OUT
 @_table_options
 def contextuality_command(db: str, fmt: str, draws: int, bootstrap: int, seed: int, by_order: bool, mi: str,
-                          temperatures: str | None, out: str | None) -> None:
+                          temperatures: str | None, out: str | None, min_coverage: float) -> None:
     """Contextual invariance on WinoPron: valid measurements per context and order (the paper's Table 3); p(feminine),
     KL to unprimed and Spearman with Misersky ratings with both option orders pooled per template (as the paper;
     --by-order adds the per-order tables); mutual information with prompt features; Contextuality-by-Default
@@ -263,7 +279,7 @@ def contextuality_command(db: str, fmt: str, draws: int, bootstrap: int, seed: i
     temps = _temperatures(temperatures)
     with _open(db) as handle:
         tables = contextuality(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi, by_order=by_order,
-                               temperatures=temps)
+                               temperatures=temps, min_coverage=min_coverage)
         if out:
             _results_artifact(handle, "contextuality", tables, _datasets("contextuality"),
                               {"draws": draws, "bootstrap": bootstrap, "seed": seed, "by_order": by_order, "mi": mi,
@@ -277,7 +293,9 @@ def contextuality_command(db: str, fmt: str, draws: int, bootstrap: int, seed: i
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for draws and bootstrap.")
 @_MI
 @_TEMPERATURES
-def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperatures: str | None) -> None:
+@_MIN_COVERAGE
+def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperatures: str | None,
+                                 min_coverage: float) -> None:
     """Write OUT/index.html: p(f | c) distributions, mean KL, correlation bars with significance stars, mutual
     information with error bars, contextual fractions, model-overlap matrix; one section per model setting, with the
     pooled tables (as the paper) and the per-order ones; with --temperatures, a temperature-robustness section."""
@@ -286,7 +304,8 @@ def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperat
 
     temps = _temperatures(temperatures)
     with _report_of(out, db, "Contextual invariance"), _open(db) as handle:
-        tables = contextuality(handle, seed=seed, mi=mi, temperatures=temps, private=True)
+        tables = contextuality(handle, seed=seed, mi=mi, temperatures=temps, private=True,
+                               min_coverage=min_coverage)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
     click.echo(f"wrote {index}")
@@ -297,9 +316,11 @@ def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperat
 @format_option
 @click.option("--intercept-only-on-failure", is_flag=True,
               help="Also fit (clearly labelled) random-intercept-only models where the random-slope fit fails.")
+@_MIN_COVERAGE
 @_OUT
 @_table_options
-def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: str | None) -> None:
+def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: str | None,
+                     min_coverage: float) -> None:
     """Negation bias: perplexity (causal) or pseudo-perplexity (masked) per sentence, and per model the linear mixed
     model PPL ~ context * form with a random intercept and a random slope for context by root item (statsmodels;
     stereotype-consistent = 1, affirmative = 1): Wald z p-values (the paper's) and Satterthwaite-df t p-values (as
@@ -310,7 +331,8 @@ def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: st
     from ..metrics.studies import negation
 
     with _open(db) as handle:
-        tables = negation(handle, intercept_only_on_failure=intercept_only_on_failure, sentences=False)
+        tables = negation(handle, intercept_only_on_failure=intercept_only_on_failure, sentences=False,
+                          min_coverage=min_coverage)
         if out:
             _results_artifact(handle, "negation", tables, _datasets("negation"),
                               {"intercept_only_on_failure": intercept_only_on_failure}, out)
@@ -363,10 +385,11 @@ def _calibration(handle, dataset: str | None, pairs: tuple[str, ...], **kwargs) 
 @click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for 95% intervals.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap, split and ablation.")
 @_CAL_PAIR
+@_MIN_COVERAGE
 @_OUT
 @_table_options
 def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, bootstrap: int, seed: int,
-                        pairs: tuple[str, ...], out: str | None) -> None:
+                        pairs: tuple[str, ...], out: str | None, min_coverage: float) -> None:
     """Calibration of pronoun-pair probabilities: ECE (the paper's male-class ECE with equal-width bins first, then
     equal mass and the top-label ECEs, labelled), MacroCE, ICE, Brier (gold label; and, labelled
     brier_upstream_convention with a note, the GECE code's convention), Gender-ECE with its parts (ECE of the items
@@ -375,7 +398,8 @@ def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, boots
     before / after in both conventions); sample-size ablation in both conventions; GenderLex variants; WinoQueer per
     identity group; with --pair, the % change between model pairs."""
     with _open(db) as handle:
-        tables = _calibration(handle, dataset, pairs, bins=bins, bootstrap=bootstrap, seed=seed, reliability=False)
+        tables = _calibration(handle, dataset, pairs, bins=bins, bootstrap=bootstrap, seed=seed, reliability=False,
+                              min_coverage=min_coverage)
         if out:
             used = set(tables["metrics"].get("dataset", [])) | set(tables["winoqueer"].get("dataset", []))
             _results_artifact(handle, "calibration", tables, sorted(used),
@@ -390,8 +414,9 @@ def calibration_command(db: str, fmt: str, dataset: str | None, bins: int, boots
 @click.option("--dataset", default=None, help="Only this dataset.")
 @click.option("--bootstrap", type=int, default=1000, show_default=True, help="Bootstrap resamples for 95% intervals.")
 @_CAL_PAIR
+@_MIN_COVERAGE
 def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap: int,
-                               pairs: tuple[str, ...]) -> None:
+                               pairs: tuple[str, ...], min_coverage: float) -> None:
     """Write OUT/index.html: calibration metrics with intervals (the paper's male-class ECE first; Gender-ECE /
     cc-ECE parts by gender side by side, the upstream Brier convention labelled), reliability diagrams with per-bin
     counts (equal width and equal mass, before and after post-hoc calibration), post-hoc calibration table and
@@ -400,7 +425,7 @@ def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap
     from ..metrics.calibration.report import write_report
 
     with _report_of(out, db, "Pronoun calibration"), _open(db) as handle:
-        tables = _calibration(handle, dataset, pairs, bootstrap=bootstrap, private=True)
+        tables = _calibration(handle, dataset, pairs, bootstrap=bootstrap, private=True, min_coverage=min_coverage)
         names = handle.models()
     click.echo(f"wrote {write_report(tables, Path(out), db, names)}")
 
@@ -437,9 +462,11 @@ _VOCABULARY = click.option(
 @format_option
 @_NO_PRONOUN
 @_VOCABULARY
+@_MIN_COVERAGE
 @_OUT
 @_table_options
-def misgendering_command(db: str, fmt: str, no_pronoun: str, vocabulary: str, out: str | None) -> None:
+def misgendering_command(db: str, fmt: str, no_pronoun: str, vocabulary: str, out: str | None,
+                         min_coverage: float) -> None:
     """Misgendering meta-evaluation (MISGENDERED, RUFF, TANGO): correctness per method, model, dataset, pronoun and
     context (pre / post / template); instance-level std; raw agreement, Cohen's kappa and MCC between the
     probability- and generation-based methods over all samples, each +- 1.96 x a standard error over instances
@@ -450,7 +477,7 @@ def misgendering_command(db: str, fmt: str, no_pronoun: str, vocabulary: str, ou
     from ..metrics.studies import misgendering
 
     with _open(db) as handle:
-        tables = misgendering(handle, no_pronoun=no_pronoun, vocabulary=vocabulary)
+        tables = misgendering(handle, no_pronoun=no_pronoun, vocabulary=vocabulary, min_coverage=min_coverage)
         if out:
             _results_artifact(handle, "misgendering", tables, _datasets("misgendering"),
                               {"no_pronoun": no_pronoun, "vocabulary": vocabulary}, out)
@@ -462,7 +489,9 @@ def misgendering_command(db: str, fmt: str, no_pronoun: str, vocabulary: str, ou
 @click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Output folder.")
 @_NO_PRONOUN
 @_VOCABULARY
-def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: str) -> None:
+@_MIN_COVERAGE
+def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: str,
+                                min_coverage: float) -> None:
     """Write OUT/index.html: the Beta fits of all models on one plot per dataset (as the paper), correctness bars
     per pronoun with 95% intervals, agreement tables with their +- terms, Beta (alpha, beta) table of
     disagreement, instance spread, generation quality (one section per model); human annotation: label breakdown
@@ -471,7 +500,8 @@ def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: 
     from ..metrics.studies import misgendering
 
     with _report_of(out, db, "Misgendering meta-evaluation"), _open(db) as handle:
-        tables = misgendering(handle, no_pronoun=no_pronoun, vocabulary=vocabulary, private=True)
+        tables = misgendering(handle, no_pronoun=no_pronoun, vocabulary=vocabulary, private=True,
+                              min_coverage=min_coverage)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
     click.echo(f"wrote {index}")
@@ -498,6 +528,7 @@ def _options_flags(f):
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and permutations."),
         click.option("--all-versions", is_flag=True,
                      help="Your dataset at every version loaded, not only the current one."),
+        _MIN_COVERAGE,
     ]):
         f = decorator(f)
     return f
@@ -514,7 +545,7 @@ def _by(text: str) -> list[str]:
 @_OUT
 @_table_options
 def options_command(db: str, fmt: str, dataset: str, by: str, contrast, reference, spearman, bootstrap: int,
-                    seed: int, all_versions: bool, out: str | None) -> None:
+                    seed: int, all_versions: bool, min_coverage: float, out: str | None) -> None:
     """Generic metrics of any dataset with options (your own study or a built-in one), from stored evidence of every
     protocol that measures an option (prob, choice exact, choice sample): per collection and group, the mean
     probability of each option label over items (renormalized over the valid options; the invalid share as
@@ -528,7 +559,7 @@ def options_command(db: str, fmt: str, dataset: str, by: str, contrast, referenc
 
     with _open(db) as handle:
         tables = options(handle, dataset, by=_by(by), contrast=contrast, reference=reference, spearman=spearman,
-                         bootstrap=bootstrap, seed=seed, all_versions=all_versions)
+                         bootstrap=bootstrap, seed=seed, all_versions=all_versions, min_coverage=min_coverage)
         if out:
             _results_artifact(handle, "options", tables, [dataset],
                               {"dataset": dataset, "by": _by(by), "contrast": contrast, "reference": reference,
@@ -541,7 +572,7 @@ def options_command(db: str, fmt: str, dataset: str, by: str, contrast, referenc
 @click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Output folder.")
 @_options_flags
 def options_report_command(db: str, out: str, dataset: str, by: str, contrast, reference, spearman,
-                           bootstrap: int, seed: int, all_versions: bool) -> None:
+                           bootstrap: int, seed: int, all_versions: bool, min_coverage: float) -> None:
     """Write OUT/index.html for a dataset with options: per collection, bars of each option's mean probability per
     group with 95% intervals, the paired contrast per item (--contrast), a reliability diagram where stimuli have a
     gold option, and the tables of `biaslab metrics options`."""
@@ -551,7 +582,8 @@ def options_report_command(db: str, out: str, dataset: str, by: str, contrast, r
 
     with _report_of(out, db, f"Options of {dataset}"), _open(db) as handle:
         tables = options(handle, dataset, by=_by(by), contrast=contrast, reference=reference, spearman=spearman,
-                         bootstrap=bootstrap, seed=seed, all_versions=all_versions, private=True)
+                         bootstrap=bootstrap, seed=seed, all_versions=all_versions, private=True,
+                         min_coverage=min_coverage)
         names = handle.models()
     index = write_report(tables, Path(out), db, dataset, _by(by), parse_contrast(contrast) if contrast else None,
                          names)

@@ -28,7 +28,7 @@ _STYLE = ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto} img{
           "text-align:right} th{text-align:left} p.constant,p.note{font-size:12px;color:#444;margin:4px 0}"
           "small.key{font-weight:normal;color:#777;font-size:60%} span.settings{font-weight:normal}"
           "p.empty{color:#555;font-style:italic} div.flags{border:2px solid #c60;padding:4px 10px;"
-          "background:#fff4e5}</style>")
+          "background:#fff4e5} tr.low-coverage td{background:#fde8e8} p.low-coverage{color:#a00}</style>")
 
 #: A figure summarizing fewer measurements than this is replaced by a sentence saying so.
 MIN_POINTS = 3
@@ -141,7 +141,13 @@ def table_html(frame: pd.DataFrame) -> str:
         named = [c for c in MODEL_COLUMNS if c in columns]
         parts.append(_table(text[named + per_model].drop_duplicates(), named + per_model, numeric))
         columns = [c for c in columns if c not in per_model]
-    return "".join(parts) + _table(text, columns, numeric)
+    marked = frame["low_coverage"].fillna(False).astype(bool).to_numpy() if "low_coverage" in frame.columns else None
+    if marked is not None and marked.any():
+        parts.append(f'<p class="note low-coverage">{int(marked.sum())} row(s) marked <b>low coverage</b>: the '
+                     "score rests on fewer than the threshold's share of the loaded units, or on a valid share of "
+                     "answers below it (columns n_loaded, n_used, n_invalid, n_missing, coverage, "
+                     "valid_share).</p>")
+    return "".join(parts) + _table(text, columns, numeric, marked)
 
 
 def _per_model_columns(text: pd.DataFrame, columns: list[str]) -> list[str]:
@@ -153,11 +159,13 @@ def _per_model_columns(text: pd.DataFrame, columns: list[str]) -> list[str]:
     return [c for c in columns if c not in MODEL_COLUMNS and bool((grouped[c].nunique() <= 1).all())]
 
 
-def _table(text: pd.DataFrame, columns: list[str], numeric: set[str]) -> str:
+def _table(text: pd.DataFrame, columns: list[str], numeric: set[str], marked=None) -> str:
     head = "".join(f"<th>{_breakable(str(c))}</th>" for c in columns)
-    rows = "".join("<tr>" + "".join(f'<td class="num">{html.escape(v)}</td>' if c in numeric
-                                    else f"<td>{_breakable(v)}</td>" for c, v in zip(columns, row)) + "</tr>"
-                   for row in text[columns].itertuples(index=False, name=None))
+    flags = marked if marked is not None and len(marked) == len(text) else [False] * len(text)
+    rows = "".join(('<tr class="low-coverage">' if flag else "<tr>")
+                   + "".join(f'<td class="num">{html.escape(v)}</td>' if c in numeric
+                             else f"<td>{_breakable(v)}</td>" for c, v in zip(columns, row)) + "</tr>"
+                   for flag, row in zip(flags, text[columns].itertuples(index=False, name=None)))
     return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from ..errors import UsageError
+from .coverage import DEFAULT_MIN_COVERAGE
 from .missing import NoEvidence, missing as _missing
 
 __all__ = ["NoEvidence", "PairError", "contextuality", "misgendering", "negation", "compare",
@@ -51,7 +52,7 @@ def _finish(handle, tables: dict[str, pd.DataFrame], output: str, private: bool 
 
 def contextuality(handle, *, draws: int = 20, bootstrap: int = 30, seed: int = 0, mi: str = "per-template",
                   by_order: bool = True, temperatures: Sequence[float] = (), output: str = "pandas",
-                  private: bool = False) -> dict:
+                  private: bool = False, min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
     """Contextual invariance on WinoPron (`biaslab metrics contextuality`): validity (the paper's Table 3), pf / kl /
     spearman with both option orders pooled per template (as the paper), their per-order versions pf_by_order /
     kl_by_order / spearman_by_order, mutual_information (per template, averaged, with SE) and / or
@@ -67,18 +68,21 @@ def contextuality(handle, *, draws: int = 20, bootstrap: int = 30, seed: int = 0
     by_order : include the per-order tables.
     temperatures : re-derive every metric at these temperatures (the paper's Figures 8 and 9).
     output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) scores resting on less than this share of the loaded templates, or on a
+        valid share below it (`biaslab.metrics.coverage`).
 
     Returns
     -------
     dict table name -> DataFrame.
     """
     from .contextuality.stats import BY_ORDER_TABLES
-    from .contextuality.tables import contextuality_report, temperature_tables
+    from .contextuality.tables import contextuality_report, temperature_tables, with_coverage
 
     if handle.fetch(handle.table("winopron_pf").limit(1)).empty:
         raise _missing(handle, "WinoPron forced-choice evidence", _datasets("contextuality"),
                        "runners collect --dataset winopron")
-    tables = contextuality_report(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi)
+    tables = with_coverage(handle, contextuality_report(handle, draws=draws, bootstrap=bootstrap, seed=seed, mi=mi),
+                           min_coverage)
     if not by_order:
         tables = {k: v for k, v in tables.items() if k not in BY_ORDER_TABLES}
     if temperatures:
@@ -87,7 +91,7 @@ def contextuality(handle, *, draws: int = 20, bootstrap: int = 30, seed: int = 0
 
 
 def misgendering(handle, *, no_pronoun: str = "correct", vocabulary: str = "biaslab", output: str = "pandas",
-                 private: bool = False) -> dict:
+                 private: bool = False, min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
     """Misgendering meta-evaluation (`biaslab metrics misgendering`): correctness, instance_std, agreement,
     agreement_first_sample, disagreement_beta, generation_quality, and the annotation tables when annotations were
     imported.
@@ -99,14 +103,17 @@ def misgendering(handle, *, no_pronoun: str = "correct", vocabulary: str = "bias
     vocabulary : 'biaslab' (the pronoun sets stored with each request) or 'upstream' (the upstream scripts' sets,
         to reproduce the paper's automatic numbers).
     output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) scores resting on less than this share of the loaded units
+        (`biaslab.metrics.coverage`).
     """
-    from .misgendering.tables import misgendering_report
+    from .misgendering.tables import correctness_with_coverage, misgendering_report
 
-    return _finish(handle, misgendering_report(handle, no_pronoun=no_pronoun, vocabulary=vocabulary), output, private)
+    tables = misgendering_report(handle, no_pronoun=no_pronoun, vocabulary=vocabulary)
+    return _finish(handle, correctness_with_coverage(handle, tables, min_coverage), output, private)
 
 
 def negation(handle, *, intercept_only_on_failure: bool = False, sentences: bool = True, output: str = "pandas",
-             private: bool = False) -> dict:
+             private: bool = False, min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
     """Negation bias (`biaslab metrics negation`): mixed_model, predicted_values, condition_means,
     length_control, and `sentences` (the per-sentence perplexities they come from).
 
@@ -116,11 +123,14 @@ def negation(handle, *, intercept_only_on_failure: bool = False, sentences: bool
     intercept_only_on_failure : also fit random-intercept-only models where the random-slope fit fails.
     sentences : include the `sentences` table.
     output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) scores resting on less than this share of the loaded units
+        (`biaslab.metrics.coverage`).
     """
-    from .negation.tables import negation_tables
+    from .negation.tables import negation_tables, with_coverage
 
     ppl = negation_sentences(handle)
-    tables = negation_tables(ppl, intercept_only_on_failure=intercept_only_on_failure)
+    tables = with_coverage(handle, negation_tables(ppl, intercept_only_on_failure=intercept_only_on_failure),
+                           _datasets("negation"), min_coverage)
     if sentences:
         tables["sentences"] = ppl
     if private:
@@ -142,7 +152,7 @@ def negation_sentences(handle) -> pd.DataFrame:
 
 def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap: int = 1000, seed: int = 0,
                 pairs: Sequence[str] = (), reliability: bool = True, output: str = "pandas",
-                private: bool = False) -> dict:
+                private: bool = False, min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
     """Pronoun calibration (`biaslab metrics calibration`): metrics, genderlex_variants, post_hoc, ablation,
     winoqueer, the reliability bins (reliability, reliability_post_hoc) and `pair_change` when model pairs are
     declared.
@@ -155,6 +165,8 @@ def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap
     pairs : model pairs "[KIND:]REFERENCE=OTHER" (e.g. "size:small=large"); a bad one raises `PairError`.
     reliability : include the reliability tables.
     output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) scores resting on less than this share of the loaded units
+        (`biaslab.metrics.coverage`).
     """
     from .calibration.tables import calibration_report_tables, pair_changes, parse_model_pair
 
@@ -167,6 +179,7 @@ def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap
         raise _missing(handle, "scored pronoun pair with a gold label",
                        [dataset] if dataset else _datasets("calibration"),
                        f"runners collect --dataset {dataset or 'gece-winobias'}")
+    tables = _calibration_coverage(handle, tables, min_coverage)
     if declared:
         try:
             tables["pair_change"] = pair_changes(tables["metrics"], declared, handle.models())
@@ -176,6 +189,21 @@ def calibration(handle, dataset: str | None = None, *, bins: int = 10, bootstrap
         tables.pop("reliability")
         tables.pop("reliability_post_hoc")
     return _finish(handle, tables, output, private)
+
+
+def _calibration_coverage(handle, tables: dict, min_coverage: float) -> dict:
+    """`metrics` with `biaslab.metrics.coverage.COVERAGE_COLUMNS`, the unit being the item (one pronoun pair):
+    the loaded items of its dataset against the pairs a metric rests on (n)."""
+    from .coverage import annotate
+
+    if tables["metrics"].empty:
+        return tables
+    st = handle.table("stimuli")
+    names = sorted(set(tables["metrics"]["dataset"]))
+    st = st.filter(st.dataset.isin(names))
+    loaded = handle.fetch(st.group_by("dataset").aggregate(n_loaded=st.item_id.nunique()))
+    return {**tables, "metrics": annotate(tables["metrics"], used="n", loaded=loaded, keys=["dataset"],
+                                          min_coverage=min_coverage)}
 
 
 def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> dict:
@@ -206,7 +234,8 @@ def to_json_ready(tables: dict) -> dict:
 
 def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | None = None,
             reference: str | None = None, spearman: str | None = None, bootstrap: int = 1000, seed: int = 0,
-            all_versions: bool = False, output: str = "pandas", private: bool = False) -> dict:
+            all_versions: bool = False, output: str = "pandas", private: bool = False,
+            min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
     """Generic metrics of any dataset with options (`biaslab metrics options`), built in or a user's own: means (per
     group and option label: items, mean p, 95% bootstrap interval over items, invalid mass); with `contrast`
     ("COLUMN=A:B") the paired difference per item with its interval and sign-flip permutation p-value; with
@@ -222,15 +251,18 @@ def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | Non
     bootstrap, seed : resamples and seed of the intervals and permutation tests.
     all_versions : a user dataset at every loaded version, not only its current one.
     output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) means resting on less than this share of the loaded items, or on a valid
+        share below it (`biaslab.metrics.coverage`).
 
     Returns
     -------
     dict table name -> DataFrame.
     """
-    from .options.tables import option_tables
+    from .options.tables import means_with_coverage, option_tables
 
     tables = option_tables(handle, dataset, by=by, contrast=contrast, reference=reference, spearman=spearman,
                            bootstrap=bootstrap, seed=seed, all_versions=all_versions)
+    tables = means_with_coverage(handle, dataset, tables, by, all_versions, min_coverage)
     return _finish(handle, tables, output, private)
 
 

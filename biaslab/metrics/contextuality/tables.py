@@ -140,3 +140,43 @@ def temperature_tables(handle, temperatures: list[float]) -> dict[str, pd.DataFr
     return out
 
 
+
+
+def with_coverage(handle, tables: dict[str, pd.DataFrame], min_coverage: float) -> dict[str, pd.DataFrame]:
+    """The headline tables (pf, pf_by_order, kl, kl_by_order, spearman, spearman_by_order, cbd_fractions) with
+    `biaslab.metrics.coverage.COVERAGE_COLUMNS`: the WinoPron templates (template pairs for CbD; rated templates for
+    Spearman) loaded, those a score rests on, those with evidence but no valid answer in that setting and context,
+    those without evidence; pf's valid_share is its mean_p_valid.
+
+    Parameters
+    ----------
+    handle : the handle the tables came from.
+    tables : `contextuality_report`'s tables (private ones included).
+    min_coverage : the threshold of `low_coverage`.
+    """
+    from ..coverage import annotate
+
+    stimuli = handle.fetch(views.winopron_stimuli(handle.source).select("item_id", "pair_id", "stereotype_rating"))
+    templates = int(stimuli["item_id"].nunique())
+    rated = int(stimuli.loc[stimuli["stereotype_rating"].notna(), "item_id"].nunique())
+    pairs = int(stimuli["pair_id"].nunique())
+    out = dict(tables)
+    for name, source, key in (("pf", "_pooled", "templates"), ("pf_by_order", "_pf", "templates"),
+                              ("kl", "_pooled", "templates"), ("kl_by_order", "_pf", "templates"),
+                              ("spearman", "_pooled", "n"), ("spearman_by_order", "_pf", "n")):
+        if name not in tables or source not in tables:
+            continue
+        rows = tables[source]
+        if name.startswith("spearman"):
+            rows = rows[rows["stereotype_rating"].notna()]
+        evidence = (rows.groupby([*SETTING, "option_order", "context"], dropna=False)["item_id"].nunique()
+                    .rename("n_evidence").reset_index())
+        table = tables[name]
+        share = "mean_p_valid" if "mean_p_valid" in table.columns else None
+        out[name] = annotate(table, used=key, loaded=rated if name.startswith("spearman") else templates,
+                             evidence=evidence, keys=[*SETTING, "option_order", "context"], valid_share=share,
+                             min_coverage=min_coverage)
+    if "cbd_fractions" in tables and not tables["cbd_fractions"].empty:
+        out["cbd_fractions"] = annotate(tables["cbd_fractions"], used="pairs", loaded=pairs,
+                                        min_coverage=min_coverage)
+    return out

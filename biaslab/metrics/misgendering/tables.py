@@ -431,3 +431,30 @@ def misgendering_tables(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPro
     tables["_pairs"] = pairs
     tables["_gen"] = gen
     return tables
+
+
+def correctness_with_coverage(handle, tables: dict[str, pd.DataFrame], min_coverage: float
+                              ) -> dict[str, pd.DataFrame]:
+    """`correctness` with `biaslab.metrics.coverage.COVERAGE_COLUMNS`, the unit being the stimulus: the loaded
+    stimuli of the row's dataset that declare its pronoun set, against those scored (prob) or with a continuation
+    (gen, per context)."""
+    from ..coverage import annotate
+    from ..registry import get_study
+
+    table = tables["correctness"]
+    if table.empty:
+        return tables
+    st = handle.table("stimuli")
+    st = st.filter(st.dataset.isin(list(get_study("misgendering").dataset_names)) & st.pronoun_set.notnull())
+    loaded = handle.fetch(st.group_by(["dataset", st.pronoun_set.name("declared")])
+                          .aggregate(n_loaded=st.stimulus_id.nunique()))
+    gen = tables.get("_gen")
+    used = table["n"].astype("Int64").to_numpy(dtype=object)
+    if gen is not None and not gen.empty:
+        counts = gen.groupby([*SETTING, "context"], dropna=False)["stimulus_id"].nunique().rename("_stimuli")
+        keyed = table.merge(counts.reset_index(), on=[*SETTING, "context"], how="left")["_stimuli"].to_numpy()
+        used = np.where(table["method"].to_numpy() == "gen", keyed, used)
+    out = dict(tables)
+    out["correctness"] = annotate(table.assign(_stimuli=pd.to_numeric(used)), used="_stimuli", loaded=loaded,
+                                  keys=["dataset", "declared"], min_coverage=min_coverage).drop(columns="_stimuli")
+    return out

@@ -44,3 +44,24 @@ def negation_tables(ppl: pd.DataFrame, *, intercept_only_on_failure: bool = Fals
                       satterthwaite_df=satterthwaite_df)
     return {"mixed_model": mixed_model_table(fits, by), "predicted_values": prediction_table(fits, by, ppl),
             "condition_means": condition_means(ppl), "length_control": length_control(ppl)}
+
+
+def with_coverage(handle, tables: dict[str, pd.DataFrame], datasets: Sequence[str],
+                  min_coverage: float) -> dict[str, pd.DataFrame]:
+    """`mixed_model` and `condition_means` with `biaslab.metrics.coverage.COVERAGE_COLUMNS`, the unit being the
+    sentence: the dataset's loaded sentences (per context and form for `condition_means`) against those the fit or
+    the mean rests on (n_obs, n)."""
+    from ..coverage import annotate
+
+    st = handle.table("stimuli")
+    st = st.filter(st.dataset.isin(list(datasets)))
+    cells = handle.fetch(st.group_by(["dataset", "context", "form"]).aggregate(n_loaded=st.stimulus_id.nunique()))
+    per_dataset = cells.groupby("dataset", as_index=False)["n_loaded"].sum()
+    out = dict(tables)
+    if not tables["mixed_model"].empty:
+        out["mixed_model"] = annotate(tables["mixed_model"], used="n_obs", loaded=per_dataset, keys=["dataset"],
+                                      min_coverage=min_coverage)
+    if not tables["condition_means"].empty:
+        out["condition_means"] = annotate(tables["condition_means"], used="n", loaded=cells,
+                                          keys=["dataset", "context", "form"], min_coverage=min_coverage)
+    return out

@@ -127,3 +127,46 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
         tables["_reliability"] = stats.reliability(gold, by, n_bins=n_bins)
     tables["_items"] = items
     return tables
+
+
+def loaded_items(handle, dataset: str, by: Sequence[str], all_versions: bool = False) -> pd.DataFrame:
+    """Distinct item_id of the dataset's loaded stimuli (its current version for a user dataset, unless
+    `all_versions`) per group of the `by` columns (stimuli columns or attrs keys, as `read_probs`): by + n_loaded."""
+    keys = attrs_keys(handle, dataset)
+    st = handle.table("stimuli")
+    st = st.filter(st.dataset == dataset)
+    frame = handle.fetch(st.select("stimulus_id", "item_id", **{g: _column(st, g, keys, False) for g in by}))
+    ids = None if all_versions else current_ids(handle, dataset)
+    if ids is not None:
+        frame = frame[frame["stimulus_id"].isin(set(ids))]
+    for g in by:
+        frame[g] = frame[g].astype(object).where(frame[g].notna(), "(none)")
+    if not by:
+        return pd.DataFrame({"n_loaded": [int(frame["item_id"].nunique())]})
+    return frame.groupby(list(by), dropna=False)["item_id"].nunique().rename("n_loaded").reset_index()
+
+
+def means_with_coverage(handle, dataset: str, tables: dict[str, pd.DataFrame], by: Sequence[str],
+                        all_versions: bool, min_coverage: float) -> dict[str, pd.DataFrame]:
+    """The `means` table with `biaslab.metrics.coverage.COVERAGE_COLUMNS`: items loaded per group, items a mean
+    rests on, items with evidence but no valid answer in that setting, items without evidence; valid_share =
+    1 - invalid_mass. Calibration rows get their scored stimuli against the loaded stimuli with a gold option."""
+    from ..coverage import annotate
+
+    by = list(dict.fromkeys(by))
+    out = dict(tables)
+    items = tables["_items"]
+    evidence = (items.groupby([*stats.KEY, *by, "option_label"], dropna=False)["item_id"].nunique()
+                .rename("n_evidence").reset_index())
+    means = tables["means"]
+    if means.empty:
+        return out
+    loaded = loaded_items(handle, dataset, by, all_versions)
+    table = means.merge(loaded, on=by, how="left") if by else means.assign(n_loaded=int(loaded["n_loaded"].iloc[0]))
+    n_loaded = table.pop("n_loaded").fillna(0).astype("int64").to_numpy()
+    keys = [*stats.KEY, *by, "option_label"]
+    annotated = annotate(table.assign(_loaded=n_loaded), used="items", loaded=pd.DataFrame(
+        {**{k: table[k] for k in keys}, "n_loaded": n_loaded}).drop_duplicates(keys), evidence=evidence, keys=keys,
+        valid_share=1.0 - table["invalid_mass"].astype(float), min_coverage=min_coverage)
+    out["means"] = annotated.drop(columns="_loaded")
+    return out

@@ -133,6 +133,23 @@ def _report_command(study) -> click.Command:
     return click.command(study.name, help=study.description)(db_option(command))
 
 
+def _add_comparison(index: Path, db: str, study: str, **options) -> None:
+    """Append the comparison section (`biaslab compare STUDY`, every pair of settings) to a written report; with one
+    setting, a sentence saying so."""
+    from ..errors import BiaslabError
+    from ..metrics.compare.core import comparison_html
+    from ..metrics.studies import compare
+
+    try:
+        with _open(db) as handle:
+            table, reason = compare(handle, study, bootstrap=1000, permutations=2000, **options), ""
+    except BiaslabError as exc:
+        table, reason = None, str(exc)
+    page = index.read_text(encoding="utf-8")
+    index.write_text(page.replace("</body></html>", comparison_html(table, reason) + "</body></html>"),
+                     encoding="utf-8")
+
+
 def _results_artifact(handle, study: str, tables: dict, datasets, parameters: dict, out: str) -> None:
     """Write the per-collection results file of `--out` (see `biaslab.metrics.results`)."""
     from ..metrics.results import write_results
@@ -308,6 +325,7 @@ def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperat
                                min_coverage=min_coverage)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
+    _add_comparison(index, db, "contextuality")
     click.echo(f"wrote {index}")
 
 
@@ -427,7 +445,9 @@ def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap
     with _report_of(out, db, "Pronoun calibration"), _open(db) as handle:
         tables = _calibration(handle, dataset, pairs, bootstrap=bootstrap, private=True, min_coverage=min_coverage)
         names = handle.models()
-    click.echo(f"wrote {write_report(tables, Path(out), db, names)}")
+    index = write_report(tables, Path(out), db, names)
+    _add_comparison(index, db, "calibration", **({"dataset": dataset} if dataset else {}))
+    click.echo(f"wrote {index}")
 
 
 @report_group.command("negation")
@@ -443,7 +463,9 @@ def negation_report_command(db: str, out: str) -> None:
     with _report_of(out, db, "Negation bias"), _open(db) as handle:
         ppl = negation_sentences(handle)
         names = handle.models()
-    click.echo(f"wrote {write_report(ppl, Path(out), db, names)}")
+    index = write_report(ppl, Path(out), db, names)
+    _add_comparison(index, db, "negation")
+    click.echo(f"wrote {index}")
 
 
 _NO_PRONOUN = click.option(
@@ -504,6 +526,7 @@ def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: 
                               min_coverage=min_coverage)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
+    _add_comparison(index, db, "misgendering")
     click.echo(f"wrote {index}")
 
 
@@ -587,6 +610,7 @@ def options_report_command(db: str, out: str, dataset: str, by: str, contrast, r
         names = handle.models()
     index = write_report(tables, Path(out), db, dataset, _by(by), parse_contrast(contrast) if contrast else None,
                          names)
+    _add_comparison(index, db, "options", dataset=dataset, by=_by(by), all_versions=all_versions)
     click.echo(f"wrote {index}")
 
 

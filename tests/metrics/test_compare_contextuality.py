@@ -176,3 +176,15 @@ def test_compare_unknown_study(warehouse):
     db, _ = warehouse
     result = CliRunner().invoke(biaslab_cli, ["compare", "negationx", "--db", str(db)])
     assert result.exit_code == 2 and "has no comparisons; studies with comparisons: contextuality" in result.output
+
+
+def test_report_has_a_comparison_section(warehouse, tmp_path):
+    db, _ = warehouse
+    out = tmp_path / "report"
+    result = CliRunner().invoke(biaslab_cli, ["report", "contextuality", "--db", str(db), "--out", str(out)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    page = (out / "index.html").read_text()
+    section = page[page.index('<h2 id="comparison">'):]
+    assert "tiny-lm · fp32 · hf" in section and "tiny-lm · bf16 · hf" in section
+    assert section.count("<tr") >= 23 and "p_holm" in section and "low-coverage" in section

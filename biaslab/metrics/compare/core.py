@@ -303,3 +303,20 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
         table.loc[index, "p_holm"] = holm(p)
         table.loc[index, "p_bh"] = benjamini_hochberg(p)
     return table.drop(columns="_family")[COLUMNS].reset_index(drop=True)
+
+
+def comparison_html(table: pd.DataFrame | None, reason: str = "") -> str:
+    """The comparison section of a study's report: the `compare_observations` table (each pair of settings, its
+    paired differences, intervals, raw and adjusted p, marks), or a sentence saying why there is none."""
+    import html as _html
+
+    from ..html_report import table_html
+
+    head = ("<h2 id=\"comparison\">Comparison between settings</h2><p class=\"note\">Paired differences A - B over "
+            "the items both settings have; 95% cluster-bootstrap interval over the unit; paired permutation p "
+            "(McNemar's exact p for binary measures); Holm and Benjamini-Hochberg adjusted p over the rows of one "
+            "pair of settings (`biaslab compare`).</p>")
+    if table is None or table.empty:
+        return head + f"<p class=\"note\">{_html.escape(reason or 'Nothing to compare.')}</p>"
+    shown = table.drop(columns=["study", "model_key_a", "model_key_b"])
+    return head + table_html(shown)

@@ -34,6 +34,11 @@ def test_the_walk_through_runs(tmp_path, monkeypatch, data_dir):
         n = wh.con.execute("SELECT count(*) FROM winopron_pf").fetchone()[0]
     assert set(namespace["kl"]["model_name"]) == {"synthetic-a", "b" * 16}  # an unregistered model: its key
     assert set(namespace["named"]["model_key"]) == {"a" * 16, "b" * 16}
+    comparison = namespace["comparison"]  # biaslab.compare: A is the registered model, B the unregistered key
+    # A was collected in exact and sample mode, B in exact mode: the exact settings are paired
+    assert set(comparison["setting_a"]) == {"synthetic-a · fp32 · hf [mode=exact temperature=0.5]"}
+    assert set(comparison["setting_b"]) == {"b" * 16}
+    assert {"p_f", "kl_bits", "spearman_rho", "cbd_contextual"} <= set(comparison["measure"])
     assert namespace["con"].execute("SELECT count(*) FROM winopron_pf").fetchone()[0] == n
     lines = printed.getvalue().splitlines()
     assert lines[-4] == "True"  # the DataFusion export gives the same KL table

@@ -162,7 +162,7 @@ def test_compare_cli_json_and_terminal(warehouse, monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--between", "tiny-lm", "x"], "--between 'tiny-lm' names 2 settings"),
+    (["--between", "tiny-lm", "tiny-lm"], "names the same setting twice"),
     (["--between", "zzz", KEY_B], "--between 'zzz' names no setting of this study"),
     (["--between", KEY_A, KEY_A[:5]], "names the same setting twice"),
 ])

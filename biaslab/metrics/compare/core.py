@@ -20,7 +20,7 @@ from ...errors import NoEvidence, UsageError
 from .paired import (Paired, Statistic, benjamini_hochberg, binary_difference, holm, mean_difference, spearman_rows,
                      statistic_difference)
 
-__all__ = ["Measure", "Observations", "COLUMNS", "compare_observations", "setting_labels", "resolve_setting",
+__all__ = ["Measure", "Observations", "COLUMNS", "compare_observations", "setting_labels", "resolve_settings",
            "DEFAULT_MIN_COVERAGE"]
 
 #: the share of items a score must rest on before it is shown without a mark (`--min-coverage`)
@@ -110,10 +110,13 @@ def setting_labels(frame: pd.DataFrame, columns: Sequence[str], model_table: pd.
                        + distinct.loc[tied, "backend"].astype(str))
     rest = [c for c in columns if c != "model_key"]
     tied = label.duplicated(keep=False)
-    if tied.any() and rest:
-        extra = distinct.loc[tied, rest].apply(lambda row: " ".join(f"{c}={_short(v)}" for c, v in row.items()
-                                                                   if not _missing(v)), axis=1)
-        label[tied] = label[tied] + " [" + extra + "]"
+    if tied.any() and rest:  # each tied group named by the columns that differ within it
+        for _, index in label[tied].groupby(label[tied]).groups.items():
+            group = distinct.loc[index, rest]
+            varying = [c for c in rest if group[c].astype(str).nunique() > 1]
+            extra = group[varying].apply(lambda row: " ".join(f"{c}={_short(v)}" for c, v in row.items()
+                                                              if not _missing(v)), axis=1)
+            label[index] = label[index] + " [" + extra + "]"
     tied = label.duplicated(keep=False)
     if tied.any():  # still tied: the key prefix tells them apart
         label[tied] = label[tied] + " (" + distinct.loc[tied, "model_key"].str[:8] + ")"
@@ -135,23 +138,48 @@ def _short(value) -> str:
     return str(value)
 
 
-def resolve_setting(settings: pd.DataFrame, text: str) -> str:
-    """The setting `text` names: its label exactly, else its model name when only one setting has that model, else
-    a prefix of its model key matching only one setting. Anything else raises `UsageError` naming the choices."""
-    for column in ("label", "model_name"):
-        hit = settings[settings[column] == text]
-        if len(hit) == 1:
-            return str(hit["setting_id"].iloc[0])
-        if len(hit) > 1:
-            raise UsageError(f"--between {text!r} names {len(hit)} settings; give one of: "
-                             + "; ".join(repr(v) for v in hit["label"]))
-    hit = settings[settings["model_key"].astype(str).str.startswith(text)] if text else settings.iloc[:0]
-    if len(hit) == 1:
-        return str(hit["setting_id"].iloc[0])
-    known = "; ".join(repr(v) for v in settings["label"])
-    if len(hit) > 1:
-        raise UsageError(f"--between {text!r}: the key prefix matches {len(hit)} settings; give one of: {known}")
-    raise UsageError(f"--between {text!r} names no setting of this study; settings: {known}")
+def resolve_settings(settings: pd.DataFrame, text: str) -> list[str]:
+    """The settings `text` names: the one whose label it is, else every setting of the model it names, else the
+    settings of the one model whose key starts with it. Nothing matched raises `UsageError` naming the choices."""
+    hit = settings[settings["label"] == text]
+    if hit.empty:
+        hit = settings[settings["model_name"] == text]
+    if hit.empty and text:
+        prefixed = settings[settings["model_key"].astype(str).str.startswith(text)]
+        if prefixed["model_key"].nunique() == 1:
+            hit = prefixed
+        elif len(prefixed):
+            raise UsageError(f"--between {text!r}: the key prefix matches {prefixed['model_key'].nunique()} models; "
+                             "give more of the key or a label: " + "; ".join(repr(v) for v in settings["label"]))
+    if hit.empty:
+        known = "; ".join(repr(v) for v in settings["label"])
+        raise UsageError(f"--between {text!r} names no setting of this study; settings: {known}")
+    return list(hit["setting_id"])
+
+
+#: the columns of a settings frame that are not the collection's own settings
+_NAMING = ("setting_id", "label", "model_name", "dtype", "backend", "model_key")
+
+
+def _between(settings: pd.DataFrame, between: Sequence[str]) -> list[tuple[str, str]]:
+    """The pairs of settings `--between A B` names: the two settings when each side names one; when a side names a
+    model with several settings, each setting of A paired with the setting of B collected the same way (mode,
+    temperature, ... equal)."""
+    if len(between) != 2:
+        raise UsageError("--between takes two settings")
+    side_a, side_b = (resolve_settings(settings, text) for text in between)
+    labels = dict(zip(settings["setting_id"], settings["label"]))
+    if set(side_a) == set(side_b):
+        raise UsageError(f"--between names the same setting twice ({', '.join(repr(labels[s]) for s in side_a)})")
+    if len(side_a) == 1 and len(side_b) == 1:
+        return [(side_a[0], side_b[0])]
+    rest = [c for c in settings.columns if c not in _NAMING]
+    how = settings.set_index("setting_id")[rest].astype(str)
+    pairs = [(a, b) for a in side_a for b in side_b if a != b and how.loc[a].equals(how.loc[b])]
+    if not pairs:
+        raise UsageError(f"--between {between[0]!r} {between[1]!r}: no setting of one was collected as a setting "
+                         "of the other; name one setting on each side: " + "; ".join(repr(v) for v in labels.values()))
+    return pairs
 
 
 def _named(ids: list) -> str:
@@ -233,18 +261,16 @@ def _families(obs: Observations, between: Sequence[str] | None, within: bool) ->
     labels = dict(zip(settings["setting_id"], settings["label"]))
     chosen = list(settings["setting_id"])
     if between is not None:
-        if len(between) != 2:
-            raise UsageError("--between takes two settings")
-        chosen = [resolve_setting(settings, text) for text in between]
-        if chosen[0] == chosen[1]:
-            raise UsageError(f"--between names the same setting twice ({labels[chosen[0]]!r})")
+        pairs = _between(settings, between)
+        if not within:
+            return pairs
+        chosen = list(dict.fromkeys(s for pair in pairs for s in pair))
     if within:
         return [(s, s) for s in chosen]
     if len(chosen) < 2:
         raise UsageError(f"{obs.study}: one collection setting ({labels[chosen[0]]}) is stored; a comparison "
                          "between settings needs two (use --within to compare its conditions)")
-    return [(chosen[0], chosen[1])] if between is not None else \
-        [(a, b) for i, a in enumerate(chosen) for b in chosen[i + 1:]]
+    return [(a, b) for i, a in enumerate(chosen) for b in chosen[i + 1:]]
 
 
 def compare_observations(obs: Observations, *, between: Sequence[str] | None = None, within: bool = False,
@@ -255,7 +281,8 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
     Parameters
     ----------
     obs : from the study's compare function.
-    between : two setting names (`resolve_setting`); None: every pair of settings, in the settings' order.
+    between : two setting names (`resolve_settings`; a model with several settings is paired setting by setting
+        with the other's like settings); None: every pair of settings, in the settings' order.
     within : compare the study's condition pairs inside each setting (or inside the two `between` settings) instead.
     bootstrap, permutations, seed : cluster-bootstrap resamples, permutations, the generator's seed (each row
         starts from the same seed, so a row does not depend on which others are computed).

@@ -77,7 +77,18 @@ def main_job(d: dict[str, Any]) -> list[Row]:
             ("prompts/s (production)", f"{d['prompts_per_second']:.2f}", "-", None)]
 
 
+def compare(d: dict[str, Any]) -> list[Row]:
+    cpu = d.get("cpu", {})
+    where = f", {cpu['cpu_model']} [{' '.join(cpu['cpu_flags'])}]" if cpu.get("cpu_model") else ""
+    seconds = d["compare_median_s"]
+    return [(f"compare contextuality, {d['settings']} settings x {d['prompts']:,} prompts{where}", f"{seconds:.2f} s",
+             "< 10 s", seconds < 10),
+            ("ratio to metrics contextuality on the same warehouse", f"{d['ratio_compare_to_metrics']:.2f}", "-",
+             None)]
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
+    "bench_compare": compare,
     "scoring": scoring, "scoring_peers": scoring_peers, "exact_vs_sampling": exact_vs_sampling,
     "warehouse_append": warehouse_append, "metrics_latency": metrics_latency,
     "main_job_bf16": main_job, "main_job_fp32": main_job,
@@ -90,6 +101,8 @@ def peak_rss(d: dict[str, Any]) -> str:
         return f"{d['peak_rss_mb_biaslab']:,.0f} (biaslab) / {d['peak_rss_mb']:,.0f} (with peers)"
     if "peak_rss_mb" in d:
         return f"{d['peak_rss_mb']:,.0f}"
+    if "compare_s" in d:
+        return "-"
     commands = d.get("commands", {})
     return f"{max(c['peak_rss_mb'] for c in commands.values()):,.0f}" if commands else "?"
 

@@ -84,7 +84,9 @@ def compare(d: dict[str, Any]) -> list[Row]:
     return [(f"compare contextuality, {d['settings']} settings x {d['prompts']:,} prompts{where}", f"{seconds:.2f} s",
              "< 10 s", seconds < 10),
             ("ratio to metrics contextuality on the same warehouse", f"{d['ratio_compare_to_metrics']:.2f}", "-",
-             None)]
+             None)] + ([("biaslab view stimulus page, median (p95)",
+                         f"{d['stimulus_page_median_s'] * 1000:.0f} ms ({d['stimulus_page_p95_s'] * 1000:.0f} ms)",
+                         "< 300 ms", d["stimulus_page_p95_s"] < 0.3)] if "stimulus_page_median_s" in d else [])
 
 
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[Row]]] = {

@@ -8,7 +8,7 @@ from .. import __version__
 from ..warehouse import Warehouse
 from .common import Group, db_option, debug_option
 from .catalog_cmd import collections_command, models_command
-from .compare_cmd import compare_command
+from .compare_cmd import compare_command, view_command
 from .data_cmd import data_group
 from .metrics_cmd import annotate_group, metrics_group, report_group
 from .sql_cmd import info_command, sql_command
@@ -129,4 +129,5 @@ biaslab.add_command(warehouse_group)
 biaslab.add_command(metrics_group)
 biaslab.add_command(report_group)
 biaslab.add_command(compare_command)
+biaslab.add_command(view_command)
 biaslab.add_command(annotate_group)

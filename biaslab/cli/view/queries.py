@@ -1,0 +1,289 @@
+"""What `biaslab view` shows, read from a warehouse opened read-only for one request (so a collection can write
+between requests, as `biaslab sql` reads): every value from a URL goes into SQL as a bound parameter, never as text.
+
+The numbers shown are the stored ones: option probabilities from `option_probs`, exact-mode tries from
+`choice_nodes` / `choice_edges` (each edge's probability at the collection's temperature and top-k by the formula of
+docs/design.md section 6), samples, token scores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: a stimulus id as biaslab writes it (16 hex characters); anything else is answered 404 before any query
+STIMULUS_ID = re.compile(r"[0-9a-f]{16}")
+#: rows a search page shows at most
+SEARCH_LIMIT = 200
+
+
+@contextmanager
+def warehouse(db: str | Path):
+    """The warehouse opened read-only for one request, closed after it."""
+    from ...warehouse.store import Warehouse
+
+    wh = Warehouse.open(db, read_only=True)
+    try:
+        yield wh
+    finally:
+        wh.close()
+
+
+def overview(handle) -> dict[str, pd.DataFrame]:
+    """Models, datasets (stimuli and items loaded) and collections of the warehouse (a `biaslab.open` handle)."""
+    datasets = handle.query("SELECT dataset, count(*) AS stimuli, count(DISTINCT item_id) AS items FROM stimuli "
+                            "GROUP BY dataset ORDER BY dataset")
+    return {"models": handle.models(), "datasets": datasets, "collections": handle.collections()}
+
+
+@dataclass
+class Filters:
+    """The search form: every field optional; numbers parsed here, text bound as a parameter."""
+
+    dataset: str = ""
+    context: str = ""
+    model: str = ""
+    option: str = ""
+    text: str = ""
+    p_min: float | None = None
+    p_max: float | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, args) -> Filters:
+        out = cls(**{k: (args.get(k) or "").strip() for k in ("dataset", "context", "model", "option", "text")})
+        for name in ("p_min", "p_max"):
+            raw = (args.get(name) or "").strip()
+            if not raw:
+                continue
+            try:
+                value = float(raw)
+            except ValueError:
+                out.errors.append(f"{name}: {raw!r} is not a number")
+                continue
+            if not 0 <= value <= 1:
+                out.errors.append(f"{name}: {raw} is not a probability in [0, 1]")
+                continue
+            setattr(out, name, value)
+        return out
+
+    @property
+    def on_probabilities(self) -> bool:
+        return bool(self.model or self.option or self.p_min is not None or self.p_max is not None)
+
+
+def search(wh, filters: Filters) -> tuple[pd.DataFrame, int]:
+    """Stimuli (with their option probabilities when a model, option or value range is asked) matching `filters`:
+    (the first SEARCH_LIMIT rows, how many match)."""
+    where, params = ["TRUE"], []
+    for column, value in (("s.dataset", filters.dataset), ("s.context", filters.context)):
+        if value:
+            where.append(f"{column} = ?")
+            params.append(value)
+    if filters.text:
+        where.append("s.text ILIKE ?")
+        params.append(f"%{filters.text}%")
+    if filters.on_probabilities:
+        source = ("stimuli s JOIN option_probs o USING (stimulus_id) LEFT JOIN models m USING (model_key)")
+        columns = ("s.stimulus_id, s.dataset, s.item_id, s.context, s.option_order, s.text, "
+                   "coalesce(m.name, o.model_key) AS model_name, o.model_key, o.method, o.option, o.option_label, "
+                   "o.p, o.valid_mass")
+        if filters.model:
+            where.append("(o.model_key LIKE ? OR m.name = ?)")
+            params += [f"{filters.model}%", filters.model]
+        if filters.option:
+            where.append("(o.option = ? OR o.option_label = ?)")
+            params += [filters.option, filters.option]
+        if filters.p_min is not None:
+            where.append("o.p >= ?")
+            params.append(filters.p_min)
+        if filters.p_max is not None:
+            where.append("o.p <= ?")
+            params.append(filters.p_max)
+        order = "s.dataset, s.item_id, s.stimulus_id, model_name, o.method, o.option_label"
+    else:
+        source = "stimuli s"
+        columns = "s.stimulus_id, s.dataset, s.item_id, s.context, s.option_order, s.text"
+        order = "s.dataset, s.item_id, s.stimulus_id"
+    condition = " AND ".join(where)
+    total = int(wh.rows(f"SELECT count(*) FROM {source} WHERE {condition}", params)[0][0])
+    rows = wh.query(f"SELECT {columns} FROM {source} WHERE {condition} ORDER BY {order} LIMIT {SEARCH_LIMIT}",
+                    params)
+    return rows, total
+
+
+@dataclass
+class TrieRow:
+    """One edge of an exact-mode answer trie, as the page lists it (depth-first)."""
+
+    depth: int
+    token_id: int
+    token: str
+    outcome: str
+    p_edge: float
+    p_path: float
+
+
+def edge_probabilities(logits: np.ndarray, temperature: float, top_k: int) -> np.ndarray:
+    """p(c) = 1[z_c >= z_(K)] exp(z_c / T) / sum_{j : z_j >= z_(K)} exp(z_j / T) over the stored top logits
+    (docs/design.md section 6; ties at the K-th logit kept; top_k 0 or above the stored count keeps them all)."""
+    z = np.asarray(logits, dtype=float)
+    if top_k and top_k < len(z):
+        kth = np.sort(z)[::-1][top_k - 1]
+        keep = z >= kth
+    else:
+        keep = np.ones(len(z), dtype=bool)
+    scaled = np.where(keep, z / temperature, -np.inf)
+    scaled -= scaled[keep].max()
+    weights = np.exp(scaled)
+    return weights / weights.sum()
+
+
+def trie_rows(nodes: pd.DataFrame, edges: pd.DataFrame, temperature: float, top_k: int, decode) -> list[TrieRow]:
+    """The trie's edges depth first from the root, each with its probability at its node and along its path; a
+    node's mass on tokens the parser rejected shows as one 'rejected' row."""
+    by_node = {int(r.node_id): r for r in nodes.itertuples(index=False)}
+    out_edges: dict[int, list] = {}
+    for r in edges.itertuples(index=False):
+        out_edges.setdefault(int(r.node_id), []).append(r)
+    rows: list[TrieRow] = []
+
+    def walk(node_id: int, p_path: float, depth: int) -> None:
+        node = by_node.get(node_id)
+        if node is None:
+            return
+        ids = list(node.topk_ids)
+        probs = edge_probabilities(np.asarray(node.topk_logits), temperature, top_k)
+        p_of = dict(zip(ids, probs))
+        listed = 0.0
+        for edge in sorted(out_edges.get(node_id, []), key=lambda e: -p_of.get(int(e.token_id), 0.0)):
+            p_edge = float(p_of.get(int(edge.token_id), 0.0))
+            listed += p_edge
+            outcome = "continues" if edge.outcome == "__live__" else edge.outcome
+            rows.append(TrieRow(depth, int(edge.token_id), decode(int(edge.token_id)), outcome, p_edge,
+                                p_path * p_edge))
+            if edge.outcome == "__live__" and edge.child_id is not None and not pd.isna(edge.child_id):
+                walk(int(edge.child_id), p_path * p_edge, depth + 1)
+        rejected = max(0.0, 1.0 - listed)
+        if rejected > 1e-12:
+            rows.append(TrieRow(depth, -1, "", "rejected by the parser (invalid)", rejected, p_path * rejected))
+
+    root = nodes.loc[nodes["parent_id"].isna(), "node_id"]
+    if len(root):
+        walk(int(root.iloc[0]), 1.0, 0)
+    return rows
+
+
+@lru_cache(maxsize=8)
+def _tokenizer(source: str):
+    """The model's tokenizer from a local folder or the local cache (never the network), or None."""
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except Exception:  # a GGUF file, a hosted model, a missing cache: token ids are shown instead
+        return None
+
+
+def decoder(wh, model_key: str):
+    """f(token id) -> its text under the model's tokenizer (loaded from disk only), or "#id" without one."""
+    found = wh.rows("SELECT source FROM models WHERE model_key = ?", [model_key])
+    tokenizer = _tokenizer(found[0][0]) if found and found[0][0] and Path(found[0][0]).exists() else None
+
+    def decode(token_id: int) -> str:
+        if tokenizer is None:
+            return f"#{token_id}"
+        return tokenizer.decode([token_id])
+
+    decode.tokenizer = tokenizer  # type: ignore[attr-defined]
+    return decode
+
+
+def prompt_tokens(decode, text: str) -> list[str] | None:
+    """The prompt cut at the tokenizer's boundaries (as the model saw it), or None without a tokenizer."""
+    tokenizer = getattr(decode, "tokenizer", None)
+    if tokenizer is None:
+        return None
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    return [tokenizer.decode([i]) for i in ids]
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return frame.to_dict(orient="records")
+
+
+def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
+    """Everything stored about one stimulus, or None when the warehouse has no such stimulus."""
+    found = wh.query("SELECT * FROM stimuli WHERE stimulus_id = ?", [stimulus_id])
+    if found.empty:
+        return None
+    row = found.iloc[0].to_dict()
+    names = dict(wh.rows("SELECT model_key, name FROM models"))
+    requests = []
+    for req in _records(wh.query("SELECT * FROM choice_requests WHERE stimulus_id = ? ORDER BY model_key, mode, "
+                                 "request_id", [stimulus_id])):
+        key, rid = req["model_key"], req["request_id"]
+        decode = decoder(wh, key)
+        probs = wh.query("SELECT option, temperature, top_k, top_p, prob FROM choice_probs WHERE model_key = ? AND "
+                         "request_id = ? ORDER BY temperature, top_k, option", [key, rid])
+        entry = {**req, "model_name": names.get(key, key), "probs": _records(probs),
+                 "tokens": prompt_tokens(decode, req["prompt_text"]), "trie": [], "samples": []}
+        if req["mode"] == "exact" and not probs.empty:
+            nodes = wh.query("SELECT * FROM choice_nodes WHERE model_key = ? AND request_id = ? ORDER BY node_id",
+                             [key, rid])
+            edges = wh.query("SELECT * FROM choice_edges WHERE model_key = ? AND request_id = ? ORDER BY node_id, "
+                             "token_id", [key, rid])
+            first = probs.iloc[0]
+            entry["trie_settings"] = {"temperature": float(first["temperature"]), "top_k": int(first["top_k"])}
+            entry["trie"] = trie_rows(nodes, edges, float(first["temperature"]), int(first["top_k"]), decode)
+        samples = wh.query("SELECT sample_index, seed, temperature, top_k, top_p, text, answer, valid, finish_reason, "
+                           "token_ids, token_logprobs FROM samples WHERE model_key = ? AND request_id = ? "
+                           "ORDER BY seed, sample_index LIMIT 100", [key, rid])
+        entry["samples"] = _records(samples)
+        requests.append(entry)
+    scores = []
+    for seq in _records(wh.query("SELECT * FROM sequence_scores WHERE stimulus_id = ? ORDER BY model_key, scheme, "
+                                 "option", [stimulus_id])):
+        decode = decoder(wh, seq["model_key"])
+        tokens = wh.query("SELECT position, token_id, logprob FROM token_scores WHERE model_key = ? AND "
+                          "request_id = ? ORDER BY position", [seq["model_key"], seq["request_id"]])
+        scores.append({**seq, "model_name": names.get(seq["model_key"], seq["model_key"]),
+                       "tokens": [{"token": decode(int(t.token_id)), "token_id": int(t.token_id),
+                                   "logprob": float(t.logprob)} for t in tokens.itertuples(index=False)]})
+    generations = _records(wh.query(
+        "SELECT g.model_key, coalesce(m.name, g.model_key) AS model_name, g.context, g.declared, g.prompt_text, "
+        "x.sample_index, x.seed, x.text FROM gen_requests g JOIN samples x USING (model_key, request_id) "
+        "LEFT JOIN models m USING (model_key) WHERE g.stimulus_id = ? ORDER BY g.model_key, g.context, x.seed, "
+        "x.sample_index LIMIT 200", [stimulus_id]))
+    siblings = wh.query(
+        "SELECT s.stimulus_id, s.context, s.option_order, coalesce(m.name, o.model_key) AS model_name, o.method, "
+        "o.option_label, o.p, o.valid_mass FROM stimuli s LEFT JOIN option_probs o USING (stimulus_id) "
+        "LEFT JOIN models m USING (model_key) WHERE s.dataset = ? AND s.item_id = ? "
+        "ORDER BY s.context, s.option_order, s.stimulus_id, model_name, o.method, o.option_label",
+        [row["dataset"], row["item_id"]])
+    attrs = row.get("attrs")
+    if isinstance(attrs, str):
+        try:
+            row["attrs"] = json.loads(attrs)
+        except ValueError:
+            pass
+    return {"stimulus": row, "requests": requests, "scores": scores, "generations": generations,
+            "siblings": siblings}
+
+
+def number(value: Any) -> str:
+    """A stored number as the page shows it: 4 significant digits (the tables' rule), empty for missing."""
+    from ...metrics.display import cell
+
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return cell(value)

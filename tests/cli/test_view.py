@@ -1,0 +1,158 @@
+"""`biaslab view` (issue 43, item 3) over a small warehouse collected with a tiny model (a user spec: exact and
+sampled forced choice, scored sentences): every page loads in headless Chromium with no console message and every
+link resolves; the trie's numbers are the stored ones; a crafted id is a 404 page, never SQL or a traceback; the
+warehouse's sha256 is unchanged after a session of clicks; the app holds no lock between requests."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import threading
+from collections import deque
+from urllib.parse import urljoin, urlparse
+
+import pytest
+from click.testing import CliRunner
+
+from biaslab.cli.main import biaslab as cli
+from biaslab.cli.view import create_app
+from biaslab.cli.view.queries import stimulus as stimulus_facts
+from biaslab.runners.collect import CollectConfig, collect
+from biaslab.warehouse import Warehouse
+from report_layout import chromium
+
+SPEC = """
+name: view-demo
+protocols: [choice, prob]
+options:
+  - {label: female, forms: {nom: she}}
+  - {label: male, forms: {nom: he}}
+orders: [[female, male], [male, female]]
+fillers:
+  occupation: [{value: nurse}, {value: pilot}]
+templates:
+  - {id: late, text: "The {occupation} said that {pronoun} was late.", case: nom, gold: female}
+contexts:
+  - {name: unprimed}
+  - {name: primed_f, prime: "{pronoun:female} is kind."}
+"""
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory, tiny_gpt2):
+    folder = tmp_path_factory.mktemp("view")
+    spec, path = folder / "spec.yaml", folder / "w.duckdb"
+    spec.write_text(SPEC)
+    assert CliRunner().invoke(cli, ["data", "load", "--spec", str(spec), "--db", str(path)]).exit_code == 0
+    for options in ({"protocol": "prob"}, {"protocol": "choice"},
+                    {"protocol": "choice", "mode": "sample", "samples": 3}):
+        collect(CollectConfig(dataset="view-demo", db=str(path), **options), loaded=tiny_gpt2)
+    return path
+
+
+def _crawl(client, start: str = "/", limit: int = 60) -> dict[str, str]:
+    """Pages reached from `start` by following the app's own links (breadth first): path -> HTML."""
+    seen, queue = {}, deque([start])
+    while queue and len(seen) < limit:
+        path = queue.popleft()
+        if path in seen:
+            continue
+        response = client.get(path)
+        assert response.status_code == 200, (path, response.status_code)
+        seen[path] = page = response.get_data(as_text=True)
+        for href in re.findall(r'href="([^"]+)"', page):
+            href = href.replace("&amp;", "&")
+            if href.startswith("/") and href not in seen:
+                queue.append(href)
+    return seen
+
+
+def test_every_link_resolves_and_nothing_is_written(db):
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    client = create_app(db).test_client()
+    pages = _crawl(client)
+    stimuli = [p for p in pages if p.startswith("/stimulus/")]
+    assert len(stimuli) >= 8 and any(p.startswith("/study/") for p in pages) and "/stimuli" in "".join(pages)
+    for path in ("/study/options?dataset=view-demo", "/stimuli?model=tiny&option=she&p_min=0.1&p_max=0.9",
+                 "/stimuli?text=pilot&context=primed_f"):
+        assert client.get(path).status_code == 200, path
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.parametrize("crafted", ["x' OR 1=1 --", "0000000000000000", "ABCDEF0123456789", "1d3ef87a4da232cd'",
+                                     "%27%3B%20DROP%20TABLE%20stimuli%3B"])
+def test_a_crafted_id_is_a_404_page(db, crafted):
+    response = create_app(db).test_client().get(f"/stimulus/{crafted}")
+    body = response.get_data(as_text=True)
+    assert response.status_code == 404 and "Traceback" not in body and "<h1>Not found</h1>" in body
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.rows("SELECT count(*) FROM stimuli")[0][0] == 8
+
+
+def test_bad_filters_are_one_line_not_a_traceback(db):
+    body = create_app(db).test_client().get("/stimuli?p_min=abc&p_max=2").get_data(as_text=True)
+    assert "p_min: &#39;abc&#39; is not a number" in body and "p_max: 2 is not a probability in [0, 1]" in body
+
+
+def test_the_trie_shows_the_stored_probabilities(db):
+    with Warehouse.open(db, read_only=True) as wh:
+        rows = wh.rows("SELECT r.stimulus_id, r.request_id, p.option, p.prob FROM choice_requests r JOIN choice_probs p"
+                       " USING (model_key, request_id) WHERE r.mode = 'exact'")
+        checked = 0
+        for stimulus_id in sorted({r[0] for r in rows}):
+            facts = stimulus_facts(wh, stimulus_id)
+            exact = next(r for r in facts["requests"] if r["mode"] == "exact")
+            stored = {o: p for sid, rid, o, p in rows if rid == exact["request_id"]}
+            for option in exact["options"]:  # the option's stored probability = its edges' path probabilities
+                shown = sum(e.p_path for e in exact["trie"] if e.outcome == option)
+                assert shown == pytest.approx(stored[option], abs=2e-6), (stimulus_id, option)
+            assert exact["tokens"] and "".join(exact["tokens"]) == exact["prompt_text"]  # tokenizer boundaries
+            checked += 1
+    assert checked == 8
+
+
+def test_the_app_holds_no_lock_between_requests(db):
+    client = create_app(db).test_client()
+    assert client.get("/").status_code == 200
+    with Warehouse.open(db) as writer:  # a collection could write now
+        assert writer.rows("SELECT count(*) FROM stimuli")[0][0] == 8
+
+
+def _serve(db):
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, create_app(db), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server
+
+
+def _chromium(url: str, profile) -> tuple[str, list[str]]:
+    """(DOM after load, console lines) of `url` in headless Chromium."""
+    done = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                           "--no-first-run", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+                           "--virtual-time-budget=3000", "--dump-dom", url], capture_output=True, text=True,
+                          timeout=120)
+    return done.stdout, [line for line in done.stderr.splitlines() if "CONSOLE" in line]
+
+
+@pytest.mark.skipif(chromium() is None, reason="Chromium is not installed (CI installs Debian's chromium)")
+def test_pages_load_in_chromium_without_console_messages(db, tmp_path):
+    console_check = tmp_path / "error.html"  # the check itself can fail: a page that logs is caught
+    console_check.write_text("<html><body><script>console.error('boom')</script></body></html>")
+    assert _chromium(console_check.as_uri(), tmp_path / "profile")[1]
+    server = _serve(db)
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        pages = list(_crawl(create_app(db).test_client(), limit=40))
+        chosen = ["/", "/study/options?dataset=view-demo", "/stimuli?dataset=view-demo",
+                  *[p for p in pages if p.startswith("/stimulus/")][:3], "/study/contextuality"]
+        for path in chosen:
+            dom, console = _chromium(urljoin(base, path), tmp_path / "profile")
+            assert "<h1>" in dom and "</html>" in dom, path
+            assert console == [], (path, console)
+            for href in re.findall(r'href="(/[^"]*)"', dom):
+                assert urlparse(href).path.startswith(("/", "/stimulus/", "/study/", "/stimuli"))
+    finally:
+        server.shutdown()

@@ -146,8 +146,33 @@ def _add_comparison(index: Path, db: str, study: str, **options) -> None:
     except BiaslabError as exc:
         table, reason = None, str(exc)
     page = index.read_text(encoding="utf-8")
-    index.write_text(page.replace("</body></html>", comparison_html(table, reason) + "</body></html>"),
-                     encoding="utf-8")
+    section = comparison_html(table, reason) + _view_links(db, study, options.get("dataset"))
+    index.write_text(page.replace("</body></html>", section + "</body></html>"), encoding="utf-8")
+
+
+#: where `biaslab view` answers by default (its --port)
+VIEW_URL = "http://127.0.0.1:8765"
+
+
+def _view_links(db: str, study: str, dataset: str | None) -> str:
+    """The report's pointer to the evidence behind its numbers: `biaslab view` and its stable URLs (the study page,
+    the stimulus pages of the study's first stimuli)."""
+    import html as _html
+
+    from ..metrics.registry import get_study
+    from ..warehouse.store import Warehouse
+
+    names = [dataset] if dataset else list(get_study(study).dataset_names)
+    with Warehouse.open(db, read_only=True) as wh:
+        marks = ", ".join("?" for _ in names) or "NULL"
+        ids = [r[0] for r in wh.rows(f"SELECT stimulus_id FROM stimuli WHERE dataset IN ({marks}) "
+                                     "ORDER BY dataset, item_id, stimulus_id LIMIT 3", names)]
+    study_url = f"{VIEW_URL}/study/{study}" + (f"?dataset={dataset}" if dataset else "")
+    examples = ", ".join(f'<a href="{VIEW_URL}/stimulus/{i}">{i}</a>' for i in ids)
+    return (f'<h2 id="evidence">The evidence behind these numbers</h2><p>Run <code>biaslab view --db '
+            f'{_html.escape(db)}</code>, then open <a href="{_html.escape(study_url)}">this study\'s tables</a> '
+            f"(each row links to its stimuli) or a stimulus page{': ' + examples if examples else ''}; every "
+            "stimulus has the stable address /stimulus/&lt;stimulus_id&gt;.</p>")
 
 
 def _results_artifact(handle, study: str, tables: dict, datasets, parameters: dict, out: str) -> None:

@@ -6,6 +6,7 @@ by hand in SQL, statsmodels' mcnemar and multipletests, and scipy's spearmanr.""
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import math
 from datetime import datetime
@@ -188,3 +189,17 @@ def test_report_has_a_comparison_section(warehouse, tmp_path):
     section = page[page.index('<h2 id="comparison">'):]
     assert "tiny-lm · fp32 · hf" in section and "tiny-lm · bf16 · hf" in section
     assert section.count("<tr") >= 23 and "p_holm" in section and "low-coverage" in section
+
+
+def test_report_links_the_evidence_in_biaslab_view(warehouse, tmp_path):
+    db, _ = warehouse
+    out = tmp_path / "report"
+    CliRunner().invoke(biaslab_cli, ["report", "contextuality", "--db", str(db), "--out", str(out)],
+                       catch_exceptions=False)
+    page = (out / "index.html").read_text()
+    links = re.findall(r'href="http://127\.0\.0\.1:8765(/stimulus/[0-9a-f]{16})"', page)
+    assert len(links) == 3 and 'href="http://127.0.0.1:8765/study/contextuality"' in page
+    from biaslab.cli.view import create_app
+
+    client = create_app(db).test_client()  # the addresses the report gives are pages of `biaslab view`
+    assert all(client.get(link).status_code == 200 for link in [*links, "/study/contextuality"])

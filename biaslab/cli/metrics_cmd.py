@@ -164,8 +164,8 @@ def _view_links(db: str, study: str, dataset: str | None) -> str:
 
     names = [dataset] if dataset else list(get_study(study).dataset_names)
     with Warehouse.open(db, read_only=True) as wh:
-        marks = ", ".join("?" for _ in names) or "NULL"
-        ids = [r[0] for r in wh.rows(f"SELECT stimulus_id FROM stimuli WHERE dataset IN ({marks}) "
+        marks_sql = ", ".join("?" for _ in names) or "NULL"
+        ids = [r[0] for r in wh.rows(f"SELECT stimulus_id FROM stimuli WHERE dataset IN ({marks_sql}) "
                                      "ORDER BY dataset, item_id, stimulus_id LIMIT 3", names)]
     study_url = f"{VIEW_URL}/study/{study}" + (f"?dataset={dataset}" if dataset else "")
     examples = ", ".join(f'<a href="{VIEW_URL}/stimulus/{i}">{i}</a>' for i in ids)
@@ -350,7 +350,7 @@ def contextuality_report_command(db: str, out: str, seed: int, mi: str, temperat
                                min_coverage=min_coverage)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
-    _add_comparison(index, db, "contextuality")
+    _add_comparison(index, db, study="contextuality")
     click.echo(f"wrote {index}")
 
 
@@ -471,7 +471,7 @@ def calibration_report_command(db: str, out: str, dataset: str | None, bootstrap
         tables = _calibration(handle, dataset, pairs, bootstrap=bootstrap, private=True, min_coverage=min_coverage)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
-    _add_comparison(index, db, "calibration", **({"dataset": dataset} if dataset else {}))
+    _add_comparison(index, db, study="calibration", **({"dataset": dataset} if dataset else {}))
     click.echo(f"wrote {index}")
 
 
@@ -489,7 +489,7 @@ def negation_report_command(db: str, out: str) -> None:
         ppl = negation_sentences(handle)
         names = handle.models()
     index = write_report(ppl, Path(out), db, names)
-    _add_comparison(index, db, "negation")
+    _add_comparison(index, db, study="negation")
     click.echo(f"wrote {index}")
 
 
@@ -551,7 +551,7 @@ def misgendering_report_command(db: str, out: str, no_pronoun: str, vocabulary: 
                               min_coverage=min_coverage)
         names = handle.models()
     index = write_report(tables, Path(out), db, names)
-    _add_comparison(index, db, "misgendering")
+    _add_comparison(index, db, study="misgendering")
     click.echo(f"wrote {index}")
 
 
@@ -635,7 +635,7 @@ def options_report_command(db: str, out: str, dataset: str, by: str, contrast, r
         names = handle.models()
     index = write_report(tables, Path(out), db, dataset, _by(by), parse_contrast(contrast) if contrast else None,
                          names)
-    _add_comparison(index, db, "options", dataset=dataset, by=_by(by), all_versions=all_versions)
+    _add_comparison(index, db, study="options", dataset=dataset, by=_by(by), all_versions=all_versions)
     click.echo(f"wrote {index}")
 
 

@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 import pandas as pd
 from flask import Flask, abort, render_template, request
 
+from ...sql.quoting import identifier
 from . import queries
 
 #: the study tables a study page shows (public headline tables; the others are one `biaslab metrics` away)
@@ -66,8 +67,9 @@ def create_app(db: str | Path) -> Flask:
         if not filters.errors:
             with queries.warehouse(app.config["DB"]) as wh:
                 rows, total = queries.search(wh, filters)
-                choices = {c: [v for (v,) in wh.rows(f"SELECT DISTINCT {c} FROM stimuli WHERE {c} IS NOT NULL "
-                                                      f"ORDER BY 1 LIMIT 200")] for c in ("dataset", "context")}
+                choices = {c: [v for (v,) in wh.rows(f"SELECT DISTINCT {identifier(c)} FROM stimuli WHERE "
+                                                      f"{identifier(c)} IS NOT NULL ORDER BY 1 LIMIT 200")]
+                           for c in ("dataset", "context")}
         else:
             choices = {"dataset": [], "context": []}
         return render_template("search.html", filters=filters, rows=rows, total=total, limit=queries.SEARCH_LIMIT,

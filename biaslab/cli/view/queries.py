@@ -93,8 +93,8 @@ def search(wh, filters: Filters) -> tuple[pd.DataFrame, int]:
         where.append("s.text ILIKE ?")
         params.append(f"%{filters.text}%")
     if filters.on_probabilities:
-        source = ("stimuli s JOIN option_probs o USING (stimulus_id) LEFT JOIN models m USING (model_key)")
-        columns = ("s.stimulus_id, s.dataset, s.item_id, s.context, s.option_order, s.text, "
+        source_sql = ("stimuli s JOIN option_probs o USING (stimulus_id) LEFT JOIN models m USING (model_key)")
+        columns_sql = ("s.stimulus_id, s.dataset, s.item_id, s.context, s.option_order, s.text, "
                    "coalesce(m.name, o.model_key) AS model_name, o.model_key, o.method, o.option, o.option_label, "
                    "o.p, o.valid_mass")
         if filters.model:
@@ -109,14 +109,15 @@ def search(wh, filters: Filters) -> tuple[pd.DataFrame, int]:
         if filters.p_max is not None:
             where.append("o.p <= ?")
             params.append(filters.p_max)
-        order = "s.dataset, s.item_id, s.stimulus_id, model_name, o.method, o.option_label"
+        order_sql = "s.dataset, s.item_id, s.stimulus_id, model_name, o.method, o.option_label"
     else:
-        source = "stimuli s"
-        columns = "s.stimulus_id, s.dataset, s.item_id, s.context, s.option_order, s.text"
-        order = "s.dataset, s.item_id, s.stimulus_id"
-    condition = " AND ".join(where)
-    total = int(wh.rows(f"SELECT count(*) FROM {source} WHERE {condition}", params)[0][0])
-    rows = wh.query(f"SELECT {columns} FROM {source} WHERE {condition} ORDER BY {order} LIMIT {SEARCH_LIMIT}",
+        source_sql = "stimuli s"
+        columns_sql = "s.stimulus_id, s.dataset, s.item_id, s.context, s.option_order, s.text"
+        order_sql = "s.dataset, s.item_id, s.stimulus_id"
+    condition_sql = " AND ".join(where)
+    total = int(wh.rows(f"SELECT count(*) FROM {source_sql} WHERE {condition_sql}", params)[0][0])
+    rows = wh.query(f"SELECT {columns_sql} FROM {source_sql} WHERE {condition_sql} ORDER BY {order_sql} "
+                    f"LIMIT {SEARCH_LIMIT}",
                     params)
     return rows, total
 

@@ -253,7 +253,9 @@ def spearman_rows(values: np.ndarray, covariate: np.ndarray | None) -> np.ndarra
     """Spearman's rho of each row of `values` with the same row of `covariate`: Pearson's r of the average ranks
     (scipy.stats.spearmanr per row); NaN where either row is constant or has fewer than 3 items."""
     if covariate is None:
-        raise ValueError("spearman_rows needs a covariate")
+        from ...errors import UsageError
+
+        raise UsageError("spearman_rows needs a covariate (the values each row is correlated with)")
     rx, rz = _rank_rows(values), _rank_rows(np.broadcast_to(covariate, values.shape))
     rx = rx - rx.mean(axis=1, keepdims=True)
     rz = rz - rz.mean(axis=1, keepdims=True)

@@ -387,9 +387,10 @@ def negation_command(db: str, fmt: str, intercept_only_on_failure: bool, out: st
 @format_option
 @click.option("--by-context/--no-by-context", default=True, show_default=True,
               help="Also give the table per priming context (metaprompt_by_context).")
+@_MIN_COVERAGE
 @_OUT
 @_table_options
-def metaprompt_command(db: str, fmt: str, by_context: bool, out: str | None) -> None:
+def metaprompt_command(db: str, fmt: str, by_context: bool, out: str | None, min_coverage: float) -> None:
     """Metaprompting comprehension checks (the contextual-invariance paper's Table 4): per model, setting and
     question (anaphora, part_of_speech, tracking), accuracy = mean over prompts of the probability of the gold
     answer (exact mode; sample mode: share of samples), its SE over prompts, the valid mass and the accuracy among
@@ -397,7 +398,7 @@ def metaprompt_command(db: str, fmt: str, by_context: bool, out: str | None) -> 
     from ..metrics.studies import metaprompt
 
     with _open(db) as handle:
-        tables = metaprompt(handle, by_context=by_context)
+        tables = metaprompt(handle, by_context=by_context, min_coverage=min_coverage)
         if out:
             _results_artifact(handle, "metaprompt", tables, _datasets("metaprompt"), {"by_context": by_context}, out)
     _emit_tables(tables, fmt)

@@ -206,7 +206,8 @@ def _calibration_coverage(handle, tables: dict, min_coverage: float) -> dict:
                                           min_coverage=min_coverage)}
 
 
-def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> dict:
+def metaprompt(handle, *, by_context: bool = True, output: str = "pandas",
+               min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
     """Metaprompting comprehension checks (`biaslab metrics metaprompt`, the contextual-invariance paper's Table 4):
     accuracy per model, setting and question (`metaprompt`), and per priming context (`metaprompt_by_context`).
 
@@ -215,6 +216,8 @@ def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> di
     handle : from `biaslab.open`.
     by_context : include `metaprompt_by_context`.
     output : 'pandas' or 'polars'.
+    min_coverage : mark (`low_coverage`) accuracies resting on less than this share of the loaded prompts (per
+        context for `metaprompt_by_context`), or on a valid mass below it (`biaslab.metrics.coverage`).
     """
     from .metaprompt.tables import metaprompt_tables
 
@@ -222,7 +225,27 @@ def metaprompt(handle, *, by_context: bool = True, output: str = "pandas") -> di
     if tables["metaprompt"].empty:
         raise _missing(handle, "metaprompt evidence", _datasets("metaprompt"),
                        "runners collect --dataset winopron --protocol meta")
-    return _finish(handle, tables, output)
+    return _finish(handle, _metaprompt_coverage(handle, tables, min_coverage), output)
+
+
+def _metaprompt_coverage(handle, tables: dict, min_coverage: float) -> dict:
+    """The metaprompt tables with `biaslab.metrics.coverage.COVERAGE_COLUMNS`, the unit being the prompt (a stimulus
+    of the study's datasets, each question asked of each): loaded prompts against those asked; valid_share is the
+    table's valid_mass."""
+    from .coverage import annotate
+
+    st = handle.table("stimuli")
+    st = st.filter(st.dataset.isin(list(_datasets("metaprompt"))))
+    total = handle.fetch(st.aggregate(n_loaded=st.stimulus_id.nunique()))
+    per_context = handle.fetch(st.group_by("context").aggregate(n_loaded=st.stimulus_id.nunique()))
+    out = dict(tables)
+    out["metaprompt"] = annotate(tables["metaprompt"], used="prompts", loaded=int(total["n_loaded"].iloc[0]),
+                                 valid_share="valid_mass", min_coverage=min_coverage)
+    if "metaprompt_by_context" in tables and not tables["metaprompt_by_context"].empty:
+        out["metaprompt_by_context"] = annotate(tables["metaprompt_by_context"], used="prompts", loaded=per_context,
+                                                keys=["context"], valid_share="valid_mass",
+                                                min_coverage=min_coverage)
+    return out
 
 
 def to_json_ready(tables: dict) -> dict:

@@ -125,3 +125,22 @@ def test_command_without_evidence_says_so(tmp_path):
         pass
     result = CliRunner().invoke(cli, ["metrics", "metaprompt", "--db", str(tmp_path / "empty.duckdb")])
     assert result.exit_code != 0 and "no metaprompt evidence" in result.output
+
+
+def test_coverage_of_the_accuracies(tmp_path, data_dir, dataset_folder):
+    """Issue 43, item 2: each accuracy says how many loaded prompts it rests on; the valid mass marks it."""
+    import biaslab
+
+    stimuli = _stimuli(data_dir, dataset_folder)
+    with Warehouse.open(tmp_path / "w.duckdb") as wh:
+        expected = _write(wh, stimuli, np.random.default_rng(3), "exact")
+        loaded = wh.rows("SELECT count(*) FROM stimuli WHERE dataset = 'winopron'")[0][0]
+    with biaslab.open(tmp_path / "w.duckdb") as handle:
+        table = biaslab.metaprompt(handle, min_coverage=0.5)["metaprompt"]
+    for q in QUESTIONS:
+        row = table[table["question"] == q].iloc[0]
+        valid = np.array([v for _, v in expected[q]])
+        assert (row["n_loaded"], row["n_used"]) == (loaded, len(stimuli))
+        assert row["coverage"] == pytest.approx(len(stimuli) / loaded)
+        assert row["valid_share"] == pytest.approx(valid.mean())
+        assert bool(row["low_coverage"]) == (len(stimuli) / loaded < 0.5 or valid.mean() < 0.5)

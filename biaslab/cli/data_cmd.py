@@ -53,8 +53,12 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
               help="Load files that differ from their pinned upstream sha256 (edited or re-saved copies) instead of "
                    "refusing them; their stimuli record the file's own sha256 as upstream_version, so they never mix "
                    "with stimuli of the upstream file. Malformed rows are refused all the same.")
+@click.option("--max-stimuli", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="--spec: refuse a spec that expands to more stimuli than this (counted before anything is "
+                   "expanded).")
 def load_command(dataset: str | None, db: str, data_dir: str | None, user_file, spec_file, name, protocols,
-                 prompt_file, families_file, subset, pronouns, seed, extra, accept_modified: bool) -> None:
+                 prompt_file, families_file, subset, pronouns, seed, extra, accept_modified: bool,
+                 max_stimuli: int) -> None:
     """Load DATASET's stimuli into the warehouse's stimuli table, or your own with --file or --spec.
 
     Built-in datasets: every file the loader reads is first checked against the sha256 pinned for the dataset (the
@@ -77,7 +81,7 @@ def load_command(dataset: str | None, db: str, data_dir: str | None, user_file, 
     if len(given) != 1:
         raise click.UsageError("give one of: a built-in DATASET, --file FILE --name NAME, or --spec SPEC")
     if dataset is None:
-        _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file)
+        _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file, max_stimuli)
         return
     for flag, value in (("--name", name), ("--protocols", protocols), ("--prompt", prompt_file),
                         ("--families", families_file)):
@@ -96,14 +100,19 @@ def _load_builtin(dataset, db, data_dir, subset, pronouns, seed, extra, accept_m
     click.echo(f"{dataset}: {done.read} stimuli read, {done.added} new; {done.total} {done.dataset} stimuli in {db}")
 
 
-def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file) -> None:
+def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file, max_stimuli) -> None:
     from ..runners.load import load_user
 
     done = load_user(db, file=user_file, spec=spec_file, name=name, protocols=protocols, prompt=prompt_file,
-                     families=families_file)
+                     families=families_file, max_stimuli=max_stimuli)
     state = "now its current version" if done.changed else "already its current version"
     click.echo(f"{done.dataset}: {done.read} stimuli read, {done.added} new; version {done.version} ({state}); "
                f"protocols {', '.join(done.protocols)}; in {db}")
+
+
+_MAX_STIMULI = click.option(
+    "--max-stimuli", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+    help="--spec: refuse a spec that expands to more stimuli than this (counted before anything is expanded).")
 
 
 @data_group.command("expand")
@@ -111,13 +120,14 @@ def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_
 @click.option("--out", "out", type=click.Path(dir_okay=False), default=None,
               help="Write the rows here (.jsonl or .csv; default: print them as JSON lines).")
 @click.option("--name", default=None, help="Dataset name (default: the spec's `name:`).")
-def expand_command(spec: str, out: str | None, name: str | None) -> None:
+@_MAX_STIMULI
+def expand_command(spec: str, out: str | None, name: str | None, max_stimuli: int) -> None:
     """Show the stimuli a template spec expands to, one JSON object per line (the fields `--file` reads back), with
     a summary line on stderr. Nothing is written to any warehouse."""
     from ..loaders.user.dataset import from_spec
     from ..loaders.user.files import write_rows
 
-    dataset = from_spec(spec, name)
+    dataset = from_spec(spec, name, max_stimuli)
     count = write_rows(dataset.stimuli, out)
     labels = sorted({lab for s in dataset.stimuli for lab in (s.option_labels or ())})
     items = len({s.item_id for s in dataset.stimuli})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import os
 import sys
@@ -33,6 +35,19 @@ def _query_text(query: str | None, query_file: str | None) -> str:
         raise click.ClickException(f"cannot read the SQL file {query_file}: {reason}") from None
 
 
+#: the longest --timeout (a week); a larger or infinite one is refused in one line
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+_SIZE = re.compile(r"\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)", re.IGNORECASE)
+
+
+def _memory_size(ctx, param, value: str | None) -> str | None:
+    """A DuckDB memory size (e.g. 4GB, 512MiB), checked before the warehouse is opened."""
+    if value is not None and not _SIZE.fullmatch(value.strip()):
+        raise click.BadParameter(f"{value!r} is not a memory size: a number and a unit (B, KB, MB, GB, TB, KiB, MiB, "
+                                 "GiB, TiB), e.g. 4GB")
+    return value
+
+
 @click.command("sql")
 @click.argument("query", required=False)
 @click.option("-f", "--file", "query_file", metavar="FILE",
@@ -45,9 +60,10 @@ def _query_text(query: str | None, query_file: str | None) -> str:
 @click.option("--max-rows", type=click.IntRange(min=0), default=1000, show_default=True,
               help="Table format: show at most this many rows per result, then say that more were not shown "
                    "(0: no cap). csv and json are never capped.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=300, show_default=True, metavar="SECONDS",
-              help="Stop the script after this many seconds (all statements together; 0: no limit).")
-@click.option("--memory-limit", default=None, metavar="SIZE",
+@click.option("--timeout", type=click.FloatRange(min=0, max=MAX_TIMEOUT_S), default=300, show_default=True,
+              metavar="SECONDS",
+              help="Stop the script after this many seconds (all statements together; 0: no limit; at most a week).")
+@click.option("--memory-limit", default=None, metavar="SIZE", callback=_memory_size,
               help="DuckDB memory limit for the queries, e.g. 4GB (default: half the machine's memory). Nothing "
                    "spills to disk: a query that needs more stops with an out-of-memory error.")
 def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, allow_paths: tuple[str, ...],

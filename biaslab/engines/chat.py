@@ -65,7 +65,7 @@ class ChatOptions(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://[^/@?#]+(/[^?#@]*)?$", value):
+        if value is not None and not re.fullmatch(r"https?://[^/@?#]+(/[^?#@]*)?", value):
             raise UsageError("must be http:// or https:// + host[:port][/path], without a user, password or "
                              "query (a key goes in the environment variable --api-key-env names)")
         return value.rstrip("/") if value else value

@@ -91,7 +91,8 @@ def load(dataset: str, db: PathLike = "warehouse/biaslab.duckdb", *, data_dir: P
 
 
 def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, name: str | None = None,
-              protocols: str | None = None, prompt: PathLike | None = None, families: PathLike | None = None):
+              protocols: str | None = None, prompt: PathLike | None = None, families: PathLike | None = None,
+              max_stimuli: int | None = None):
     """The user dataset of `file` or `spec` (`loaders.user.dataset.UserDataset`), validated, its prompt too, before
     anything is written. `protocols`, `prompt` and `families` belong to `file`; a spec declares them itself."""
     from ..loaders.user.dataset import from_file, from_spec, read_families
@@ -103,7 +104,7 @@ def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, nam
         for flag, value in (("--protocols", protocols), ("--prompt", prompt), ("--families", families)):
             if value is not None:
                 raise UsageError(f"{flag} belongs to --file; a spec declares it (`{flag[2:]}:`)")
-        dataset = from_spec(spec, name)
+        dataset = from_spec(spec, name, **({"max_stimuli": max_stimuli} if max_stimuli else {}))
     else:
         declared = read_families(families) if families else None
         dataset = from_file(file, name, protocols=protocols, prompt=prompt, pronouns=declared)
@@ -114,7 +115,8 @@ def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, nam
 
 def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | None = None,
               spec: PathLike | None = None, name: str | None = None, protocols: str | None = None,
-              prompt: PathLike | None = None, families: PathLike | None = None) -> LoadResult:
+              prompt: PathLike | None = None, families: PathLike | None = None,
+              max_stimuli: int | None = None) -> LoadResult:
     """Load your own dataset (docs/own-study.md) into the warehouse: its stimuli and its declaration (protocols,
     prompt, pronoun families), so collecting and the options metrics need nothing else.
 
@@ -129,6 +131,7 @@ def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | Non
     protocols : with `file`: the protocols, e.g. "choice,prob" (default from the columns).
     prompt : with `file`: a forced-choice prompt file.
     families : with `file`: a pronoun-families file for the gen protocol.
+    max_stimuli : with `spec`: refuse a spec expanding to more stimuli (default 1,000,000), before expanding it.
 
     Returns
     -------
@@ -136,7 +139,8 @@ def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | Non
     """
     from ..warehouse.user_datasets import store
 
-    dataset = read_user(file=file, spec=spec, name=name, protocols=protocols, prompt=prompt, families=families)
+    dataset = read_user(file=file, spec=spec, name=name, protocols=protocols, prompt=prompt, families=families,
+                        max_stimuli=max_stimuli)
     decl = dataset.declaration
     command = (f"biaslab data load --spec {spec}" if spec is not None else
                f"biaslab data load --file {file} --name {decl.name}")

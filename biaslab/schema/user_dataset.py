@@ -24,7 +24,7 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 def check_name(name: str) -> str:
     """`name` when it is a valid user dataset name (`NAME`), else ValueError in one line."""
-    if not isinstance(name, str) or not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise UsageError(f"dataset name {name!r}: use 1-64 lower-case letters, digits, '.', '_' or '-', starting "
                          f"with a letter or digit (e.g. my-study)")
     return name

@@ -18,8 +18,9 @@ from ...schema import DatasetDeclaration, Stimulus
 from ...schema.errors import first_error
 from ...schema.user_dataset import USER_PROTOCOLS, check_name
 from ..errors import DataError
+from .bounded import MAX_PROMPT_BYTES, check_depth, guarded, inside, load_yaml
 from ..registry import MODULES
-from .expand import expand, spec_pronouns
+from .expand import MAX_STIMULI, expand, spec_pronouns
 from .files import read_stimuli
 from .spec import read_spec
 
@@ -49,16 +50,26 @@ def user_name(name: str | None, where: Path) -> str:
     return name
 
 
-def read_prompt(value: str | dict[str, Any] | None, base: Path, where: Path) -> dict[str, Any] | None:
-    """The forced-choice prompt's fields: a JSON file (relative to `base`) or an inline mapping."""
+def read_prompt(value: str | dict[str, Any] | None, base: Path, where: Path,
+                confined: bool = False) -> dict[str, Any] | None:
+    """The forced-choice prompt's fields: a JSON file (relative to `base`) or an inline mapping. `confined` (a
+    spec's `prompt:`): the file must lie inside `base` (`bounded.inside`); any prompt file is at most
+    `bounded.MAX_PROMPT_BYTES`."""
     if value is None or isinstance(value, dict):
-        return value
-    path = Path(value).expanduser()
-    path = path if path.is_absolute() else base / path
+        return check_depth(value, where, field="prompt") if value is not None else None
+    if confined:
+        path = inside(str(value), base, where, "prompt")
+    else:
+        path = Path(value).expanduser()
+        path = path if path.is_absolute() else base / path
     if not path.is_file():
         raise DataError(where, f"no prompt file at {path}", field="prompt")
+    if path.stat().st_size > MAX_PROMPT_BYTES:
+        raise DataError(path, f"a prompt file is at most {MAX_PROMPT_BYTES:,} bytes; this one has "
+                              f"{path.stat().st_size:,}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with guarded(path):
+            data = check_depth(json.loads(path.read_text(encoding="utf-8")), path)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(path, f"not a JSON prompt file ({exc})") from None
     if not isinstance(data, dict):
@@ -125,8 +136,9 @@ def from_file(path: Path, name: str | None, *, protocols=None, prompt: str | Non
     return dataset
 
 
-def from_spec(path: Path, name: str | None = None) -> UserDataset:
-    """A user dataset from a template spec (`spec.read_spec`, `expand.expand`); --name overrides `name:`."""
+def from_spec(path: Path, name: str | None = None, max_stimuli: int = MAX_STIMULI) -> UserDataset:
+    """A user dataset from a template spec (`spec.read_spec`, `expand.expand`); --name overrides `name:`; a spec
+    that expands to more than `max_stimuli` stimuli is refused before anything is expanded."""
     path = Path(path)
     spec, raw = read_spec(path)
     name = user_name(name or spec.name, path)
@@ -136,8 +148,8 @@ def from_spec(path: Path, name: str | None = None) -> UserDataset:
         raise DataError(path, str(exc), field="protocols") from None
     decl = _declaration(path, name=name, source="spec", path=str(path), file_sha256=hashlib.sha256(raw).hexdigest(),
                         description=spec.description, protocols=declared, pronouns=spec_pronouns(spec),
-                        prompt=read_prompt(spec.prompt, path.parent, path))
-    dataset = UserDataset(decl, expand(spec, name, path))
+                        prompt=read_prompt(spec.prompt, path.parent, path, confined=True))
+    dataset = UserDataset(decl, expand(spec, name, path, max_stimuli=max_stimuli))
     check_protocols(dataset, path)
     return dataset
 
@@ -159,7 +171,7 @@ def read_families(path: str | Path) -> dict[str, dict[str, tuple[str, ...]]]:
     if not path.is_file():
         raise DataError(path, "file not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML
+        data = load_yaml(path.read_text(encoding="utf-8"), path)  # JSON is YAML
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise DataError(path, f"not a JSON or YAML mapping ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):

@@ -21,9 +21,33 @@ from .spec import NAMED_FIELDS, STIMULUS_FIELDS, Spec, Template, placeholders, r
 ORDER_CODES = {("female", "male"): "MF", ("male", "female"): "FM"}
 
 
-def expand(spec: Spec, name: str, path: Path) -> list[Stimulus]:
+#: the most stimuli a spec may expand to unless the user raises it (`--max-stimuli`)
+MAX_STIMULI = 1_000_000
+
+
+def expansion_size(spec: Spec) -> int:
+    """How many stimuli the spec expands to: sum over templates of the product of its varying filler lists' lengths,
+    times the contexts, times the option orders (exact integers, nothing expanded)."""
+    orders = len(spec.orders) if spec.orders else 1
+    total = 0
+    for index, template in enumerate(spec.templates):
+        slots = [n for n, _ in placeholders(template.text, f"templates[{index}]") if n != spec.slot]
+        combos = 1
+        for slot in dict.fromkeys(slots):
+            if slot not in template.fill:
+                combos *= len(spec.fillers.get(slot, ())) or 1
+        total += combos * len(spec.contexts) * orders
+    return total
+
+
+def expand(spec: Spec, name: str, path: Path, max_stimuli: int = MAX_STIMULI) -> list[Stimulus]:
     """Every stimulus of the spec, in template, filler, context and order order; DataError naming the spec and the
-    template (or context) for a problem."""
+    template (or context) for a problem, and, before anything is expanded, for a spec that comes to more than
+    `max_stimuli` stimuli (`expansion_size`)."""
+    size = expansion_size(spec)
+    if size > max_stimuli:
+        raise DataError(path, f"expands to {size:,} stimuli (templates x fillers x contexts x orders), above the bound "
+                              f"of {max_stimuli:,}; raise it with --max-stimuli if you mean it")
     out: list[Stimulus] = []
     for index, template in enumerate(spec.templates):
         where = f"templates[{index}]"

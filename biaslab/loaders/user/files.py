@@ -33,6 +33,7 @@ from ...errors import UsageError
 from ...schema import Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
+from .bounded import MAX_DEPTH, check_depth, guarded
 from ..readers import load_text, read_table
 
 #: `upstream_version` of every user stimulus (ids stay per row: see the module docstring)
@@ -63,9 +64,12 @@ def _rows(path: Path, kind: str) -> Iterator[tuple[int, dict[str, Any], str]]:
             if not line.strip():
                 continue
             try:
-                value = json.loads(line)
+                with guarded(path):
+                    value = check_depth(json.loads(line), path, line=number)
             except json.JSONDecodeError as exc:
                 raise DataError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=number) from None
+            except DataError as exc:  # nesting: name the line too
+                raise DataError(path, exc.message, line=number) from None
             if not isinstance(value, dict):
                 raise DataError(path, f"each line holds one JSON object, got {type(value).__name__}", line=number)
             yield number, value, "line"
@@ -78,6 +82,14 @@ def _rows(path: Path, kind: str) -> Iterator[tuple[int, dict[str, Any], str]]:
             raise DataError(path, f"not a readable Parquet file ({type(exc).__name__}: {exc})") from None
         for number, row in enumerate(table.to_pylist(), start=1):
             yield number, row, "row"
+
+
+def _too_deep(value: Any) -> bool:
+    try:
+        check_depth(value, "")
+    except DataError:
+        return True
+    return False
 
 
 def _cell(value: Any) -> Any:
@@ -97,6 +109,10 @@ def _list(value: Any, field: str, error) -> list | None:
             parsed = json.loads(text)
         except json.JSONDecodeError as exc:
             raise error(f"not a JSON list ({exc.msg})", field) from None
+        except RecursionError:
+            raise error(f"nested deeper than {MAX_DEPTH} levels", field) from None
+        if _too_deep(parsed):
+            raise error(f"nested deeper than {MAX_DEPTH} levels", field)
         if not isinstance(parsed, list):
             raise error("not a JSON list", field)
         return parsed
@@ -120,6 +136,10 @@ def stimulus_fields(raw: dict[str, Any], name: str, error) -> dict[str, Any]:
                 value = json.loads(value)
             except json.JSONDecodeError as exc:
                 raise error(f"not a JSON object ({exc.msg})", "attrs") from None
+            except RecursionError:
+                raise error(f"nested deeper than {MAX_DEPTH} levels", "attrs") from None
+        if _too_deep(value):
+            raise error(f"nested deeper than {MAX_DEPTH} levels", "attrs")
         if not isinstance(value, dict):
             raise error("attrs must be a JSON object", "attrs")
         attrs.update(value)

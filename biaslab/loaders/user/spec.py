@@ -46,6 +46,7 @@ from ... import errors
 from ...schema import CASES, Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
+from .bounded import check_depth, guarded, load_yaml
 
 NAMED_FIELDS = ("occupation", "participant", "name")
 #: stimulus fields a filler attribute or a template's `fields` may set
@@ -184,13 +185,14 @@ def read_spec(path: Path) -> tuple[Spec, bytes]:
 def _parse(path: Path, text: str) -> Any:
     if path.suffix.lower() == ".toml":
         try:
-            return tomllib.loads(text)
+            with guarded(path):
+                return check_depth(tomllib.loads(text), path)
         except tomllib.TOMLDecodeError as exc:
             raise DataError(path, f"invalid TOML: {exc}") from None
     import yaml
 
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text, path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise DataError(path, f"invalid YAML: {getattr(exc, 'problem', None) or exc}",

@@ -32,6 +32,13 @@ from ...schema import Stimulus
 Progress = Callable[[int], None] | None
 #: the most samples one prompt may ask for (`--samples`): 1,000 x the contextual-invariance paper's 200 per prompt
 MAX_SAMPLES = 200_000
+#: bounds of the sampling settings (issue 45): a finite temperature up to 100 (softmax at T = 100 is already flat to
+#: 1e-2 for logits within 1 of each other), top-k and k-store up to 2^18 (above every vocabulary in use: Gemma's is
+#: 262,144), generations up to 32,768 new tokens, seeds that fit a BIGINT column
+MAX_TEMPERATURE = 100.0
+MAX_TOP_K = 262_144
+MAX_NEW_TOKENS = 32_768
+MAX_SEED = 2**63 - 1
 
 
 class Settings(BaseModel):
@@ -47,11 +54,11 @@ class Sampling(Settings):
     DEFAULTS: ClassVar[dict[str, Any]] = {}
 
     samples: int = Field(None, ge=1, le=MAX_SAMPLES)
-    seed: int = None
-    temperature: float = Field(None, gt=0)
-    top_k: int = Field(None, ge=0)  # 0: no top-k truncation (chat APIs without top_k; refused for in-process engines)
-    top_p: float = Field(None, gt=0, le=1)
-    max_new_tokens: int = Field(None, ge=1)
+    seed: int = Field(None, ge=0, le=MAX_SEED)
+    temperature: float = Field(None, gt=0, le=MAX_TEMPERATURE, allow_inf_nan=False)
+    top_k: int = Field(None, ge=0, le=MAX_TOP_K)  # 0: no top-k truncation (chat APIs without top_k; refused in process)
+    top_p: float = Field(None, gt=0, le=1, allow_inf_nan=False)
+    max_new_tokens: int = Field(None, ge=1, le=MAX_NEW_TOKENS)
 
     @model_validator(mode="before")
     @classmethod

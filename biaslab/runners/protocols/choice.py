@@ -25,7 +25,7 @@ from ..answers import AnswerParser, decode
 from ..prompting import PromptSpec, render, shared_prefix_ids
 from ..requests import Request, sample_seed
 from ..trie import DEFAULT_MIN_MASS, INVALID, probabilities, walk
-from .base import Progress, Protocol, Sampling, Work
+from .base import MAX_TOP_K, Progress, Protocol, Sampling, Work
 
 #: prompts explored together in exact mode (`--prompt-batch`): their trie levels share forward passes
 DEFAULT_PROMPT_BATCH = 96
@@ -297,7 +297,7 @@ class ChoiceSettings(Sampling):
     DEFAULTS = {"samples": 200, "seed": 0, "temperature": 0.5, "top_k": 40, "top_p": 1.0, "max_new_tokens": 6}
 
     mode: Literal["exact", "sample", "logprobs"] = "exact"
-    k_store: int = MIN_K_STORE
+    k_store: int = Field(MIN_K_STORE, le=MAX_TOP_K)
     prompt: str = "forced_choice_v1"
     prompt_batch: int = Field(DEFAULT_PROMPT_BATCH, ge=1)
 

@@ -3,8 +3,10 @@ server's errors in one line, and token ids read from vLLM's "token_id:N" tokens.
 
 Requests are retried with exponential backoff (`BACKOFF_S` * 2^attempt, at most `BACKOFF_CAP_S`, or the server's
 Retry-After) on 429, 5xx and connection errors, `retries` times; a 4xx, or a 500 whose message says the request
-itself is invalid (a validation error: retrying cannot help), is raised at once. A request that still fails
-raises `ServerError` (one line: what was asked, what came back).
+itself is invalid (a validation error: retrying cannot help), is raised at once. A read timeout (the server
+took the request and answered nothing within `timeout_s`) is retried at most `TIMEOUT_RETRIES` times: a hung server
+ends the run within (TIMEOUT_RETRIES + 1) x timeout_s plus one backoff, 4 minutes with the defaults. A request
+that still fails raises `ServerError` (one line: what was asked, what came back).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from .base import EngineError, Unsupported
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 BACKOFF_S = 0.5
 BACKOFF_CAP_S = 30.0
+#: a request the server accepted but never answered (a read timeout) is sent again at most this often, whatever
+#: `retries` says: with the defaults (120 s) a hung server ends a run within 2 x 120 s + the backoff, not 6 x 120 s
+TIMEOUT_RETRIES = 1
 #: a 500 whose message says this is the request's fault, not the server's: not retried
 INVALID_REQUEST = re.compile(r"validat|invalid|must be|expected|unsupported|not supported", re.IGNORECASE)
 #: vLLM's token representation with return_tokens_as_token_ids
@@ -53,7 +58,7 @@ class Client:
         import httpx
 
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.base_url, self.retries, self.sleep = base_url, retries, sleep
+        self.base_url, self.retries, self.sleep, self.timeout_s = base_url, retries, sleep, timeout_s
         self.max_concurrency = max_concurrency
         self.http = httpx.Client(headers=headers, timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
                                  limits=httpx.Limits(max_connections=max_concurrency))
@@ -72,6 +77,7 @@ class Client:
         `ServerError` (one line: what was asked, what came back)."""
         import httpx
 
+        silent = 0
         for attempt in range(self.retries + 1):
             with self._lock:
                 self.attempts += 1
@@ -80,6 +86,12 @@ class Client:
                 response = self.http.request(method, self.url(path), json=body)
             except httpx.TransportError as exc:  # connection refused / reset, timeouts
                 problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
+                if isinstance(exc, httpx.ReadTimeout):
+                    silent += 1
+                    if silent > TIMEOUT_RETRIES:  # accepted the connection, answered nothing, twice: hung
+                        raise ServerError(f"{method} {self.url(path)} failed after {attempt + 1} attempts ({problem}): "
+                                          f"the server accepted the connection but sent no answer within "
+                                          f"{self.timeout_s:g} s, {silent} times") from None
             else:
                 if response.status_code < 400:
                     try:

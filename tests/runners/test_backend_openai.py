@@ -475,3 +475,18 @@ def test_a_server_failing_mid_run_is_one_line_and_the_run_is_marked_failed(stub,
     assert lines[-1].startswith("Error: POST http://127.0.0.1:") and "failed after 2 attempts (HTTP 503" in lines[-1]
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.rows("SELECT status FROM runs") == [("failed",)] and wh.count("sequence_scores") == 0
+
+
+def test_a_hung_server_ends_the_request_after_two_silences(scripted):
+    """Issue 45, item 5: a server that takes the request and never answers is asked twice, whatever `retries` is,
+    so with the defaults (120 s) a run ends within 4 minutes in one line naming the server."""
+    import time
+
+    scripted.delay_s = 3.0
+    c, sleeps = client(scripted, retries=5, timeout_s=0.2)
+    start = time.perf_counter()
+    with pytest.raises(oa.ServerError, match=r"POST http://127\.0\.0\.1:\d+/v1/completions failed after 2 attempts "
+                                             r"\(ReadTimeout.*sent no answer within 0\.2 s, 2 times") as info:
+        c.request("POST", "completions", {})
+    assert c.attempts == 2 and len(sleeps) == 1 and time.perf_counter() - start < 2.5
+    assert "\n" not in str(info.value)

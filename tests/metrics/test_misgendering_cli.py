@@ -135,3 +135,25 @@ def test_annotation_sheet_has_no_formula_cells_and_round_trips(misgendering_ware
     with duckdb.connect(str(db), read_only=True) as con:
         stored = con.execute("SELECT DISTINCT annotator, note FROM annotations WHERE annotator <> 'a1'").fetchall()
     assert stored == [("@bob", "=2*3")]  # (a1: the labels of the round-trip test, copied with the warehouse)
+
+
+def test_an_annotation_cell_with_a_nul_byte_is_refused(misgendering_warehouse, tmp_path):
+    """Issue 45, item 9: a NUL inside a cell is one line naming file, line and field; nothing is written."""
+    import hashlib
+
+    sheet = tmp_path / "sheet.csv"
+    assert run("annotate", "export", "--db", str(misgendering_warehouse), "--out", str(sheet), "--n", "1"
+               ).exit_code == 0
+    rows = list(csv.DictReader(sheet.open()))
+    for row in rows:
+        row.update(label="correct", extraneous_gendered="false", annotator="nul-test")
+    rows[0]["note"] = "fine\x00but not"
+    with sheet.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    digest = hashlib.sha256(misgendering_warehouse.read_bytes()).hexdigest()
+    result = CliRunner().invoke(biaslab, ["annotate", "import", str(sheet), "--db", str(misgendering_warehouse)])
+    assert result.exit_code == 1 and "sheet.csv:2" in result.output and "'note'" in result.output
+    assert "NUL character" in result.output and len(result.output.strip().splitlines()) == 1
+    assert hashlib.sha256(misgendering_warehouse.read_bytes()).hexdigest() == digest

@@ -117,6 +117,10 @@ def export_sheet(handle, out: Path, n: int = 25, seed: int = 0, dataset: str | N
     return len(chosen)
 
 
+#: the sheet's cells that are stored: a NUL in one of them is refused
+STORED_CELLS = ("sample_id", "label", "extraneous_gendered", "annotator", "note")
+
+
 def read_annotations(path: Path, known: set[str]) -> list[dict]:
     """Validated rows of an annotation CSV (an exported sheet, filled in): sample_id, label (one of `LABELS`,
     any case), extraneous_gendered (true/false, 1/0, yes/no), annotator (not empty), and `note` (free text, may be
@@ -127,6 +131,9 @@ def read_annotations(path: Path, known: set[str]) -> list[dict]:
     seen: dict[tuple[str, str], int] = {}
     for rec in read_table(path, COLUMNS, allow_extra_cells=False):
         rec = replace(rec, values={k: restore(v) for k, v in rec.values.items()})  # undo the export's `'`
+        for column, value in rec.values.items():  # the cells stored (sheet columns such as text are ignored)
+            if column in STORED_CELLS and isinstance(value, str) and "\x00" in value:
+                raise rec.error("holds a NUL character (a damaged or binary file?)", column)
         sample_id = rec.get("sample_id").strip()
         if sample_id not in known:
             raise rec.error(f"unknown sample_id {sample_id!r} (not a stored generated sample in this warehouse)",

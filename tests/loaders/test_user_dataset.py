@@ -26,6 +26,7 @@ options:
 orders: [[female, male], [male, female]]
 fillers:
   occupation: [{value: nurse, rating: 0.9}, pilot]
+optional: [rating]   # pilot has no rating (issue 44: an attribute on some fillers only must be declared)
 templates:
   - {id: late, text: "The {occupation} said that {pronoun} was late.", case: nom}
 contexts:

@@ -166,6 +166,11 @@ def located(problem) -> tuple[str | None, str]:
     return field, message
 
 
+#: what tells two stimuli of one item apart in a user's file: two rows equal on all of these are one condition twice
+CONDITION_FIELDS = ("item_id", "context", "option_order", "form", "prime", "pronoun_set", "grammatical_case",
+                    "options")
+
+
 def read_stimuli(path: Path, name: str) -> list[Stimulus]:
     """The stimuli of a user's file, in file order (see the module docstring); a bad row raises `DataError`."""
     path = Path(path)
@@ -175,6 +180,7 @@ def read_stimuli(path: Path, name: str) -> list[Stimulus]:
     if kind == "parquet" and not path.exists():
         raise DataError(path, "file not found")
     stimuli: list[Stimulus] = []
+    seen: dict[tuple, tuple[int, str]] = {}
     for number, raw, unit in _rows(path, kind):
         def error(message: str, field: str | None = None, _n=number, _u=unit) -> DataError:
             return DataError(path, message, line=_n, field=field) if _u == "line" else \
@@ -185,10 +191,19 @@ def read_stimuli(path: Path, name: str) -> list[Stimulus]:
                 raise error("empty value" if required in raw else "missing column", required)
         fields = stimulus_fields(raw, name, error)
         try:
-            stimuli.append(Stimulus(**fields))
+            stimulus = Stimulus(**fields)
         except ValidationError as exc:
             field, message = located(first_error(exc))
             raise error(message, field) from None
+        key = tuple(getattr(stimulus, f) for f in CONDITION_FIELDS)
+        earlier = seen.get(key)
+        if earlier is not None and earlier[1] != stimulus.stimulus_id:
+            where = "line" if unit == "line" else "row"
+            raise error(f"item {stimulus.item_id!r} already has a stimulus for the same condition ({where} "
+                        f"{earlier[0]}: same context, option order, form, prime and pronoun set) with a different "
+                        f"text or attribute; give it another item_id or condition, or remove one", "item_id")
+        seen.setdefault(key, (number, stimulus.stimulus_id))
+        stimuli.append(stimulus)
     if not stimuli:
         raise DataError(path, "no data rows")
     return stimuli

@@ -27,7 +27,9 @@ Keys (docs/your-own-study.md walks through one):
   the option of that label; a name that is a built-in context (`unprimed`, `primed_f`, ...) fills the `context`
   field, any other `attrs.context`; default: one context without a prime;
 * `orders`: option orders as label lists (default: the options' own order); `[female, male]` / `[male, female]`
-  fill `option_order` MF / FM, others `attrs.option_order`.
+  fill `option_order` MF / FM, others `attrs.option_order`;
+* `optional`: filler attributes some fillers of a slot may leave out; any other attribute must be on every filler
+  of its slot (a misspelled one, `ratign` beside `rating`, is refused).
 
 One stimulus per template x filler combination x context x order. Stimuli of one template and filler combination
 share their `item_id` across contexts and orders: the item is the unit of paired contrasts and intervals.
@@ -125,6 +127,8 @@ class Spec(_Strict):
     templates: list[Template] = Field(min_length=1)
     contexts: list[Context] = Field(default_factory=lambda: [Context(name="none")])
     orders: list[list[str]] | None = None
+    #: filler attributes some fillers of a slot may leave out (any other attribute must be on every filler)
+    optional: list[str] = Field(default_factory=list)
 
     @field_validator("fillers", mode="before")
     @classmethod
@@ -148,6 +152,7 @@ class Spec(_Strict):
         for key, values in self.fillers.items():
             if not values:
                 raise errors.DataError(f"fillers.{key}: empty list")
+            _same_attributes(key, values, set(self.optional))
         for order in self.orders or []:
             if sorted(order) != sorted(labels):
                 raise errors.DataError(f"orders: {order} is not an order of the labels {labels}")
@@ -158,6 +163,24 @@ class Spec(_Strict):
         if len(set(names)) != len(names):
             raise errors.DataError(f"contexts: name repeated in {names}")
         return self
+
+
+def _same_attributes(slot: str, fillers: list[Filler], optional: set[str]) -> None:
+    """Every filler of a slot has the same attributes, but for the declared optional ones: an attribute some
+    fillers have and another lacks is a typo (`ratign`) until declared in `optional:`."""
+    seen: dict[str, int] = {}
+    for index, filler in enumerate(fillers):
+        for name in filler.attrs:
+            seen.setdefault(name, index)
+    for index, filler in enumerate(fillers):
+        missing = sorted(set(seen) - set(filler.attrs) - optional)
+        if missing:
+            first = missing[0]
+            others = sorted(set(filler.attrs) - {a for a in seen if seen[a] != index} - optional)
+            hint = f"; it has {others[0]!r} instead (a typo?)" if others else ""
+            raise errors.DataError(f"fillers.{slot}[{index}] ({filler.value!r}): no attribute {first!r}, which "
+                                   f"fillers.{slot}[{seen[first]}] has{hint}; give every {slot} filler the same "
+                                   f"attributes, or list {first!r} under optional:")
 
 
 def read_spec(path: Path) -> tuple[Spec, bytes]:

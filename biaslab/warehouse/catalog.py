@@ -14,12 +14,19 @@ COLLECTION_COLUMNS = ["model_name", "dtype", "backend", "dataset", "protocol", "
                       "stored", "pending", "rows", "last_run", "last_status", "last_started", "model_key"]
 
 _COLLECTIONS_SQL = """
-WITH ds AS (SELECT dataset, count(*) AS stimuli FROM stimuli GROUP BY dataset),
+WITH latest AS (  -- a user dataset's current version: its latest load
+    SELECT dataset, arg_max(stimulus_ids, loaded_at) AS ids FROM user_datasets GROUP BY dataset),
+cur AS (  -- the stimuli that count: every stimulus of a built-in dataset, the current version's of a user's
+    SELECT s.stimulus_id, s.dataset FROM stimuli s LEFT JOIN latest l USING (dataset)
+    WHERE l.ids IS NULL OR list_contains(l.ids, s.stimulus_id)),
+ds AS (SELECT dataset, count(*) AS stimuli FROM cur GROUP BY dataset),
 exact AS (
     SELECT r.model_key, s.dataset, r.protocol,
            printf('%s T=%g top_k=%d top_p=%g new=%d prompt=%s', r.mode, p.temperature, p.top_k, p.top_p,
                   r.max_new_tokens, r.prompt_version) AS settings,
-           count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored, sum(p.n)::BIGINT AS rows,
+           count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored,
+           count(DISTINCT r.stimulus_id) FILTER (WHERE r.stimulus_id IN (SELECT stimulus_id FROM cur)) AS stored_cur,
+           sum(p.n)::BIGINT AS rows,
            r.mode AS mode, p.temperature, p.top_k, p.top_p, r.max_new_tokens, NULL::BIGINT AS min_new_tokens,
            r.prompt_version, NULL::VARCHAR AS scheme, NULL::VARCHAR[] AS run_ids
     FROM choice_requests r JOIN stimuli s USING (stimulus_id)
@@ -30,8 +37,10 @@ sampled AS (
     SELECT r.model_key, s.dataset, r.protocol,
            printf('sample T=%g top_k=%d top_p=%g new=%d prompt=%s', x.temperature, x.top_k, x.top_p,
                   x.max_new_tokens, r.prompt_version) AS settings,
-           count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored, count(*) AS rows,
-           'sample' AS mode, x.temperature, x.top_k, x.top_p, x.max_new_tokens, NULL::BIGINT AS min_new_tokens,
+           count(DISTINCT r.request_id) AS requests, count(DISTINCT r.stimulus_id) AS stored,
+           count(DISTINCT r.stimulus_id) FILTER (WHERE r.stimulus_id IN (SELECT stimulus_id FROM cur)) AS stored_cur,
+           count(*) AS rows, 'sample' AS mode, x.temperature, x.top_k, x.top_p, x.max_new_tokens,
+           NULL::BIGINT AS min_new_tokens,
            r.prompt_version, NULL::VARCHAR AS scheme,
            list(DISTINCT x.run_id) FILTER (WHERE x.run_id IS NOT NULL) AS run_ids
     FROM choice_requests r JOIN stimuli s USING (stimulus_id)
@@ -41,14 +50,18 @@ generated AS (
     SELECT g.model_key, g.dataset, 'gen' AS protocol,
            printf('T=%g top_k=%d top_p=%g new=%d min=%d prompt=%s', x.temperature, x.top_k, x.top_p,
                   x.max_new_tokens, g.min_new_tokens, g.prompt_version) AS settings,
-           count(DISTINCT g.request_id) AS requests, count(DISTINCT g.stimulus_id) AS stored, count(*) AS rows,
+           count(DISTINCT g.request_id) AS requests, count(DISTINCT g.stimulus_id) AS stored,
+           count(DISTINCT g.stimulus_id) FILTER (WHERE g.stimulus_id IN (SELECT stimulus_id FROM cur)) AS stored_cur,
+           count(*) AS rows,
            NULL::VARCHAR AS mode, x.temperature, x.top_k, x.top_p, x.max_new_tokens, g.min_new_tokens::BIGINT,
            g.prompt_version, NULL::VARCHAR AS scheme,
            list(DISTINCT x.run_id) FILTER (WHERE x.run_id IS NOT NULL) AS run_ids
     FROM gen_requests g JOIN samples x USING (model_key, request_id) GROUP BY ALL),
 scored AS (
     SELECT q.model_key, s.dataset, q.protocol, 'scheme=' || q.scheme AS settings,
-           count(DISTINCT q.request_id) AS requests, count(DISTINCT q.stimulus_id) AS stored, count(*) AS rows,
+           count(DISTINCT q.request_id) AS requests, count(DISTINCT q.stimulus_id) AS stored,
+           count(DISTINCT q.stimulus_id) FILTER (WHERE q.stimulus_id IN (SELECT stimulus_id FROM cur)) AS stored_cur,
+           count(*) AS rows,
            NULL::VARCHAR AS mode, NULL::DOUBLE AS temperature, NULL::BIGINT AS top_k, NULL::DOUBLE AS top_p,
            NULL::BIGINT AS max_new_tokens, NULL::BIGINT AS min_new_tokens, NULL::VARCHAR AS prompt_version,
            q.scheme, NULL::VARCHAR[] AS run_ids
@@ -80,7 +93,7 @@ matched AS (
                    AND (c.protocol <> 'gen' OR ro.min_new_tokens = c.min_new_tokens)
                    AND (c.mode = 'exact' OR seeds.seeds IS NULL OR list_contains(seeds.seeds, ro.seed)) END)
 SELECT c.model_key, c.dataset, c.protocol, c.settings, ds.stimuli, c.requests, c.stored,
-       greatest(coalesce(ds.stimuli, 0) - c.stored, 0) AS pending, c.rows,
+       greatest(coalesce(ds.stimuli, 0) - c.stored_cur, 0) AS pending, c.rows,
        m.run_id[:8] AS last_run, m.status AS last_status, m.started_at AS last_started
 FROM c LEFT JOIN ds USING (dataset)
 LEFT JOIN matched m ON m.collection = c.collection AND m.recent = 1
@@ -103,8 +116,9 @@ def models(handle) -> ir.Table:
 
 def collections(handle) -> pd.DataFrame:
     """One row per collection: model x dataset x protocol x settings (choice: mode, T, top_k, top_p, tokens, prompt
-    version; gen: sampling settings; prob: scoring scheme), with `stimuli` (of the dataset in the warehouse),
-    `requests` (distinct requests stored), `stored` (stimuli with evidence), `pending` (stimuli without),
+    version; gen: sampling settings; prob: scoring scheme), with `stimuli` (of the dataset in the warehouse; of a
+    user dataset, its current version's), `requests` (distinct requests stored), `stored` (stimuli with evidence,
+    any version), `pending` (stimuli of `stimuli` without evidence, as `runners collect` counts them),
     `rows` (evidence rows), and the last run of that collection with its status: the latest run of the model,
     dataset and protocol whose recorded settings (runs.params; the prompt version from runs.generation_config) equal
     the collection's: choice mode, temperature, top_k, top_p, max_new_tokens, prompt version (gen also

@@ -127,7 +127,8 @@ def test_a_builtin_dataset_too(tmp_path, data_dir, dataset_folder, tiny_gpt2):
     (["--contrast", "context=primed_f"], "write COLUMN=A:B"),
     (["--contrast", "context=primed_f:primed_m"], "context has no value 'primed_m'"),
     (["--reference", "unprimed"], "give exactly one --by"),
-    (["--dataset", "nothing"], "no option probability is stored (and no stimuli of nothing are loaded)"),
+    (["--dataset", "nothing"], "no dataset 'nothing' in this warehouse (its datasets: demo)"),
+    (["--spearman", "occupation"], "'occupation' of dataset demo holds text (e.g. 'baker'), not numbers"),
 ])
 def test_refusals_are_one_line(db, args, needle):
     args = args if "--dataset" in args else ["--dataset", "demo", *args]

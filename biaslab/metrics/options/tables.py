@@ -60,6 +60,17 @@ def current_ids(handle, dataset: str) -> list[str] | None:
     return None if rows.empty else list(rows["stimulus_ids"].iloc[0])
 
 
+def _known_dataset(handle, dataset: str) -> None:
+    """NoEvidence naming the warehouse's datasets when `dataset` has no stimulus in it (a typo is not "collect it")."""
+    st = handle.table("stimuli")
+    names = sorted(handle.fetch(st.select("dataset").distinct())["dataset"])
+    if dataset not in names:
+        from ..missing import NoEvidence
+
+        raise NoEvidence(f"{handle.path}: no dataset {dataset!r} in this warehouse (its datasets: "
+                         f"{', '.join(names) or 'none'}); load it with `biaslab data load`")
+
+
 def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[str] = (),
                all_versions: bool = False) -> pd.DataFrame:
     """The `option_probs` rows of `dataset` with the grouping columns (text) and numeric columns (floats)."""
@@ -71,6 +82,14 @@ def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[st
                              f"keys: {', '.join(sorted(keys)) or 'none'})")
     st = handle.table("stimuli")
     st = st.filter(st.dataset == dataset)
+    _known_dataset(handle, dataset)
+    for name in numeric:  # a text column asked for as numbers: one line, not DuckDB's conversion error
+        values = handle.fetch(st.select(v=_column(st, name, keys, False)).distinct().order_by("v")
+                              .limit(10_000))["v"].dropna()
+        text = [v for v in values if pd.isna(pd.to_numeric(v, errors="coerce"))]
+        if text:
+            raise UsageError(f"{name!r} of dataset {dataset} holds text (e.g. {text[0]!r}), not numbers: Spearman's "
+                             "rho needs a numeric column")
     extra = {**{g: _column(st, g, keys, False) for g in groups}, **{n: _column(st, n, keys, True) for n in numeric}}
     st = st.select("stimulus_id", **extra)
     probs = handle.table("option_probs")

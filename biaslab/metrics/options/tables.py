@@ -169,23 +169,20 @@ def means_with_coverage(handle, dataset: str, tables: dict[str, pd.DataFrame], b
                         all_versions: bool, min_coverage: float) -> dict[str, pd.DataFrame]:
     """The `means` table with `biaslab.metrics.coverage.COVERAGE_COLUMNS`: items loaded per group, items a mean
     rests on, items with evidence but no valid answer in that setting, items without evidence; valid_share =
-    1 - invalid_mass. Calibration rows get their scored stimuli against the loaded stimuli with a gold option."""
+    1 - invalid_mass."""
     from ..coverage import annotate
 
     by = list(dict.fromkeys(by))
     out = dict(tables)
-    items = tables["_items"]
-    evidence = (items.groupby([*stats.KEY, *by, "option_label"], dropna=False)["item_id"].nunique()
-                .rename("n_evidence").reset_index())
     means = tables["means"]
     if means.empty:
         return out
-    loaded = loaded_items(handle, dataset, by, all_versions)
-    table = means.merge(loaded, on=by, how="left") if by else means.assign(n_loaded=int(loaded["n_loaded"].iloc[0]))
-    n_loaded = table.pop("n_loaded").fillna(0).astype("int64").to_numpy()
     keys = [*stats.KEY, *by, "option_label"]
-    annotated = annotate(table.assign(_loaded=n_loaded), used="items", loaded=pd.DataFrame(
-        {**{k: table[k] for k in keys}, "n_loaded": n_loaded}).drop_duplicates(keys), evidence=evidence, keys=keys,
-        valid_share=1.0 - table["invalid_mass"].astype(float), min_coverage=min_coverage)
-    out["means"] = annotated.drop(columns="_loaded")
+    evidence = (tables["_items"].groupby(keys, dropna=False)["item_id"].nunique().rename("n_evidence")
+                .reset_index())
+    loaded = loaded_items(handle, dataset, by, all_versions)
+    per_row = means.merge(loaded, on=by, how="left") if by else means.assign(n_loaded=int(loaded["n_loaded"].iloc[0]))
+    per_row = per_row[[*keys, "n_loaded"]].drop_duplicates(keys)
+    out["means"] = annotate(means, used="items", loaded=per_row, evidence=evidence, keys=keys,
+                            valid_share=1.0 - means["invalid_mass"].astype(float), min_coverage=min_coverage)
     return out

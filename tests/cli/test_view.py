@@ -13,14 +13,12 @@ from collections import deque
 from urllib.parse import urljoin, urlparse
 
 import pytest
-from click.testing import CliRunner
 
-from biaslab.cli.main import biaslab as cli
 from biaslab.cli.view import create_app
 from biaslab.cli.view.queries import stimulus as stimulus_facts
-from biaslab.runners.collect import CollectConfig, collect
 from biaslab.warehouse import Warehouse
 from report_layout import chromium
+from user_specs import spec_warehouse
 
 SPEC = """
 name: view-demo
@@ -41,14 +39,9 @@ contexts:
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory, tiny_gpt2):
-    folder = tmp_path_factory.mktemp("view")
-    spec, path = folder / "spec.yaml", folder / "w.duckdb"
-    spec.write_text(SPEC)
-    assert CliRunner().invoke(cli, ["data", "load", "--spec", str(spec), "--db", str(path)]).exit_code == 0
-    for options in ({"protocol": "prob"}, {"protocol": "choice"},
-                    {"protocol": "choice", "mode": "sample", "samples": 3}):
-        collect(CollectConfig(dataset="view-demo", db=str(path), **options), loaded=tiny_gpt2)
-    return path
+    return spec_warehouse(tmp_path_factory.mktemp("view"), SPEC, "view-demo", tiny_gpt2,
+                          [{"protocol": "prob"}, {"protocol": "choice"},
+                           {"protocol": "choice", "mode": "sample", "samples": 3}])
 
 
 def _crawl(client, start: str = "/", limit: int = 60) -> dict[str, str]:

@@ -13,7 +13,7 @@ from statsmodels.stats.contingency_tables import mcnemar
 import biaslab
 from biaslab.cli.main import biaslab as cli
 from biaslab.metrics.calibration.stats import ece
-from biaslab.runners.collect import CollectConfig, collect
+from user_specs import spec_warehouse
 
 SPEC = """
 name: demo-compare
@@ -35,13 +35,8 @@ contexts:
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory, tiny_gpt2):
-    folder = tmp_path_factory.mktemp("compare-options")
-    spec, path = folder / "spec.yaml", folder / "w.duckdb"
-    spec.write_text(SPEC)
-    assert CliRunner().invoke(cli, ["data", "load", "--spec", str(spec), "--db", str(path)]).exit_code == 0
-    for options in ({"protocol": "prob"}, {"protocol": "choice"}):
-        collect(CollectConfig(dataset="demo-compare", db=str(path), **options), loaded=tiny_gpt2)
-    return path
+    return spec_warehouse(tmp_path_factory.mktemp("compare-options"), SPEC, "demo-compare", tiny_gpt2,
+                          [{"protocol": "prob"}, {"protocol": "choice"}])
 
 
 def _labels(table):

@@ -15,6 +15,7 @@ import biaslab
 from biaslab.cli.main import biaslab as cli
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.warehouse import Warehouse
+from user_specs import spec_warehouse
 
 SPEC = """
 name: demo
@@ -36,14 +37,9 @@ contexts:
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory, tiny_gpt2):
-    folder = tmp_path_factory.mktemp("options")
-    spec, path = folder / "spec.yaml", folder / "w.duckdb"
-    spec.write_text(SPEC)
-    assert CliRunner().invoke(cli, ["data", "load", "--spec", str(spec), "--db", str(path)]).exit_code == 0
-    for options in ({"protocol": "prob"}, {"protocol": "choice"}, {"protocol": "choice", "mode": "sample",
-                                                                      "samples": 6}):
-        collect(CollectConfig(dataset="demo", db=str(path), **options), loaded=tiny_gpt2)
-    return path
+    return spec_warehouse(tmp_path_factory.mktemp("options"), SPEC, "demo", tiny_gpt2,
+                          [{"protocol": "prob"}, {"protocol": "choice"},
+                           {"protocol": "choice", "mode": "sample", "samples": 6}])
 
 
 def rows(db, sql):

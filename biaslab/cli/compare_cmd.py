@@ -11,6 +11,7 @@ import textwrap
 import click
 import pandas as pd
 
+from ..metrics.coverage import DEFAULT_MIN_COVERAGE
 from .common import db_option, format_option
 from .frames import print_frame
 
@@ -79,7 +80,7 @@ def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
 @click.option("--by", "by", multiple=True, metavar="COL",
               help="compare options: group by this stimuli column or attrs key (repeatable); --within compares "
                    "the values of the first one.")
-@click.option("--min-coverage", type=click.FloatRange(0, 1), default=0.8, show_default=True,
+@click.option("--min-coverage", type=click.FloatRange(0, 1), default=DEFAULT_MIN_COVERAGE, show_default=True,
               help="Mark rows resting on less than this share of the items either side has.")
 def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | None, within: bool, bootstrap: int,
                     permutations: int, seed: int, dataset: str | None, by: tuple[str, ...],
@@ -124,39 +125,3 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     for text in [*notes, *legend(table, within, min_coverage)]:
         click.echo(textwrap.fill(text, width=width, subsequent_indent="    ", break_on_hyphens=False))
 
-
-@click.command("view")
-@db_option
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
-              help="Port to listen on (0: any free port).")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind; the default answers this machine only (another address exposes the "
-                   "warehouse's contents to the network).")
-@click.option("--no-browser", is_flag=True, help="Do not open a browser tab.")
-def view_command(db: str, port: int, host: str, no_browser: bool) -> None:
-    """A local, read-only web app over the warehouse: models, datasets and collections; each study's tables with
-    every row linked to the stimuli behind it; search and filter stimuli by dataset, context, model, option,
-    probability range and text; and a page per stimulus (/stimulus/<id>, the URL the reports link to) with the prompt
-    as each model saw it, the exact-mode answer trie with each edge's probability and the parser's verdict, the
-    samples with their parsed answers, per-token log-probabilities, and the same item across contexts, option
-    orders and models. Every request opens the warehouse read-only (a collection may write meanwhile); nothing is
-    ever written. Ctrl-C stops it."""
-    import webbrowser
-
-    from werkzeug.serving import make_server
-
-    from ..warehouse.store import Warehouse
-    from .view import create_app
-
-    Warehouse.open(db, read_only=True).close()  # a missing or newer warehouse: one line now, not per page
-    server = make_server(host, port, create_app(db), threaded=True)
-    url = f"http://{host}:{server.server_port}/"
-    click.echo(f"biaslab view: {url} over {db} (read-only); Ctrl-C stops it")
-    if not no_browser:
-        webbrowser.open(url)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        click.echo("stopped")
-    finally:
-        server.server_close()

@@ -8,10 +8,11 @@ from .. import __version__
 from ..warehouse import Warehouse
 from .common import Group, db_option, debug_option
 from .catalog_cmd import collections_command, models_command
-from .compare_cmd import compare_command, view_command
+from .compare_cmd import compare_command
 from .data_cmd import data_group
 from .metrics_cmd import annotate_group, metrics_group, report_group
 from .sql_cmd import info_command, sql_command
+from .view_cmd import view_command
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from ..metrics.coverage import DEFAULT_MIN_COVERAGE
 from .common import Group, db_option, format_option
 from .frames import print_frame
 
@@ -134,40 +135,36 @@ def _report_command(study) -> click.Command:
 
 
 def _add_comparison(index: Path, db: str, study: str, **options) -> None:
-    """Append the comparison section (`biaslab compare STUDY`, every pair of settings) to a written report; with one
-    setting, a sentence saying so."""
+    """Append the comparison section (`biaslab compare STUDY`, every pair of settings; with one setting, a sentence
+    saying so) and the pointer to the evidence in `biaslab view` to a written report."""
     from ..errors import BiaslabError
     from ..metrics.compare.core import comparison_html
     from ..metrics.studies import compare
 
-    try:
-        with _open(db) as handle:
+    with _open(db) as handle:
+        try:
             table, reason = compare(handle, study, bootstrap=1000, permutations=2000, **options), ""
-    except BiaslabError as exc:
-        table, reason = None, str(exc)
+        except BiaslabError as exc:
+            table, reason = None, str(exc)
+        section = comparison_html(table, reason) + _view_links(handle, db, study, options.get("dataset"))
     page = index.read_text(encoding="utf-8")
-    section = comparison_html(table, reason) + _view_links(db, study, options.get("dataset"))
     index.write_text(page.replace("</body></html>", section + "</body></html>"), encoding="utf-8")
 
 
-#: where `biaslab view` answers by default (its --port)
-VIEW_URL = "http://127.0.0.1:8765"
-
-
-def _view_links(db: str, study: str, dataset: str | None) -> str:
+def _view_links(handle, db: str, study: str, dataset: str | None) -> str:
     """The report's pointer to the evidence behind its numbers: `biaslab view` and its stable URLs (the study page,
     the stimulus pages of the study's first stimuli)."""
     import html as _html
+    from urllib.parse import urlencode
 
     from ..metrics.registry import get_study
-    from ..warehouse.store import Warehouse
+    from .view_cmd import VIEW_URL
 
     names = [dataset] if dataset else list(get_study(study).dataset_names)
-    with Warehouse.open(db, read_only=True) as wh:
-        marks_sql = ", ".join("?" for _ in names) or "NULL"
-        ids = [r[0] for r in wh.rows(f"SELECT stimulus_id FROM stimuli WHERE dataset IN ({marks_sql}) "
-                                     "ORDER BY dataset, item_id, stimulus_id LIMIT 3", names)]
-    study_url = f"{VIEW_URL}/study/{study}" + (f"?dataset={dataset}" if dataset else "")
+    marks_sql = ", ".join("?" for _ in names) or "NULL"
+    ids = list(handle.query(f"SELECT stimulus_id FROM stimuli WHERE dataset IN ({marks_sql}) "
+                            "ORDER BY dataset, item_id, stimulus_id LIMIT 3", names)["stimulus_id"])
+    study_url = f"{VIEW_URL}/study/{study}" + (f"?{urlencode({'dataset': dataset})}" if dataset else "")
     examples = ", ".join(f'<a href="{VIEW_URL}/stimulus/{i}">{i}</a>' for i in ids)
     return (f'<h2 id="evidence">The evidence behind these numbers</h2><p>Run <code>biaslab view --db '
             f'{_html.escape(db)}</code>, then open <a href="{_html.escape(study_url)}">this study\'s tables</a> '
@@ -223,7 +220,7 @@ def _emit_tables(tables: dict, fmt: str) -> None:
     from ..metrics.coverage import low_coverage_note
 
     marked = low_coverage_note(public, next((t.attrs["min_coverage"] for t in public.values()
-                                             if "min_coverage" in t.attrs), 0.8))
+                                             if "min_coverage" in t.attrs), DEFAULT_MIN_COVERAGE))
     if marked and fmt == "table":
         click.echo(textwrap.fill(marked, width=shutil.get_terminal_size((120, 24)).columns,
                                  subsequent_indent="    ", break_on_hyphens=False))
@@ -265,7 +262,7 @@ def _notes(frame) -> list[str] | None:
 
 
 _MIN_COVERAGE = click.option(
-    "--min-coverage", "min_coverage", type=click.FloatRange(0, 1), default=0.8, show_default=True,
+    "--min-coverage", "min_coverage", type=click.FloatRange(0, 1), default=DEFAULT_MIN_COVERAGE, show_default=True,
     help="Mark (low_coverage = True, and a line under the tables) every score resting on less than this share of "
          "the loaded units (templates, items, stimuli, sentences), or on a valid share of answers below it.")
 _MI = click.option("--mi", "mi", type=click.Choice(["per-template", "pooled", "both"]), default="per-template",

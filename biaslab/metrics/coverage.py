@@ -22,8 +22,7 @@ import pandas as pd
 
 from ..errors import UsageError
 
-__all__ = ["DEFAULT_MIN_COVERAGE", "COVERAGE_COLUMNS", "annotate", "check_min_coverage", "loaded_units",
-           "low_coverage_note"]
+__all__ = ["DEFAULT_MIN_COVERAGE", "COVERAGE_COLUMNS", "annotate", "check_min_coverage", "low_coverage_note"]
 
 #: the share below which a score is marked (`--min-coverage`)
 DEFAULT_MIN_COVERAGE = 0.8
@@ -39,17 +38,6 @@ def check_min_coverage(value: float) -> float:
     if not 0 <= share <= 1:
         raise UsageError(f"min_coverage must be between 0 and 1, got {value!r}")
     return share
-
-
-def loaded_units(handle, datasets: Sequence[str], unit: str = "item_id", by: Sequence[str] = ()) -> pd.DataFrame:
-    """Distinct `unit` values of the loaded stimuli of `datasets`, per `by` (stimuli columns): columns by +
-    n_loaded."""
-    st = handle.table("stimuli")
-    st = st.filter(st.dataset.isin(list(datasets)))
-    if by:
-        return handle.fetch(st.group_by(list(by)).aggregate(n_loaded=st[unit].nunique()))
-    count = handle.fetch(st.aggregate(n_loaded=st[unit].nunique()))
-    return count
 
 
 def annotate(table: pd.DataFrame, *, used: str, loaded: pd.DataFrame | int, evidence: pd.DataFrame | None = None,

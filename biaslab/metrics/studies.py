@@ -290,7 +290,8 @@ def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | Non
 
 
 def compare(handle, study: str, *, between: Sequence[str] | None = None, within: bool = False,
-            bootstrap: int = 2000, permutations: int = 5000, seed: int = 0, min_coverage: float = 0.8,
+            bootstrap: int = 2000, permutations: int = 5000, seed: int = 0,
+            min_coverage: float = DEFAULT_MIN_COVERAGE,
             output: str = "pandas", **options):
     """Paired comparisons of a study's headline measures (`biaslab compare STUDY`,
     `biaslab.metrics.compare.core.compare_observations`): between two collection settings (two models, or one model

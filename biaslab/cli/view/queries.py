@@ -209,6 +209,19 @@ def decoder(wh, model_key: str):
     return decode
 
 
+def decoders(wh):
+    """f(model_key) -> `decoder(wh, model_key)`, each model's tokenizer looked up once (one page shows several
+    requests of the same models)."""
+    cache: dict[str, Any] = {}
+
+    def of(model_key: str):
+        if model_key not in cache:
+            cache[model_key] = decoder(wh, model_key)
+        return cache[model_key]
+
+    return of
+
+
 def prompt_tokens(decode, text: str) -> list[str] | None:
     """The prompt cut at the tokenizer's boundaries (as the model saw it), or None without a tokenizer."""
     tokenizer = getattr(decode, "tokenizer", None)
@@ -229,11 +242,12 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
         return None
     row = found.iloc[0].to_dict()
     names = dict(wh.rows("SELECT model_key, name FROM models"))
+    decode_of = decoders(wh)
     requests = []
     for req in _records(wh.query("SELECT * FROM choice_requests WHERE stimulus_id = ? ORDER BY model_key, mode, "
                                  "request_id", [stimulus_id])):
         key, rid = req["model_key"], req["request_id"]
-        decode = decoder(wh, key)
+        decode = decode_of(key)
         probs = wh.query("SELECT option, temperature, top_k, top_p, prob FROM choice_probs WHERE model_key = ? AND "
                          "request_id = ? ORDER BY temperature, top_k, option", [key, rid])
         entry = {**req, "model_name": names.get(key, key), "probs": _records(probs),
@@ -254,7 +268,7 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
     scores = []
     for seq in _records(wh.query("SELECT * FROM sequence_scores WHERE stimulus_id = ? ORDER BY model_key, scheme, "
                                  "option", [stimulus_id])):
-        decode = decoder(wh, seq["model_key"])
+        decode = decode_of(seq["model_key"])
         tokens = wh.query("SELECT position, token_id, logprob FROM token_scores WHERE model_key = ? AND "
                           "request_id = ? ORDER BY position", [seq["model_key"], seq["request_id"]])
         scores.append({**seq, "model_name": names.get(seq["model_key"], seq["model_key"]),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..compare.core import Measure, Observations, setting_labels
+from ..compare.core import Measure, Observations, with_settings
 from .resampled import equal_width_index
 
 __all__ = ["observations", "ece_rows", "gender_ece_rows"]
@@ -97,6 +97,5 @@ def observations(handle, dataset: str | None = None) -> Observations:
         from ...errors import NoEvidence
 
         raise NoEvidence("nothing to compare: no scored pronoun pair with a gold label is stored")
-    settings = setting_labels(values, SETTING, handle.models())
-    values = values.merge(settings[["setting_id", *SETTING]], on=SETTING, how="left").drop(columns=SETTING)
+    values, settings = with_settings(values, SETTING, handle.models())
     return Observations("calibration", values, settings, dict(MEASURES))

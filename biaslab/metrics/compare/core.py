@@ -17,14 +17,14 @@ import numpy as np
 import pandas as pd
 
 from ...errors import NoEvidence, UsageError
+from ..coverage import DEFAULT_MIN_COVERAGE, check_min_coverage
 from .paired import (Paired, Statistic, benjamini_hochberg, binary_difference, holm, mean_difference, spearman_rows,
                      statistic_difference)
 
-__all__ = ["Measure", "Observations", "COLUMNS", "compare_observations", "setting_labels", "resolve_settings",
+__all__ = ["Measure", "Observations", "COLUMNS", "compare_observations", "setting_labels", "with_settings",
+           "resolve_settings",
            "DEFAULT_MIN_COVERAGE"]
 
-#: the share of items a score must rest on before it is shown without a mark (`--min-coverage`)
-DEFAULT_MIN_COVERAGE = 0.8
 
 KINDS = ("mean", "binary", "spearman", "statistic")
 
@@ -125,6 +125,16 @@ def setting_labels(frame: pd.DataFrame, columns: Sequence[str], model_table: pd.
     return distinct
 
 
+def with_settings(values: pd.DataFrame, columns: Sequence[str], model_table: pd.DataFrame
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(values with a `setting_id` in place of the setting `columns`, the settings frame of `setting_labels`): the
+    last step of every study's compare function."""
+    columns = list(columns)
+    settings = setting_labels(values, columns, model_table)
+    values = values.merge(settings[["setting_id", *columns]], on=columns, how="left").drop(columns=columns)
+    return values, settings
+
+
 def _missing(value) -> bool:
     try:
         return bool(pd.isna(value))
@@ -214,24 +224,25 @@ def _pair(values_a: pd.DataFrame, values_b: pd.DataFrame) -> tuple[pd.DataFrame,
 
 
 def _test(measure: Measure, joined: pd.DataFrame, *, bootstrap: int, permutations: int, seed: int):
+    """(the `paired` result of the measure's kind, the number of units it rests on)."""
     codes, _ = pd.factorize(joined["cluster"], sort=True)
     covariate = joined["covariate"].to_numpy(float)
     pairs = Paired(joined["a"].to_numpy(float), joined["b"].to_numpy(float), codes.astype(np.int64),
                    None if np.isnan(covariate).all() else covariate)
     rng = np.random.default_rng(seed)
     if measure.kind == "mean":
-        return mean_difference(pairs, bootstrap=bootstrap, permutations=permutations, rng=rng), int(codes.max() + 1) \
-            if len(codes) else 0
-    if measure.kind == "binary":
-        return binary_difference(pairs, bootstrap=bootstrap, rng=rng), int(codes.max() + 1) if len(codes) else 0
-    if measure.kind == "spearman":
+        result = mean_difference(pairs, bootstrap=bootstrap, permutations=permutations, rng=rng)
+    elif measure.kind == "binary":
+        result = binary_difference(pairs, bootstrap=bootstrap, rng=rng)
+    elif measure.kind == "spearman":
         keep = np.isfinite(covariate)
-        if not keep.all():
+        if not keep.all():  # unrated items say nothing about a correlation with the rating
             pairs = Paired(pairs.a[keep], pairs.b[keep], pd.factorize(codes[keep], sort=True)[0], covariate[keep])
         result = statistic_difference(pairs, spearman_rows, bootstrap=bootstrap, permutations=permutations, rng=rng,
                                       effect="cohen_q")
-        return result, pairs.units
-    result = statistic_difference(pairs, measure.statistic, bootstrap=bootstrap, permutations=permutations, rng=rng)
+    else:
+        result = statistic_difference(pairs, measure.statistic, bootstrap=bootstrap, permutations=permutations,
+                                      rng=rng)
     return result, pairs.units
 
 
@@ -294,8 +305,7 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
     DataFrame with COLUMNS: one row per measure and group (and condition pair under --within) and pair of settings;
     p_holm and p_bh adjust p_value over the rows of the same pair of settings (or setting, under --within).
     """
-    if not 0 <= min_coverage <= 1:
-        raise UsageError(f"--min-coverage must be between 0 and 1, got {min_coverage}")
+    min_coverage = check_min_coverage(min_coverage)
     if bootstrap < 1 or permutations < 1:
         raise UsageError("--bootstrap and --permutations must be at least 1")
     families = _families(obs, between, within)

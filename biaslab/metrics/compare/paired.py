@@ -266,32 +266,25 @@ def spearman_rows(values: np.ndarray, covariate: np.ndarray | None) -> np.ndarra
     return rho
 
 
-def holm(p: np.ndarray) -> np.ndarray:
-    """Holm's step-down adjusted p: sorted ascending, p_(j) * (m - j + 1) made monotone by a running maximum, capped
-    at 1; NaN entries stay NaN and do not count in m."""
+def _adjusted(p: np.ndarray, step) -> np.ndarray:
+    """The finite entries of `p` adjusted by `step(sorted p, m)` (ascending order), capped at 1, back in place;
+    NaN entries stay NaN and do not count in m."""
     p = np.asarray(p, dtype=float)
     out = np.full(p.shape, np.nan)
     ok = np.flatnonzero(np.isfinite(p))
-    m = ok.size
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    adjusted = np.maximum.accumulate(p[order] * (m - np.arange(m)))
-    out[order] = np.minimum(adjusted, 1.0)
+    if ok.size:
+        order = ok[np.argsort(p[ok], kind="stable")]
+        out[order] = np.minimum(step(p[order], ok.size), 1.0)
     return out
+
+
+def holm(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p: sorted ascending, p_(j) * (m - j + 1) made monotone by a running maximum, capped
+    at 1; NaN entries stay NaN and do not count in m."""
+    return _adjusted(p, lambda ranked, m: np.maximum.accumulate(ranked * (m - np.arange(m))))
 
 
 def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p (false discovery rate): sorted ascending, p_(j) * m / j made monotone from the
     largest down by a running minimum, capped at 1; NaN entries stay NaN and do not count in m."""
-    p = np.asarray(p, dtype=float)
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    m = ok.size
-    if m == 0:
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    scaled = p[order] * m / np.arange(1, m + 1)
-    adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
-    out[order] = np.minimum(adjusted, 1.0)
-    return out
+    return _adjusted(p, lambda ranked, m: np.minimum.accumulate((ranked * m / np.arange(1, m + 1))[::-1])[::-1])

@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..compare.core import Measure, Observations, setting_labels
+from ..compare.core import Measure, Observations, with_settings
 from .stats import COMPARED, CONTEXTS, SETTING, cbd_table, kl_table, pool_orders
 
 __all__ = ["observations"]
@@ -96,6 +96,5 @@ def observations(handle) -> Observations:
         parts.append(_long(either, "cbd_contextual", "joint · either", either["pair_id"],
                            either["contextual"].astype(float)))
     values = pd.concat(parts, ignore_index=True)
-    settings = setting_labels(values, SETTING, handle.models())
-    values = values.merge(settings[["setting_id", *SETTING]], on=SETTING, how="left").drop(columns=SETTING)
+    values, settings = with_settings(values, SETTING, handle.models())
     return Observations("contextuality", values, settings, dict(MEASURES), within_pairs())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..compare.core import Measure, Observations, setting_labels
+from ..compare.core import Measure, Observations, with_settings
 
 __all__ = ["observations"]
 
@@ -74,7 +74,5 @@ def observations(handle) -> Observations:
                            per_instance["instance"], per_instance["agree"]))
     values = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["model_key", "measure", "group", "item", "cluster", "value", "covariate"])
-    settings = setting_labels(values, ["model_key"], handle.models())
-    values = values.merge(settings[["setting_id", "model_key"]], on="model_key", how="left").drop(
-        columns="model_key")
+    values, settings = with_settings(values, ["model_key"], handle.models())
     return Observations("misgendering", values, settings, dict(MEASURES))

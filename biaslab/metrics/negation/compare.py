@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..compare.core import Measure, Observations, setting_labels
+from ..compare.core import Measure, Observations, with_settings
 from .model import CONDITION_OF
 
 __all__ = ["observations"]
@@ -64,8 +64,7 @@ def observations(handle) -> Observations:
     values["item"] = values["item"].astype(str)
     values["cluster"], values["covariate"] = values["item"], np.nan
     values = values.drop(columns="dataset")
-    settings = setting_labels(values, SETTING, handle.models())
-    values = values.merge(settings[["setting_id", *SETTING]], on=SETTING, how="left").drop(columns=SETTING)
+    values, settings = with_settings(values, SETTING, handle.models())
     datasets = sorted({g for g in values.loc[values["measure"] != "ppl", "group"]})
     within = [("ppl", f"{d} · {a}", f"{d} · {b}") for d in datasets for a, b in (("SA", "SN"), ("NA", "NN"))]
     return Observations("negation", values, settings, dict(MEASURES), within)

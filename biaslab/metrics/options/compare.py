@@ -24,7 +24,7 @@ import pandas as pd
 
 from ...errors import UsageError
 from ..calibration.resampled import equal_width_index
-from ..compare.core import Measure, Observations, setting_labels
+from ..compare.core import Measure, Observations, with_settings
 from . import stats
 from .stats import KEY
 
@@ -107,8 +107,7 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
                   _long(scores, "brier", text, scores["stimulus_id"], unit, scores["brier"]),
                   _long(scores, "ece", text, scores["stimulus_id"], unit, signed)]
     values = pd.concat(parts, ignore_index=True)
-    settings = setting_labels(values, KEY, handle.models())
-    values = values.merge(settings[["setting_id", *KEY]], on=KEY, how="left").drop(columns=KEY)
+    values, settings = with_settings(values, KEY, handle.models())
     within = []
     if by:
         levels = sorted(items[by[0]].astype(str).unique())

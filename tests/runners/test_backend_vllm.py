@@ -96,7 +96,11 @@ def test_gen_is_reproducible_run_to_run(vllm_backend, data_dir, dataset_folder, 
         with Warehouse.open(db, read_only=True) as wh:
             runs.append(wh.con.execute("SELECT request_id, sample_index, seed, token_ids, token_logprobs, text, "
                                        "top_k, top_p, temperature FROM samples ORDER BY ALL").fetchall())
-    assert runs[0] == runs[1]
+    # the draws (ids, text, seeds, parameters) are equal token for token; the stored log-probabilities are equal to
+    # float32 rounding only: vLLM CPU's kernels sum in an order that depends on the batch's composition (CI saw
+    # 4e-6 between two runs of the same 18 requests), which is below any reported digit
+    assert [r[:4] + r[5:] for r in runs[0]] == [r[:4] + r[5:] for r in runs[1]]
+    assert max(abs(a - b) for r0, r1 in zip(runs[0], runs[1]) for a, b in zip(r0[4], r1[4], strict=True)) < 1e-4
     assert all(len(r[3]) == 12 for r in runs[0])             # min_new_tokens = max_new_tokens (the protocol)
     assert len({tuple(r[3]) for r in runs[0]}) == len(runs[0])  # one seed per sample: all different
 

@@ -64,25 +64,50 @@ debug_option = click.option(
 )
 
 
+#: the line a command stopped by Ctrl-C ends with (exit status 130), unless it says more itself (collect: what the
+#: run kept and how to resume; sql: that nothing was written)
+INTERRUPTED = "interrupted (Ctrl-C)"
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` is Ctrl-C as DuckDB reports it: a SIGINT that arrived while DuckDB ran a statement on the main
+    thread (opening a warehouse, a check) ends that statement with InterruptException, which some versions raise as
+    RuntimeError("Query interrupted")."""
+    return isinstance(exc, KeyboardInterrupt | duckdb.InterruptException) or (
+        isinstance(exc, RuntimeError) and str(exc).strip().lower().startswith("query interrupted"))
+
+
+def interrupted(message: str = INTERRUPTED) -> None:
+    """End the command after Ctrl-C: `message` as one line on stderr, exit status 130."""
+    sys.stdout.flush()
+    click.echo(f"Error: {message}", err=True)
+    raise click.exceptions.Exit(130) from None
+
+
 class Group(click.Group):
     """A click group that shows an error biaslab raises on purpose (`BiaslabError`) or a path or file the system
     refuses (`EXPECTED_ERRORS`) as one line, exit status 1 (`UsageError`: 2), and anything else, a bug, with its
     traceback and the line `bug_report`, exit status 1. With --debug (or BIASLAB_DEBUG=1) every error shows its
-    traceback. Click's own exceptions (usage errors, exits, aborts), SystemExit and KeyboardInterrupt pass through
-    unchanged."""
+    traceback. Click's own exceptions (usage errors, exits, aborts) and SystemExit pass through unchanged. Ctrl-C
+    (KeyboardInterrupt, or DuckDB's interrupt of a query it was running when the signal came) that no command
+    handled itself ends with `INTERRUPTED`, exit status 130, instead of click's "Aborted!" (exit 1)."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except KeyboardInterrupt:
+            interrupted()
         except EXPECTED_ERRORS as exc:
             if debugging(ctx):
                 traceback.print_exc(file=sys.stderr)
             error = click.ClickException(one_line(exc))
             error.exit_code = 2 if isinstance(exc, UsageError) else 1
             raise error from None
-        except Exception:
+        except Exception as exc:
+            if is_interrupt(exc):
+                interrupted()
             sys.stdout.flush()
             traceback.print_exc(file=sys.stderr)
             click.echo(bug_report(__version__), err=True)
@@ -287,8 +312,8 @@ class ResultPrinter:
         from rich.text import Text
 
         table = Table(title=Text(title) if title else None, show_lines=False, highlight=False)
-        for c in columns:
-            table.add_column(Text(table_text(c)))
+        for c in columns:  # a value wider than its column folds onto the next line: nothing is cut with an ellipsis
+            table.add_column(Text(table_text(c)), overflow="fold")
         cap = self.max_rows
         shown, more = 0, False
         for batch in batches:
@@ -302,12 +327,25 @@ class ResultPrinter:
             if len(take) < len(batch):
                 more = True
                 break
-        console = Console(file=self.out, width=None if self.out.isatty() else 200, markup=False, emoji=False,
-                          highlight=False)
+        console = Console(file=self.out, width=table_width(self.out), markup=False, emoji=False, highlight=False)
         console.print(table)
         if more:
             self.out.write(f"... more rows not shown (the first {shown:,} shown); use --format csv for all rows "
                            f"(or --max-rows 0)\n")
+        self.out.flush()  # each result as soon as it is complete, also through a pipe
+
+
+#: the width of a table printed to a file or a pipe when $COLUMNS does not say
+PIPED_WIDTH = 200
+
+
+def table_width(out: TextIO) -> int | None:
+    """The width tables are laid out in: $COLUMNS where it is set (also when piped: `COLUMNS=100 biaslab info |
+    less`), else the terminal's (None: rich asks it), else `PIPED_WIDTH` for a file or a pipe."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return None if out.isatty() else PIPED_WIDTH
 
 
 def emit(columns: Sequence[str], rows: Iterable[Row], fmt: str, title: str | None = None,

@@ -13,7 +13,7 @@ import click
 import duckdb
 
 from ..warehouse.guard import Stopped
-from .common import ResultPrinter, db_option, emit, format_option
+from .common import ResultPrinter, db_option, emit, format_option, is_interrupt
 
 #: rows fetched from DuckDB at a time
 BATCH_ROWS = 4096
@@ -102,29 +102,43 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
 
     Example: biaslab sql "select dataset, count(*) from stimuli group by 1" --format csv
     """
-    from ..warehouse.readonly import QueryError, read_only
+    from ..warehouse.readonly import read_only
 
     sql = _query_text(query, query_file)
-    with read_only(db, allow_paths, timeout=timeout, memory_limit=memory_limit) as session:
-        try:
-            _print_all(session, sql, fmt, max_rows)
-        except Stopped as exc:
-            _stop(exc.exit_code, str(exc))
-        except KeyboardInterrupt:  # Ctrl-C while printing, between two fetches
-            session.guard.stop()
-            _stop(130, "interrupted (Ctrl-C); nothing was written")
-        except duckdb.PermissionException as exc:
-            hint = "" if allow_paths else " (files can be read only under an --allow-path DIR)"
-            raise click.ClickException(str(exc).strip().splitlines()[0] + hint) from None
-        except duckdb.Error as exc:  # the user's own SQL failed (syntax, unknown table, bad cast, ...): one line
-            if isinstance(exc, duckdb.InvalidInputException) and "'pytz'" in str(exc):
-                raise click.ClickException("TIMESTAMP WITH TIME ZONE values need the pytz package in Python "
-                                           "(pip install pytz), or cast them: ts::TIMESTAMP") from None
-            raise QueryError(str(exc)) from exc
-        except BrokenPipeError:  # e.g. `biaslab sql ... | head`: stop quietly
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            raise SystemExit(0) from None
+    try:
+        with read_only(db, allow_paths, timeout=timeout, memory_limit=memory_limit) as session:
+            _run_script(session, sql, fmt, max_rows, allow_paths)
+    except Exception as exc:  # Ctrl-C while the warehouse was being opened and checked (DuckDB's own interrupt)
+        if not is_interrupt(exc):
+            raise
+        _stop(130, "interrupted (Ctrl-C); nothing was written")
+    except KeyboardInterrupt:  # Ctrl-C before the session was set up, or while it closed
+        _stop(130, "interrupted (Ctrl-C); nothing was written")
+
+
+def _run_script(session, sql: str, fmt: str, max_rows: int, allow_paths) -> None:
+    """Run and print `sql` in `session`, every failure of the user's script as one line (see `sql_command`)."""
+    from ..warehouse.readonly import QueryError
+
+    try:
+        _print_all(session, sql, fmt, max_rows)
+    except Stopped as exc:
+        _stop(exc.exit_code, str(exc))
+    except KeyboardInterrupt:  # Ctrl-C while printing, between two fetches
+        session.guard.stop()
+        _stop(130, "interrupted (Ctrl-C); nothing was written")
+    except duckdb.PermissionException as exc:
+        hint = "" if allow_paths else " (files can be read only under an --allow-path DIR)"
+        raise click.ClickException(str(exc).strip().splitlines()[0] + hint) from None
+    except duckdb.Error as exc:  # the user's own SQL failed (syntax, unknown table, bad cast, ...): one line
+        if isinstance(exc, duckdb.InvalidInputException) and "'pytz'" in str(exc):
+            raise click.ClickException("TIMESTAMP WITH TIME ZONE values need the pytz package in Python "
+                                       "(pip install pytz), or cast them: ts::TIMESTAMP") from None
+        raise QueryError(str(exc)) from exc
+    except BrokenPipeError:  # e.g. `biaslab sql ... | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(0) from None
 
 
 def _print_all(session, sql: str, fmt: str, max_rows: int) -> None:

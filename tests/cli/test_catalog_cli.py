@@ -109,3 +109,53 @@ def test_last_run_is_matched_on_the_collection_settings(tmp_path):
     assert last == {"exact T=0.5 top_k=40 top_p=1 new=6 prompt=v1": (runs["t05"][:8], "finished"),
                     "exact T=0.7 top_k=40 top_p=1 new=6 prompt=v1": (runs["t07"][:8], "finished"),
                     "sample T=1 top_k=40 top_p=1 new=6 prompt=v1": (runs["seed1"][:8], "finished")}
+
+
+def _columns(out: str, border: str) -> list[str]:
+    """Each column of a rich table's lines starting with `border` ("┃" header, "│" body), its pieces concatenated
+    down the lines without whitespace: a folded or wrapped cell reads back whole."""
+    cols: list[str] = []
+    for line in out.splitlines():
+        if line.startswith(border):
+            for j, piece in enumerate(line.strip(border).split(border)):
+                cols += [""] * (j + 1 - len(cols))
+                cols[j] += "".join(piece.split())
+    return cols
+
+
+def _flat(value) -> str:
+    return "".join(str("" if value is None else value).split())
+
+
+@pytest.mark.parametrize("args", [
+    ("collections",), ("collections", "--all-columns"), ("models",),
+    ("sql", "select model_key, name, 'x' || repeat('long-unbroken-token', 12) as long_text, "
+            "'{\"params\": {\"a\": 1, \"b\": [1, 2, 3]}, \"note\": \"a json value that runs past the column\"}' "
+            "as params from models"),
+])
+def test_tables_fit_100_columns_without_cutting_a_cell(db, monkeypatch, args):
+    """Issue 46, item 7: at COLUMNS=100 (honoured when the output is not a terminal, as here) every line fits and no
+    cell is cut with an ellipsis: a value wider than its column folds onto the next lines, and each column read
+    down the table equals its values in --format json, character for character."""
+    monkeypatch.setenv("COLUMNS", "100")
+    out = run(*args, "--db", str(db))
+    lines = out.splitlines()
+    assert lines and max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "…" not in out
+    records = json.loads(run(*args, "--db", str(db), "--format", "json"))
+    names = {_flat(k): k for k in records[0]}
+    header, body = _columns(out, "┃"), _columns(out, "│")
+    assert len(header) == len(body) >= 2
+    for name, column in zip(header, body):
+        assert column == "".join(_flat(r[names[name]]) for r in records), name
+    if args[0] == "sql":
+        assert "x" + "long-unbroken-token" * 12 in body[header.index("long_text")]
+
+
+def test_info_fits_100_columns_and_tables_are_200_wide_when_piped(db, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    out = run("info", "--db", str(db))
+    assert max(len(line) for line in out.splitlines()) <= 100 and "…" not in out
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = run("collections", "--db", str(db), "--all-columns")
+    assert 100 < max(len(line) for line in out.splitlines()) <= 200 and "…" not in out

@@ -16,7 +16,7 @@ dtype, and in fp32 on a copy of the model (bf16 rounding alone moves single logi
 
 With --neighbour (issue 35), only the production path and the bare forward are timed, twice: quiet, then with a
 deterministic CPU-bound process pinned to the last core this process may use. Production runs as `runners collect`
-runs it (threads follow the free cores before each batch, `engines.threads.FreeCores`), and also with every allowed
+runs it (the free cores measured once at the start and fixed, `engines.threads.FreeCores`), and also with every allowed
 core fixed (what it did before); the bare forward is the faster of every allowed core and one fewer, under the
 same conditions. Printed per condition: seconds (median of --repeats), the spread of repeats (slowest / fastest)
 and production / bare forward; the last line is `scoring_neighbour_ratio_over_quiet=<float>`.
@@ -36,7 +36,7 @@ from biaslab.engines.hf.loading import load_model
 from biaslab.engines.models import bos_token_id
 from biaslab.engines.hf.prefix_scoring import score_causal_grouped
 from biaslab.engines.hf.scoring import score_causal
-from biaslab.engines.threads import FreeCores, follow_free_cores
+from biaslab.engines.threads import FreeCores
 
 
 def naive_scores(model, seqs: list[list[int]]) -> list[np.ndarray]:
@@ -67,7 +67,7 @@ def _timed(fn, repeats: int) -> dict:
 
 
 def neighbour_measure(model, seqs, groups, args, pad: int) -> dict:
-    """Production (threads following the free cores, and every allowed core fixed) and the bare forward (the faster
+    """Production (the free cores measured once, and every allowed core fixed) and the bare forward (the faster
     of every allowed core and one fewer), quiet and with the neighbour (the module docstring)."""
     allowed = len(os.sched_getaffinity(0))
     before = torch.get_num_threads()
@@ -78,9 +78,8 @@ def neighbour_measure(model, seqs, groups, args, pad: int) -> dict:
                 torch.set_num_threads(allowed)
 
                 def following():
-                    cores = FreeCores()  # a fresh one per run, as `runners collect` makes
-                    return score_causal_grouped(model, seqs, groups, max_tokens=args.batch_tokens, pad_id=pad,
-                                                before_batch=lambda: follow_free_cores(cores))
+                    torch.set_num_threads(FreeCores().threads())  # measured once per run, as `runners collect` does
+                    return score_causal_grouped(model, seqs, groups, max_tokens=args.batch_tokens, pad_id=pad)
 
                 following()  # warm-up
                 row = {"production": _timed(following, args.repeats)}

@@ -12,8 +12,11 @@ the average over the units done in this process after the first one:
 where `t_start` is when the work started (the model ready), `t_1` / `completed_1` the time and count of the first
 report, `t_last` the time of the last one and `resumed` the items already stored before this run (not counted as
 speed). The first unit carries the one-time costs (the first forward passes of new shapes, the shared prefix, the
-allocator's growth; 11 s for 16 prompts on a slow AVX2 CPU that then did 6 prompts/s): it gives the first
-estimate and is left out from the second report on. Between reports the rate stays put and the ETA counts down;
+allocator's growth; 11 s for 16 prompts on a slow AVX2 CPU that then did 6 prompts/s): it gives the first rate and
+is left out from the second report on. The ETA is shown from the second report on only: one from the first unit
+said 18 min 40 s for about 100 s of work (issue 46); until then it reads "-:--:--" ("unknown" on a plain line),
+and the first one shown is measured on work past the start-up (`benchmarks/bench_eta.py`). Between reports the
+rate stays put and the ETA counts down;
 it is exact for work that goes on at a steady rate in units reported as they end. A unit's items must not be
 reported piecemeal: when exact mode reported each prompt as its trie closed, a prompt that closed early in a
 96-prompt exploration read as 3 prompts in 9 s, and the ETA said 40 min for a 97-second fp32 job.
@@ -49,8 +52,11 @@ def average_rate(task: Task) -> float | None:
 
 
 def remaining_seconds(task: Task, now: float) -> float | None:
-    """Seconds left at `average_rate`, counted down since the last report (the module docstring); None while the
-    rate is unknown."""
+    """Seconds left at `average_rate`, counted down since the last report (the module docstring); None before the
+    second report (the rate then still holds the start-up costs)."""
+    first, last = task.fields.get("first"), task.fields.get("last")
+    if first is None or last is None or last <= first[0]:
+        return None
     rate = average_rate(task)
     if rate is None or task.total is None:
         return None
@@ -101,9 +107,14 @@ def plain_line(description: str, task: Task, now: float) -> str:
 def progress_bar(description: str, clock: Callable[[], float] = time.monotonic, console=None
                  ) -> tuple[Progress, Callable[[int, int], Callable[[int], None]]]:
     """A Progress to use as a context manager, and the factory `collect` calls with (total, already done) when the
-    work starts; the factory returns the callback that reports items done. On a console that is not a terminal
-    (a file, a pipe: no live bar), each report also prints a `plain_line`, the first one at once and then at most
-    every `PLAIN_EVERY_S` seconds and at the end."""
+    work starts; the factory returns the callback that reports items done. The bar goes to stderr (default
+    `console`), so stdout holds only the command's results. On a console that is not a terminal (a file, a pipe:
+    no live bar), each report also prints a `plain_line`, the first one at once and then at most every
+    `PLAIN_EVERY_S` seconds and at the end."""
+    if console is None:
+        from rich.console import Console
+
+        console = Console(stderr=True)
     gives_way = Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=min(len(description), 8))
     progress = Progress(TextColumn("[bold]{task.description}", table_column=gives_way), BarColumn(bar_width=10),
                         MofNCompleteColumn(table_column=_kept()), TaskProgressColumn(table_column=_kept()),

@@ -391,11 +391,6 @@ class EngineBase(PreparedBase):
     def share_prefix(self, reference: Sequence[int]) -> None:
         return None
 
-    def follow_free_cores(self, cores: Any) -> None:
-        """Let an in-process CPU engine set its thread count from `cores` (`threads.FreeCores`) before each batch of
-        work; engines whose threads are not this process's (a server, vLLM's workers) ignore it."""
-        return None
-
     def prompt_group(self, prompt: Sequence[int]) -> Hashable:
         return 0
 

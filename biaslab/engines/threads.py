@@ -1,16 +1,21 @@
 """CPU threads for torch: every core this process is allowed to run on (its CPU affinity), not the machine's count,
-less the cores other processes keep busy, re-measured during a run (`FreeCores`).
+less the cores other processes keep busy when a run starts (`FreeCores`), then fixed for the whole run.
 
 A job started with `taskset -c 0-3` or under a cgroup-limited scheduler slot sees all the machine's cores in
 `os.cpu_count()`; oversubscribing them slows every matrix product. The count used is recorded in each run's
 parameters (`runs.params.threads`).
 
-Why the count follows the free cores: the engine runs many small multi-threaded operations (a trie level of a
+Why fewer threads beside a neighbour: the engine runs many small multi-threaded operations (a trie level of a
 135M-parameter model is a few milliseconds), and each ends in a barrier that waits for its slowest thread. When
 another process shares one of the cores, the thread on that core gets half of it in scheduler slices of several
 milliseconds, and every operation waits for it: measured on 2 cores with one CPU-bound neighbour, the main job
 took 6 to 14 times longer instead of 2 (issue 35, docs/decisions.md). One thread fewer than the busy cores keeps
 every barrier on a core of its own.
+
+Why the count is then fixed (issue 46): bf16 matrix products can round differently with another thread count (on
+an Intel AMX CPU up to 0.25 in a probability), so a count that followed the load during a run made the evidence
+depend on the load. `runners collect` measures once, before the first batch, and keeps that count for the run; a
+resumed collection takes the count its first run recorded (`runners.runs.recorded_threads`).
 """
 
 from __future__ import annotations
@@ -75,7 +80,8 @@ def _own_ticks() -> int | None:
 
 class FreeCores:
     """The thread count for the cores other processes leave free: measured on the first call over the time since
-    it was made (at least `first` seconds: the first call waits out the rest), then at most every `interval` seconds.
+    it was made (at least `first` seconds: the first call waits out the rest), then at most every `interval` seconds
+    (`runners collect` asks once, for the run's fixed count).
 
     Over the last window: others = (busy ticks of the allowed cores - this process's ticks) / (seconds x ticks per
     second), in cores; threads = allowed - ceil(others - 0.3), at least 1 (a neighbour taking 0.3 of a core or more
@@ -85,7 +91,7 @@ class FreeCores:
     RUFF sentences is three batches, and with the count left at every core until a later batch, the first batch
     shared its core with the neighbour and the whole run took 2.2 times its quiet time instead of 1.4
     (`bench_scoring.py --neighbour`, issue 35). `runners collect` makes one before it loads the model, so the
-    window is usually long past when the first batch starts.
+    window is usually long past when it asks.
 
     Parameters
     ----------
@@ -110,15 +116,13 @@ class FreeCores:
         self.last = self._sample()
         self.current = len(self.cpus)
         self.others = 0.0
-        self.used: set[int] = set()  # every count `threads` returned (recorded in the run: runs.params.threads_used)
 
     def _sample(self):
         return self.clock(), self.busy(self.cpus), self.own()
 
     def threads(self) -> int:
         """The thread count to use now (the last one until `interval` has passed)."""
-        self.used.add(count := self._measure())
-        return count
+        return self._measure()
 
     def _measure(self) -> int:
         now = self.clock()
@@ -136,16 +140,3 @@ class FreeCores:
         busy_cores = max(0, math.ceil(self.others - 0.3))
         self.current = max(1, min(len(self.cpus), len(self.cpus) - busy_cores))
         return self.current
-
-
-def follow_free_cores(cores: FreeCores | None) -> int:
-    """Set torch's thread count to `cores.threads()` when it changed; returns the count (torch's own without
-    `cores`). Call between forward passes."""
-    import torch
-
-    if cores is None:
-        return torch.get_num_threads()
-    wanted = cores.threads()
-    if torch.get_num_threads() != wanted:
-        torch.set_num_threads(wanted)
-    return wanted

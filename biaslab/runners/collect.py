@@ -67,7 +67,8 @@ def _handle(config: CollectConfig, module, loaded) -> EngineHandle:
 
 
 def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[int], None]] | None = None,
-            loaded=None, confirm: Callable[[str], bool] | None = None) -> CollectResult:
+            loaded=None, confirm: Callable[[str], bool] | None = None,
+            notify: Callable[[str], None] | None = None) -> CollectResult:
     """Run one collection. `progress(total, done)` returns a callback advanced by the requests just written.
 
     `loaded` (a model an engine loaded beforehand, or a `Backend`: `engines.reuse`) skips model loading, for tests
@@ -75,12 +76,21 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     estimates what the pending work will send (`planned`: requests, input and output tokens, the cost where prices
     are given): above the engine's `max_cost` the collection is refused before any request and any run row, and
     `confirm(line)` (the command line's question on a terminal) may decline it the same way.
+
+    Evidence does not depend on load, history or another process (docs/design.md section 12):
+
+    * the thread count is fixed for the whole run and recorded (`runs.params.threads`): `--threads`; else the count
+      the first run of this work recorded (a resumed or extended collection: `runs.recorded_threads`); else the
+      cores other processes leave free, measured once before the first batch (`threads.FreeCores`);
+    * another live process collecting the same work (`runs.live_same_work`) is waited for, with one line through
+      `notify` (default: stderr), and then only what it did not store is computed. The check and the new run's
+      row are one transaction, so of two collections started together one registers first and the other waits.
     """
     from ..engines.threads import FreeCores, use_threads
 
     protocol, module = config.validate()
-    # --threads fixes the count; else it follows the cores other processes leave free, first measured over the
-    # time from here to the first batch (preparing, reading stimuli, loading weights)
+    notify = notify or _stderr
+    # the free cores are measured over the time from here to the first batch (preparing, reading stimuli, loading)
     cores = FreeCores() if config.threads is None else None
     handle = _handle(config, module, loaded)  # a model that cannot be read stops here: no warehouse file is touched
     try:
@@ -98,11 +108,14 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             runs.register_model(wh, handle.spec)
             work = protocol.pending(wh, handle.model_key, requests)
             notes = [*notes, *_billed(handle.prepared, protocol, work, confirm)]
-            run_id = runs.start_run(wh, config, handle.prepared, protocol, use_threads(config.threads))
+            run_id, work, threads, how = _start_alone(wh, config, handle, protocol, requests, work, cores, notify)
+            if config.backend == "hf" and str(handle.prepared.device or "cpu").startswith("cpu"):
+                notes.append(f"threads: {threads} ({how})")
+            chosen = handle.prepared.provenance.get("dtype_choice")
+            if chosen:  # the measured default dtype (not given with --dtype): what was decided and why
+                notes.append(f"dtype: {chosen['dtype']} ({chosen['reason']}{'; cached' if chosen['cached'] else ''})")
             with runs.finishing(wh, run_id, protocol.table) as stats:
                 backend = handle.load_if(wh, work.count)
-                if backend is not None and cores is not None:
-                    backend.follow_free_cores(cores)
                 if getattr(backend, "batch", False):  # a chat API's batch mode: its batches are recorded here
                     from .batches import BatchJournal
 
@@ -112,13 +125,65 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
                     stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
                                                   on_progress=advance)
                 finally:
-                    if cores is not None and cores.used:  # bf16 evidence can depend on it (docs/decisions.md)
-                        stats["params"] = {"threads_used": sorted(cores.used)}
-                    use_threads(config.threads)  # a count lowered for a neighbour does not outlive the run
+                    use_threads(config.threads)  # a count chosen for this run does not outlive it
     finally:
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
                          tuple(notes), evidence.added_unit(protocol.table))
+
+
+#: seconds between two looks at a collection this one waits for
+WAIT_POLL_S = 2.0
+
+
+def _stderr(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr, flush=True)
+
+
+def _start_alone(wh, config, handle, protocol, requests, work, cores, notify):
+    """Register this run unless another live process is collecting the same work; else wait for it (one line),
+    recount what is pending and try again. Returns (run_id, work, threads, how the thread count was chosen)."""
+    import time
+
+    from ..engines.threads import use_threads
+
+    key, told = handle.model_key, set()
+    while True:
+        with wh.transaction():  # the look and the new run's row together: no second process between them
+            others = runs.live_same_work(wh, key, config, protocol)
+            alive = [r for r in others if r["state"] == "alive"]
+            if not alive:
+                threads, how = _run_threads(wh, config, protocol, key, cores)
+                run_id = runs.start_run(wh, config, handle.prepared, protocol, use_threads(threads))
+                break
+        for run in alive:
+            if run["run_id"] not in told:
+                told.add(run["run_id"])
+                notify(f"{config.dataset}: run {run['run_id'][:8]} (PID {run['pid']}, started "
+                       f"{run['started_at']:%Y-%m-%d %H:%M:%S} UTC) is collecting the same work in {wh.path}: waiting "
+                       f"for it to end, then computing only what it did not store")
+        wh.release()
+        time.sleep(WAIT_POLL_S)
+        work = protocol.pending(wh, key, requests)
+    for run in others:  # marked running elsewhere: cannot be checked from this host
+        notify(f"{config.dataset}: run {run['run_id'][:8]} is marked running on host {run['host']} (not checkable "
+               f"from here); if it is still collecting, this run may compute some of the same work")
+    return run_id, work, threads, how
+
+
+def _run_threads(wh, config, protocol, key: str, cores) -> tuple[int, str]:
+    """This run's thread count and why (see `collect`)."""
+    if config.threads is not None:
+        return config.threads, "--threads"
+    recorded = runs.recorded_threads(wh, key, config, protocol)
+    if recorded is not None:
+        return recorded[0], f"as run {recorded[1][:8]} of this collection recorded, so resumed evidence is computed " \
+                            f"alike; --threads N overrides"
+    count = cores.threads() if cores is not None else None
+    others = f", {cores.others:.1f} cores busy with other processes" if cores is not None and cores.others else ""
+    return count, f"the free cores, measured once{others}; fixed for the run"
 
 
 def _billed(prepared, protocol, work, confirm) -> list[str]:

@@ -33,6 +33,47 @@ def start_run(wh, config, prepared, protocol, threads: int) -> str:
                         device=str(prepared.device or config.backend), model_key=prepared.spec.model_key)
 
 
+def same_work(wh, model_key: str, config, protocol, statuses: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Runs in `wh` of the same work as this one, with one of `statuses`, oldest first: the same model key, dataset,
+    protocol version and shard (runs of two different shards of one dataset are not the same work). Each as a
+    dict: run_id, threads (the count it recorded), rows_added, host, pid, pid_started, started_at."""
+    extra, _ = protocol.provenance()
+    marks = ", ".join("?" for _ in statuses)
+    rows = wh.rows(
+        "SELECT run_id, json_extract_string(params, '$.threads'), rows_added, host, pid, pid_started, started_at "
+        "FROM runs WHERE model_key = ? AND json_extract_string(params, '$.dataset') = ? "
+        "AND json_extract_string(params, '$.protocol_version') IS NOT DISTINCT FROM ? "
+        "AND json_extract_string(params, '$.shard') IS NOT DISTINCT FROM ? "
+        f"AND status IN ({marks}) ORDER BY started_at, run_id",
+        [model_key, config.dataset, extra.get("protocol_version"), config.shard, *statuses])
+    keys = ("run_id", "threads", "rows_added", "host", "pid", "pid_started", "started_at")
+    return [dict(zip(keys, row)) for row in rows]
+
+
+def recorded_threads(wh, model_key: str, config, protocol) -> tuple[int, str] | None:
+    """The thread count the first run of this work that stored evidence recorded, and its run id; None where no
+    run of this work stored anything (a new collection). A resumed or extended collection uses it, so that its
+    evidence is computed as the first run's was (bf16 products can round differently with another count:
+    docs/decisions.md, "Evidence independent of load")."""
+    for run in same_work(wh, model_key, config, protocol, ("finished", "interrupted", "failed", "running")):
+        if run["rows_added"] and run["threads"] and str(run["threads"]).isdigit():
+            return int(run["threads"]), run["run_id"]
+    return None
+
+
+def live_same_work(wh, model_key: str, config, protocol) -> list[dict[str, Any]]:
+    """Runs of the same work (`same_work`) still marked running whose process is alive on this host; a run marked
+    running on another host cannot be checked from here and is returned with state 'unknown'."""
+    from ..warehouse.process import process_state
+
+    out = []
+    for run in same_work(wh, model_key, config, protocol, ("running",)):
+        state = process_state(run["host"], run["pid"], run["pid_started"])
+        if state != "dead":
+            out.append({**run, "state": state})
+    return out
+
+
 def stamp_shard(wh, config, model_key: str, extra: dict[str, Any]) -> None:
     """Record what a shard file holds, so that `biaslab warehouse merge` can refuse mixed shards."""
     index, count = config.shard_position()

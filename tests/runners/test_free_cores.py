@@ -1,6 +1,6 @@
-"""Threads that follow the cores other processes leave free (engines/threads.py, issue 35): the count from the
-tick counters (fake ones here, and the real /proc on this machine), re-measured only after the interval, and the
-HF backend applying it before each batch of work."""
+"""Threads for the cores other processes leave free (engines/threads.py, issue 35): the count from the tick
+counters (fake ones here, and the real /proc on this machine), re-measured only after the interval; a run measures
+it once and keeps it, and a resumed collection takes the count its first run recorded (issue 46)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from biaslab.engines.threads import FreeCores, follow_free_cores
+from biaslab.engines.threads import FreeCores
 
 
 class Ticks:
@@ -105,48 +105,6 @@ def test_a_real_neighbour_is_seen():
         neighbour.wait()
 
 
-def test_follow_free_cores_sets_torch_threads():
-    before = torch.get_num_threads()
-    ticks = Ticks()
-    cores = _cores(ticks, allowed={0, 1})
-    ticks.run(3.0, own_cores=1.0, other_cores=1.0)
-    try:
-        assert follow_free_cores(cores) == 1 and torch.get_num_threads() == 1
-        assert follow_free_cores(None) == 1
-    finally:
-        torch.set_num_threads(before)
-
-
-def test_the_hf_backend_applies_it_before_each_batch(tiny_gpt2):
-    from biaslab.engines.hf.backend import HFBackend
-
-    before = torch.get_num_threads()
-    calls = []
-
-    class Counting:
-        def threads(self):
-            calls.append(1)
-            return 1
-
-    backend = HFBackend(tiny_gpt2, batch_tokens=10)
-    try:
-        backend.follow_free_cores(Counting())
-        backend.score([[1, 2, 3, 4]])
-        backend.top_k([[1, 2, 3]], 3)
-        assert len(calls) == 2 and torch.get_num_threads() == 1
-        # issue 35: a chunk scored in one call re-checks before each of its batches (2 sequences of 5 tokens per
-        # 10-token batch), not once per chunk: 7 sequences alone, then 2 groups sharing a prefix, 1 batch each
-        calls.clear()
-        backend.score([[1, 2, 3, 4, k] for k in range(5, 12)])
-        assert len(calls) == 4
-        calls.clear()
-        backend.score([[1, 2, 3, 4, 5, 6, k] for k in (7, 8)] + [[9, 8, 7, 6, 5, 4, k] for k in (3, 2)],
-                      groups=[0, 0, 1, 1])
-        assert len(calls) == 2
-    finally:
-        torch.set_num_threads(before)
-
-
 def test_the_first_measurement_comes_sooner():
     ticks = Ticks()
     cores = FreeCores({0, 1}, interval=2.0, first=0.5, clock=lambda: ticks.now, busy=lambda cpus: ticks.busy,
@@ -159,37 +117,76 @@ def test_the_first_measurement_comes_sooner():
 
 
 @pytest.mark.parametrize("fixed", [None, 2])
-def test_a_run_records_the_thread_counts_it_used(tmp_path, tiny_gpt2, data_dir, dataset_folder, monkeypatch, fixed):
-    """bf16 evidence can change with the thread count (docs/decisions.md, issue 35), so a run whose count followed
-    the free cores records the counts it used (`runs.params.threads_used`); `--threads` fixes it and records none;
-    the count goes back to the allowed one after the run."""
+def test_a_run_fixes_and_records_its_thread_count(tmp_path, tiny_gpt2, data_dir, dataset_folder, monkeypatch, fixed):
+    """A run measures the free cores once and keeps that count for every batch (issue 46: bf16 evidence can change
+    with the count), recorded in `runs.params.threads`; `--threads` fixes it; the count goes back to the allowed
+    one after the run. The engine is never asked to follow the cores during the run."""
     import json
 
     from biaslab.engines import threads as threads_module
     from biaslab.runners.collect import CollectConfig, collect
     from biaslab.warehouse import Warehouse
 
+    asked: list[int] = []
+
     class OneFree(FreeCores):
         def _measure(self) -> int:
+            asked.append(1)
             return 1
 
     dataset_folder("winopron")
     monkeypatch.setattr(threads_module, "FreeCores", OneFree)
     seen: list[int] = []
-    real = threads_module.follow_free_cores
-    monkeypatch.setattr(threads_module, "follow_free_cores", lambda cores: seen.append(real(cores)) or seen[-1])
+    real_norm = torch.nn.functional.layer_norm  # every block of every forward pass calls it
+    monkeypatch.setattr(torch.nn.functional, "layer_norm",
+                        lambda *a, **k: (seen.append(torch.get_num_threads()), real_norm(*a, **k))[1])
     db = tmp_path / "w.duckdb"
     before = torch.get_num_threads()
     try:
-        collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=4, threads=fixed),
-                loaded=tiny_gpt2)
+        result = collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=8,
+                                       threads=fixed, prompt_batch=2), loaded=tiny_gpt2)
         assert torch.get_num_threads() == (fixed or threads_module.allowed_cpus())
     finally:
         torch.set_num_threads(before)
     with Warehouse.open(db, read_only=True) as wh:
         params = json.loads(wh.con.execute("SELECT params FROM runs").fetchone()[0])
-    if fixed is None:
-        assert seen and set(seen) == {1} and params["threads_used"] == [1]
-        assert params["threads"] == threads_module.allowed_cpus()  # the count at the start, as before
-    else:
-        assert not seen and "threads_used" not in params and params["threads"] == fixed
+    assert len(seen) > 4 and set(seen) == {fixed or 1}  # every layer of every forward pass at the one count
+    assert params["threads"] == (fixed or 1) and "threads_used" not in params
+    assert asked == ([] if fixed else [1])  # measured once, or not at all with --threads
+    assert any(n.startswith(f"threads: {fixed or 1} (") for n in result.notes)
+
+
+def test_a_resumed_collection_takes_the_count_its_first_run_recorded(tmp_path, tiny_gpt2, data_dir, dataset_folder,
+                                                                     monkeypatch):
+    """The first run measured 1 free core and stored part of the work; the machine is quiet when the collection is
+    resumed, yet the resumed run computes with 1 thread, as the first did, and says why; `--threads` overrides."""
+    import json
+
+    from biaslab.engines import threads as threads_module
+    from biaslab.runners.collect import CollectConfig, collect
+    from biaslab.warehouse import Warehouse
+
+    free = {"count": 1}
+
+    class Measured(FreeCores):
+        def _measure(self) -> int:
+            return free["count"]
+
+    dataset_folder("winopron")
+    monkeypatch.setattr(threads_module, "FreeCores", Measured)
+    db = tmp_path / "w.duckdb"
+    common = dict(dataset="winopron", db=str(db), data_dir=str(data_dir), prompt_batch=2)
+    before = torch.get_num_threads()
+    try:
+        first = collect(CollectConfig(limit=4, **common), loaded=tiny_gpt2)
+        free["count"] = 2
+        resumed = collect(CollectConfig(limit=8, **common), loaded=tiny_gpt2)
+        override = collect(CollectConfig(limit=10, threads=2, **common), loaded=tiny_gpt2)
+    finally:
+        torch.set_num_threads(before)
+    assert (first.added, resumed.added, override.added) == (4, 4, 2)
+    with Warehouse.open(db, read_only=True) as wh:
+        counts = [json.loads(p)["threads"] for p, in wh.rows("SELECT params FROM runs ORDER BY started_at")]
+    assert counts == [1, 1, 2]
+    [line] = [n for n in resumed.notes if n.startswith("threads:")]
+    assert line.startswith(f"threads: 1 (as run {first.run_id[:8]} of this collection recorded")

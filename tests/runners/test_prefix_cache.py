@@ -468,14 +468,15 @@ def test_sigkill_and_resume_equal_an_uninterrupted_exact_run(tmp_path, tiny_gpt2
     expected = _probs(reference)
     assert len({r for r, _ in expected}) == 60
     db = tmp_path / "killed.duckdb"
-    stored = kill_at_random_moments(_exact_cmd(db, tiny_gpt2_dir, data_dir), wall, times=3, seed=7,
+    stored = kill_at_random_moments(_exact_cmd(db, tiny_gpt2_dir, data_dir), wall, times=1, seed=7,
                                     between=(0.6, 0.95),
                                     stored=lambda: len({r for r, _ in _probs(db)}) if db.exists() else 0)
     assert stored == sorted(stored)  # committed chunks are never lost
     subprocess.run(_exact_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True)
     resumed = _probs(db)
     assert resumed.keys() == expected.keys()
-    # resumed batches hold other prompts than the uninterrupted ones: fp32 rounding only
+    # separate processes, each with the thread count it measured: fp32 rounding only (the same count in one process
+    # is bit for bit: tests/runners/test_resume_equality.py)
     assert max(abs(resumed[k] - expected[k]) for k in expected) < 1e-5
     again = subprocess.run(_exact_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True, text=True)
     assert "0 requests added" in again.stdout and _probs(db) == resumed

@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from biaslab.cli.main import biaslab
+from biaslab.engines.threads import allowed_cpus
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.warehouse import Warehouse
 
@@ -100,7 +101,9 @@ def test_a_winogender_spec_gives_the_builtin_texts_and_log_probabilities(tmp_pat
     texts = "SELECT item_id, text, options, option_texts FROM stimuli WHERE dataset = ? ORDER BY item_id"
     mine, builtin = stored(db, texts, ["my-winogender"]), stored(db, texts, ["winogender"])
     assert len(builtin) == 240 and mine == builtin  # every text, option and agreeing text, item by item
-    common = dict(data_dir=str(data_dir), db=str(db), limit=30, dtype="fp32")
+    # one thread count for both collections (each would otherwise measure the free cores: issue 46 saw 4.5e-6
+    # between two counts in fp32 on a busy machine)
+    common = dict(data_dir=str(data_dir), db=str(db), limit=30, dtype="fp32", threads=allowed_cpus())
     for dataset in ("winogender", "my-winogender"):
         assert collect(CollectConfig(dataset=dataset, **common), loaded=smollm_fp32).added == 90
     pairs = stored(db, "SELECT a.sum_logprob, b.sum_logprob FROM sequence_scores a JOIN stimuli sa USING "
@@ -122,7 +125,8 @@ def test_a_winopron_spec_gives_the_builtin_unprimed_exact_choice_probabilities(t
              "coalesce(context, 'unprimed') = 'unprimed' ORDER BY item_id, option_order")
     mine, builtin = stored(db, texts, ["my-winopron"]), stored(db, texts, ["winopron"])
     assert len(builtin) == 720 and mine == builtin
-    common = dict(data_dir=str(data_dir), db=str(db), dtype="fp32", protocol="choice", prompt_batch=1)
+    common = dict(data_dir=str(data_dir), db=str(db), dtype="fp32", protocol="choice", prompt_batch=1,
+                  threads=allowed_cpus())
     # the first 3 items in canonical order: 30 built-in stimuli (5 contexts x 2 orders), 6 of the spec (unprimed)
     assert collect(CollectConfig(dataset="winopron", limit=30, **common), loaded=smollm_fp32).added == 30
     assert collect(CollectConfig(dataset="my-winopron", limit=6, **common), loaded=smollm_fp32).added == 6

@@ -144,29 +144,16 @@ class HFBackend(EngineBase):
         # choice prompts pad with the smallest stop id where the tokenizer has no pad token
         self._choice_pad = tok.pad_token_id if tok.pad_token_id is not None else min(self.stop_ids, default=0)
         self._prefixes = None
-        self._cores = None  # threads.FreeCores once `follow_free_cores` is called (CPU only)
-
-    def follow_free_cores(self, cores: Any) -> None:
-        """Before each batch of work, use as many threads as `cores` finds free (CPU only; see `engines.threads`)."""
-        self._cores = cores if str(self.device).startswith("cpu") else None
-
-    def _threads(self) -> None:
-        from ..threads import follow_free_cores
-
-        if self._cores is not None:
-            follow_free_cores(self._cores)
 
     # ------------------------------------------------------------------ scoring
     def score(self, sequences: Sequence[Sequence[int]], groups: Sequence[Hashable] | None = None) -> list[np.ndarray]:
-        """Per-token log-probabilities (see `Backend.score`); members of a group share their prefix's forward. The
-        thread count follows the free cores before each batch."""
+        """Per-token log-probabilities (see `Backend.score`); members of a group share their prefix's forward."""
         from .prefix_scoring import score_causal_grouped
 
         if self.kind == "masked":
             raise Unsupported("a masked LM has no causal scores: use pll")
         groups = list(groups) if groups is not None else list(range(len(sequences)))
-        return score_causal_grouped(self.model, sequences, groups, max_tokens=self.batch_tokens, pad_id=self.pad_id,
-                                    before_batch=self._threads)
+        return score_causal_grouped(self.model, sequences, groups, max_tokens=self.batch_tokens, pad_id=self.pad_id)
 
     def pll(self, sequences: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int | None]], scheme: str
             ) -> list[np.ndarray]:
@@ -177,12 +164,11 @@ class HFBackend(EngineBase):
             raise Unsupported("pseudo-log-likelihood needs a masked LM")
         tok = self.tokenizer
         return score_masked(self.model, sequences, word_ids, scheme=scheme, mask_id=tok.mask_token_id,
-                            pad_id=tok.pad_token_id or 0, max_tokens=self.batch_tokens, before_batch=self._threads)
+                            pad_id=tok.pad_token_id or 0, max_tokens=self.batch_tokens)
 
     # ------------------------------------------------------------------ top-K
     def top_k(self, prefixes: Sequence[Sequence[int]], k: int) -> TopK:
         """Top-`k` raw logits after each prefix (each encoded from its first token, left-padded)."""
-        self._threads()
         import torch
 
         from .kvcache import encode_prompts
@@ -246,7 +232,6 @@ class HFBackend(EngineBase):
                  batches: Sequence[int] | None = None) -> HFExpander:
         """Incremental top-K down the answer tries of `prompts`. `batches`: sizes of consecutive runs of prompts
         encoded in one forward each (each run one `prompt_group` when a prefix is shared); default: all at once."""
-        self._threads()
         import torch
 
         from .kvcache import concat_states, encode_prompts
@@ -275,7 +260,6 @@ class HFBackend(EngineBase):
         `SAMPLE_ROWS` at a time); otherwise all prompts are encoded together (left-padded) and every sample gets
         its own row.
         """
-        self._threads()
         import torch
 
         from .kvcache import encode_prompts

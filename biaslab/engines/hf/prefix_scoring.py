@@ -10,7 +10,7 @@ processes far fewer tokens.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 import torch
@@ -33,9 +33,8 @@ def common_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
 
 @torch.inference_mode()
 def score_causal_grouped(model, sequences: Sequence[Sequence[int]], groups: Sequence[Hashable], *,
-                         max_tokens: int = 4096, pad_id: int = 0,
-                         before_batch: Callable[[], None] | None = None) -> list[np.ndarray]:
-    """Like `score_causal` (`before_batch` too), sharing the forward pass of each group's common prefix among its
+                         max_tokens: int = 4096, pad_id: int = 0) -> list[np.ndarray]:
+    """Like `score_causal`, sharing the forward pass of each group's common prefix among its
     members."""
     by_group: dict[Hashable, list[int]] = defaultdict(list)
     for i, g in enumerate(groups):
@@ -50,14 +49,12 @@ def score_causal_grouped(model, sequences: Sequence[Sequence[int]], groups: Sequ
     results: list[np.ndarray | None] = [None] * len(sequences)
     if alone:
         for i, lp in zip(alone, score_causal(model, [sequences[i] for i in alone], max_tokens=max_tokens,
-                                             pad_id=pad_id, before_batch=before_batch)):
+                                             pad_id=pad_id)):
             results[i] = lp
     _, head = _base_and_head(model)
     # batch groups by the padded area of their prefixes plus their members' suffixes
     cost = [cut + sum(len(sequences[i]) - cut for i in members) for members, cut in shared]
     for batch in token_budget_batches(cost, max_tokens, max_batch=64):
-        if before_batch:
-            before_batch()
         groups_in = [shared[b] for b in batch]
         prefixes = [sequences[members[0]][:cut] for members, cut in groups_in]
         state = encode_prompts(model, prefixes, pad_id, keep_hidden=True)

@@ -80,10 +80,8 @@ def _gather_logprobs(head: OutputHead, hidden: torch.Tensor, targets: torch.Tens
 
 @torch.inference_mode()
 def score_causal(model, sequences: Sequence[Sequence[int]], *, max_tokens: int = 4096,
-                 pad_id: int = 0, before_batch: Callable[[], None] | None = None) -> list[np.ndarray]:
-    """Per sequence, log p(x_t | x_<t) for t = 1..n-1 (x_0 is the prepended BOS), as float64 arrays.
-    `before_batch` is called before each batch's forward pass (the Hugging Face backend sets its thread count
-    there: `engines.threads`)."""
+                 pad_id: int = 0) -> list[np.ndarray]:
+    """Per sequence, log p(x_t | x_<t) for t = 1..n-1 (x_0 is the prepended BOS), as float64 arrays."""
     device = next(model.parameters()).device
     base, head = _base_and_head(model)
     results: list[np.ndarray | None] = [None] * len(sequences)
@@ -104,8 +102,6 @@ def score_causal(model, sequences: Sequence[Sequence[int]], *, max_tokens: int =
         return [(i, flat[offsets[r]:offsets[r + 1]]) for r, i in enumerate(batch)]
 
     for batch in token_budget_batches([len(s) for s in sequences], max_tokens):
-        if before_batch:
-            before_batch()
         for i, logprobs in run_halving_on_oom(batch, run):
             results[i] = logprobs
     return results  # type: ignore[return-value]
@@ -139,12 +135,11 @@ def pll_rows(word_ids: Sequence[Sequence[int | None]], scheme: str) -> list[Mask
 
 @torch.inference_mode()
 def score_masked(model, sequences: Sequence[Sequence[int]], word_ids: Sequence[Sequence[int | None]], *,
-                 scheme: str, mask_id: int, pad_id: int = 0, max_tokens: int = 4096,
-                 before_batch: Callable[[], None] | None = None) -> list[np.ndarray]:
+                 scheme: str, mask_id: int, pad_id: int = 0, max_tokens: int = 4096) -> list[np.ndarray]:
     """Per sequence, the PLL term log p(x_t | masked context) of every non-special token t, in token order.
 
     (sentence, position) rows of all sentences are flattened, sorted by length and batched together; the MLM
-    head runs only at the one scored position of each row. `before_batch` as in `score_causal`.
+    head runs only at the one scored position of each row.
     """
     device = next(model.parameters()).device
     base, head = _base_and_head(model)
@@ -172,8 +167,6 @@ def score_masked(model, sequences: Sequence[Sequence[int]], word_ids: Sequence[S
 
     lengths = [len(sequences[r.sentence]) for r in rows]
     for batch in token_budget_batches(lengths, max_tokens):
-        if before_batch:
-            before_batch()
         for r, value in run_halving_on_oom(batch, run):
             values[r] = value
     out: list[list[float]] = [[] for _ in sequences]

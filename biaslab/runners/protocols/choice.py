@@ -140,7 +140,7 @@ def spread(walks: list, seed: int = 0) -> list:
 def collect_exact(wh, backend, requests: Sequence[ChoiceRequest], spec: PromptSpec, *,
                   params: SamplingSettings, k_store: int, chunk_size: int, run_id: str | None,
                   min_mass: float = DEFAULT_MIN_MASS, prompt_batch: int = DEFAULT_PROMPT_BATCH,
-                  on_progress: Progress = None) -> int:
+                  on_progress: Progress = None, everything: Sequence[ChoiceRequest] | None = None) -> int:
     """Explore the answer trie of every pending request through `backend` and store nodes, edges and the exact
     probabilities (`trie.walk` over `backend.expander`).
 
@@ -157,17 +157,25 @@ def collect_exact(wh, backend, requests: Sequence[ChoiceRequest], spec: PromptSp
     Explorations run in `spread` order; the first is one encoding batch, so `on_progress`, advanced by the prompts
     of each exploration as it ends, reports within seconds. An engine without a prompt cache keeps `EngineBase`'s
     neutral answers (one group, no cap, the `StatelessExpander`).
+
+    The explorations are formed over `everything` (all the collection's requests; default: `requests`), not over
+    what is pending: a resumed run explores each exploration that holds a pending request whole, with the prompts
+    it had in an uninterrupted run, and stores the pending ones. Its numbers are then those of the uninterrupted
+    run, bit for bit at the same thread count (issue 46; `tests/runners/test_resume_equality.py`).
     """
     if not requests:
         return 0  # nothing pending: the model is not even loaded
     tok = backend.tokenizer
     key = backend.spec.model_key
     backend.share_prefix(shared_prefix_ids(spec, tok))
-    longest = max(len(r.prompt_ids) for r in requests) + params.max_new_tokens + EXPLORE_SLOTS
+    everything = list(everything) if everything is not None else list(requests)
+    pending = {r.request_id for r in requests}
+    longest = max(len(r.prompt_ids) for r in everything) + params.max_new_tokens + EXPLORE_SLOTS
     together = max(1, min(prompt_batch, backend.explore_rows(longest)))
     rows = min(backend.encode_rows(), together)
-    walks = spread(explorations(requests, [backend.prompt_group(r.prompt_ids) for r in requests], rows, together,
-                                backend.combines_batches(), first=rows))
+    walks = spread(explorations(everything, [backend.prompt_group(r.prompt_ids) for r in everything], rows,
+                                together, backend.combines_batches(), first=rows))
+    walks = [parts for parts in walks if any(r.request_id in pending for b in parts for r in b)]
     added = 0
     computed: list[tuple[ChoiceRequest, object]] = []  # explored, not yet written
     for index, parts in enumerate(walks):
@@ -178,9 +186,10 @@ def collect_exact(wh, backend, requests: Sequence[ChoiceRequest], spec: PromptSp
                      max_new_tokens=params.max_new_tokens + max(r.lead_tokens for r in batch),
                      stop_ids=backend.stop_ids,
                      temperature=params.temperature, top_k=params.top_k, min_mass=min_mass)
-        computed += zip(batch, tries)
+        fresh = [(r, t) for r, t in zip(batch, tries) if r.request_id in pending]
+        computed += fresh
         if on_progress:
-            on_progress(len(batch))  # whole explorations (cli/progress.py: early finishers read as a stalled run)
+            on_progress(len(fresh))  # whole explorations (cli/progress.py: early finishers read as a stalled run)
         if len(computed) >= chunk_size or index == len(walks) - 1:
             added += _write_tries(wh, key, computed, spec, params, k_store, run_id)
             computed = []
@@ -417,17 +426,19 @@ class Choice(Protocol):
         return {"protocol_version": self.version(), "engine": self.engine}, generation
 
     def run(self, wh, backend, work: Work, *, run_id: str, chunk_size: int, on_progress: Progress) -> int:
-        return self.run_spec(wh, backend, work.items, self.spec, run_id=run_id, chunk_size=chunk_size,
+        return self.run_spec(wh, backend, work, self.spec, run_id=run_id, chunk_size=chunk_size,
                              on_progress=on_progress)
 
-    def run_spec(self, wh, backend, items, spec: PromptSpec, *, run_id: str, chunk_size: int,
+    def run_spec(self, wh, backend, work: Work, spec: PromptSpec, *, run_id: str, chunk_size: int,
                  on_progress: Progress) -> int:
-        """Compute the pending `items` (exact: requests; sample: (pending, seeds)) asked with prompt `spec`."""
+        """Compute what `work` found pending (its items: exact, requests; sample, (pending, seeds)) asked with
+        prompt `spec`; exact mode groups them as it would group all of `work.requests`."""
         s = self.settings
+        items = work.items
         if s.mode == "exact":
             return collect_exact(wh, backend, items, spec, params=s.sampling(), k_store=s.k_store,
                                  chunk_size=max(1, min(chunk_size, 32)), run_id=run_id, prompt_batch=s.prompt_batch,
-                                 on_progress=on_progress)
+                                 on_progress=on_progress, everything=work.requests)
         if backend is None:
             return 0  # nothing pending: no engine was started
         key = backend.spec.model_key

@@ -166,7 +166,7 @@ class Meta(Choice):
         return extra, {**generation, "questions": list(QUESTIONS)}
 
     def run(self, wh, backend, work: Work, *, run_id: str, chunk_size: int, on_progress: Progress) -> int:
-        return sum(self.run_spec(wh, backend, work.items[q].items, self.meta_spec.question_spec(q), run_id=run_id,
+        return sum(self.run_spec(wh, backend, work.items[q], self.meta_spec.question_spec(q), run_id=run_id,
                                  chunk_size=chunk_size, on_progress=on_progress) for q in QUESTIONS)
 
 

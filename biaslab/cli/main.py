@@ -62,9 +62,10 @@ def merge_command(folder: str, db: str) -> None:
                    "(their stored chunks stay; rerunning the collection completes it). Opens the warehouse for "
                    "writing.")
 def check_command(db: str, verbose: bool, repair: bool) -> None:
-    """Check a warehouse: schema version, duplicate identity keys, orphan rows (children without parents, results
-    without stimuli or models), runs left 'running' by a process that is gone. Exit status 1 when a problem is
-    found (after --repair, when one remains)."""
+    """Check a warehouse: every block of every table read (DuckDB verifies each block's checksum: a damaged or
+    truncated file is named, where a query reads only the blocks it needs), schema version, duplicate identity keys,
+    orphan rows (children without parents, results without stimuli or models), runs left 'running' by a process
+    that is gone. Exit status 1 when a problem is found (after --repair, when one remains)."""
     from ..warehouse.check import check_warehouse, format_findings, ok, repair_stale_runs
 
     if repair:

@@ -181,9 +181,9 @@ def _run_threads(wh, config, protocol, key: str, cores) -> tuple[int, str]:
     if recorded is not None:
         return recorded[0], f"as run {recorded[1][:8]} of this collection recorded, so resumed evidence is computed " \
                             f"alike; --threads N overrides"
-    count = cores.threads() if cores is not None else None
-    others = f", {cores.others:.1f} cores busy with other processes" if cores is not None and cores.others else ""
-    return count, f"the free cores, measured once{others}; fixed for the run"
+    count = cores.threads()
+    return count, f"the cores other processes leave free, {count} of {len(cores.cpus)}, measured once; fixed " \
+                  f"for the run"
 
 
 def _billed(prepared, protocol, work, confirm) -> list[str]:

@@ -234,6 +234,15 @@ class Warehouse:
     def _check_and_migrate(self) -> None:
         found = schema_version(self.con)
         supported = migrations.current_version()
+        if found == 0:
+            foreign = self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+                "ORDER BY table_name LIMIT 4").fetchall()
+            if foreign:  # tables, but no biaslab schema version: another program's file, or a damaged warehouse
+                names = ", ".join(r[0] for r in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+                raise WarehouseError(
+                    f"{self.path} is a DuckDB file but not a complete biaslab warehouse (it holds {names} but no "
+                    f"schema version in a meta table); nothing was read or written: use another --db")
         if found > supported:
             raise SchemaVersionError(
                 f"{self.path} has schema version {found}, but this biaslab writes version {supported}: "

@@ -60,3 +60,19 @@ def test_mixed_shards_are_refused(tmp_path, tiny_gpt2, tiny_bert, data_dir, data
     assert result.exit_code != 0 and "different collection" in result.output and "model_key" in result.output
     with pytest.raises(WarehouseError, match="no shard files"):
         merge_shards(tmp_path / "empty-does-not-exist", tmp_path / "m.duckdb")
+
+
+def test_shard_files_and_folders_named_with_quotes_are_merged_not_skipped(tmp_path, tiny_gpt2, data_dir,
+                                                                          dataset_folder):
+    """Issue 45, item 9: a shard folder or file whose name holds a quote is read as any other (names reach SQL as
+    quoted literals): both shards merge, none is reported missing."""
+    dataset_folder("winogender")
+    shards = tmp_path / "it's \"shards\""
+    base = dict(dataset="winogender", data_dir=str(data_dir), limit=10, out_shard=str(shards))
+    for i in range(2):
+        collect(CollectConfig(shard=f"{i}/2", **base), loaded=tiny_gpt2)
+    for n, path in enumerate(sorted(shards.glob("*.duckdb"))):
+        path.rename(shards / f"o'brien \"{n}\".duckdb")
+    result = CliRunner().invoke(biaslab, ["warehouse", "merge", str(shards), "--db", str(tmp_path / "m.duckdb")])
+    assert result.exit_code == 0, result.output
+    assert "missing" not in result.output and "sequence_scores +30" in result.output

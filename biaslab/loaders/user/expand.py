@@ -15,7 +15,7 @@ from ...schema import CONTEXTS, Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
 from .files import UPSTREAM_VERSION
-from .spec import NAMED_FIELDS, STIMULUS_FIELDS, Spec, Template, placeholders, render
+from .spec import AGREE, NAMED_FIELDS, STIMULUS_FIELDS, Spec, Template, check_marks, placeholders, render
 
 #: option orders that fill the `option_order` field
 ORDER_CODES = {("female", "male"): "MF", ("male", "female"): "FM"}
@@ -31,7 +31,8 @@ def expansion_size(spec: Spec) -> int:
     orders = len(spec.orders) if spec.orders else 1
     total = 0
     for index, template in enumerate(spec.templates):
-        slots = [n for n, _ in placeholders(template.text, f"templates[{index}]") if n != spec.slot]
+        slots = [n for n, _ in placeholders(template.text, f"templates[{index}]")
+                 if n != spec.slot and AGREE not in n]
         combos = 1
         for slot in dict.fromkeys(slots):
             if slot not in template.fill:
@@ -65,7 +66,8 @@ def expand(spec: Spec, name: str, path: Path, max_stimuli: int = MAX_STIMULI) ->
 def _slots(spec: Spec, template: Template, where: str) -> list[str]:
     """The filler slots of a template (without the option slot), checked: the option slot once, every other slot
     with a filler list or a fixed value."""
-    found = placeholders(template.text, where)
+    check_marks(template.text, spec.slot, where)
+    found = [(n, label) for n, label in placeholders(template.text, where) if AGREE not in n]
     names = [n for n, _ in found]
     if names.count(spec.slot) != 1:
         raise errors.DataError(f"{where}: the option slot {{{spec.slot}}} appears {names.count(spec.slot)} times in "
@@ -81,7 +83,10 @@ def _slots(spec: Spec, template: Template, where: str) -> list[str]:
     if template.gold is not None and template.gold not in labels:
         raise errors.DataError(f"{where}: gold {template.gold!r} is not an option label ({labels})")
     for c in spec.contexts:
+        check_marks(c.prime or "", spec.slot, f"context {c.name!r}")
         for n, label in placeholders(c.prime or "", f"contexts.{c.name}"):
+            if AGREE in n:
+                continue
             if n == spec.slot and label not in labels:
                 raise errors.DataError(f"context {c.name!r}: the prime's {{{n}:{label}}} names no option label "
                                        f"({labels})")
@@ -118,25 +123,46 @@ def _template_stimuli(spec: Spec, template: Template, tid: str, name: str, where
         values, fields, attrs = _filler_fields(spec, template, slots, combo)
         item = (template.item_id.format(id=tid, **values) if template.item_id
                 else ".".join([tid, *(values[n] for n in varying)]))
-        text = render(template.text, values, spec.slot, lambda label, before: spec.marker)
+        text = render(template.text, values, spec.slot, lambda label, before: spec.marker)  # marks: "was/were"
+        marked = _marked_texts(spec, template.text, values, forms) if AGREE in template.text else None
         for context in spec.contexts:
             prime = _prime(spec, context.prime, values, forms) if context.prime else None
             for order in spec.orders or [[o.label for o in spec.options]]:
                 out.append(_stimulus(spec, template, name, item, text, prime, context.name, order, forms,
-                                     fields, {**attrs, "template_id": tid}, where))
+                                     fields, {**attrs, "template_id": tid}, where, marked))
     return out
 
 
-def _prime(spec: Spec, prime: str, values: dict[str, str], forms: dict[str, str]) -> str:
+def _option_text(spec: Spec, forms: dict[str, str]):
+    """The slot text of option `label` (capitalized where it starts a sentence), for `render`."""
     def option(label: str, before: str) -> str:
         return capitalize(forms[label]) if spec.capitalize and starts_sentence(before, after_closer=True) \
             else forms[label]
-    return render(prime, values, spec.slot, option)
+    return option
+
+
+def _agree(spec: Spec, label: str | None = None):
+    """An agreement mark's form (`render`'s `agree`): plural after an option whose label is in `spec.plural` (the
+    option `label` when given: a template's own option; else the prime's last option slot)."""
+    return lambda singular, plural, last: plural if (label if label is not None else last) in spec.plural \
+        else singular
+
+
+def _prime(spec: Spec, prime: str, values: dict[str, str], forms: dict[str, str]) -> str:
+    return render(prime, values, spec.slot, _option_text(spec, forms), _agree(spec))
+
+
+def _marked_texts(spec: Spec, template: str, values: dict[str, str], forms: dict[str, str]) -> dict[str, str]:
+    """Per option label, the template's full text with that option in the slot and every agreement mark agreeing
+    with it."""
+    option = _option_text(spec, forms)
+    return {label: render(template, values, spec.slot, lambda _, before, lb=label: option(lb, before),
+                          _agree(spec, label)) for label in forms}
 
 
 def _stimulus(spec: Spec, template: Template, name: str, item: str, text: str, prime: str | None, context: str,
               order: list[str], forms: dict[str, str], fields: dict[str, Any], attrs: dict[str, Any],
-              where: str) -> Stimulus:
+              where: str, marked: dict[str, str] | None = None) -> Stimulus:
     labels = tuple(order)
     options = tuple(forms[label] for label in labels)
     if spec.capitalize:
@@ -144,7 +170,9 @@ def _stimulus(spec: Spec, template: Template, name: str, item: str, text: str, p
     row: dict[str, Any] = {**fields, "dataset": name, "upstream_version": UPSTREAM_VERSION, "item_id": item,
                            "text": text, "template": template.text, "slot": spec.marker, "prime": prime,
                            "grammatical_case": template.case, "options": options, "option_labels": labels}
-    if spec.plural and template.case:
+    if marked is not None:  # the template's agreement marks, per option
+        row["option_texts"] = tuple(marked[label] for label in labels)
+    elif spec.plural and template.case:
         row["option_texts"] = agreement_texts(text, options, labels, template.case,
                                               plural_labels=tuple(spec.plural), slot=spec.marker)
     if template.gold is not None:

@@ -15,7 +15,11 @@ Keys (docs/your-own-study.md walks through one):
   the stored text (the built-in forced-choice prompt names BLANK);
 * `options`: each a `label` and either `text` or `forms` (case -> text, for templates that declare a `case`);
   capitalized where the slot starts a sentence (`capitalize`, default true); `plural`: labels whose option takes
-  English plural verb agreement after it in the nominative ("they were");
+  plural agreement: an agreement mark `{singular|plural}` (e.g. `{was|were}`, `{has|have}`, `{is|are}`) in a
+  template or a prime takes the plural form after an option of those labels and the singular after any other
+  option (the last option slot before the mark decides); a template's stored text shows both ("BLANK was/were
+  late") and each option's full text (`option_texts`) its own; without marks, a nominative template gets English
+  plural agreement of the word after the slot ("they were");
 * `fillers`: slot name -> values, each a string or {value, and attributes}; an attribute named like a stimulus field
   (`stereotype_rating`, `referent_role`, ...) sets that field, any other goes to `attrs` as `<slot>_<attribute>`;
   the value itself is `attrs[<slot>]` and, for the slots `occupation`, `participant` and `name`, that field;
@@ -235,13 +239,49 @@ def placeholders(text: str, where: str) -> list[tuple[str, str]]:
     return [(name, spec or "") for _, name, spec, _ in parsed if name is not None]
 
 
-def render(text: str, values: dict[str, str], slot: str, slot_text) -> str:
-    """`text` with every filler placeholder replaced by its value and `{slot}` / `{slot:label}` by
-    `slot_text(label, text_before)` (label "" for the plain slot; `text_before` the rendered text so far)."""
+#: what marks a placeholder as an agreement mark `{singular|plural}` rather than a slot
+AGREE = "|"
+
+
+def agreement_mark(name: str, where: str) -> tuple[str, str] | None:
+    """(singular, plural) of an agreement mark `{singular|plural}`; None for a slot's name; DataError for a mark
+    with another number of forms."""
+    if AGREE not in name:
+        return None
+    forms = name.split(AGREE)
+    if len(forms) != 2 or not all(f.strip() for f in forms):
+        raise errors.DataError(f"{where}: agreement mark {{{name}}} must be {{singular|plural}}, e.g. {{was|were}}")
+    return forms[0], forms[1]
+
+
+def check_marks(text: str, slot: str, where: str) -> None:
+    """Every agreement mark of `text` well formed and after an option slot (it agrees with the last one before it)."""
+    seen_slot = False
+    for name, _ in placeholders(text, where):
+        if name == slot:
+            seen_slot = True
+        elif agreement_mark(name, where) is not None and not seen_slot:
+            raise errors.DataError(f"{where}: agreement mark {{{name}}} comes before any {{{slot}}}: it agrees with "
+                                   f"the option slot before it")
+
+
+def render(text: str, values: dict[str, str], slot: str, slot_text, agree=None) -> str:
+    """`text` with every filler placeholder replaced by its value, `{slot}` / `{slot:label}` by
+    `slot_text(label, text_before)` (label "" for the plain slot; `text_before` the rendered text so far), and
+    every agreement mark `{singular|plural}` by `agree(singular, plural, label)`, `label` that of the last option
+    slot before it (see `check_marks`)."""
     out: list[str] = []
+    last = ""
     for literal, name, label, _ in string.Formatter().parse(text):
         out.append(literal)
         if name is None:
             continue
-        out.append(slot_text(label or "", "".join(out)) if name == slot else values[name])
+        mark = agreement_mark(name, "text")
+        if mark is not None:
+            out.append(agree(*mark, last) if agree is not None else f"{mark[0]}/{mark[1]}")
+        elif name == slot:
+            last = label or ""
+            out.append(slot_text(last, "".join(out)))
+        else:
+            out.append(values[name])
     return "".join(out)

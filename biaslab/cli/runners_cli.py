@@ -112,7 +112,12 @@ FLAG_NOTES: list[str] = []
 @click.option("--pll", type=click.Choice(["original", "within_word_l2r"]), default=None,
               help="prob, masked LMs: pseudo-log-likelihood scheme (Salazar et al. 2020 / Kauf and Ivanova 2023; "
                    "default original).")
-@click.option("--limit", type=int, default=None, help="Only the first N stimuli.")
+@click.option("--limit", type=int, default=None, help="Only the first N stimuli (after --where).")
+@click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
+              help="Only stimuli whose FIELD has VALUE (repeatable: all must hold; VALUE|VALUE for either): a "
+                   "stimulus field (context, option_order, item_id, occupation, referent_role, pronoun_set, ...) or "
+                   "attrs.NAME for an attribute of your own study, e.g. --where context=unprimed "
+                   "--where attrs.name_rating='0.9|0.1'. `biaslab sql \"describe stimuli\"` lists the fields.")
 @click.option("--batch-tokens", "max_tokens", type=int, default=4096, show_default=True,
               help="Token budget of one padded batch (length-sorted; halved automatically on out-of-memory).")
 @click.option("--chunk-size", type=int, default=256, show_default=True,
@@ -282,9 +287,11 @@ def collect_config(options: dict):
               if v is not None}
     loader.update(parse_options(options.pop("extra")))
     model_args = parse_model_args(options.pop("model_args"))
+    where = parse_pairs(options.pop("where"), "--where")
     common = {k: options.pop(k) for k in COMMON}
     protocol = {k: v for k, v in options.items() if v is not None}
-    return CollectConfig(**common, model_args=model_args, engine_args=engine, loader_options=loader, **protocol)
+    return CollectConfig(**common, model_args=model_args, engine_args=engine, loader_options=loader, where=where,
+                         **protocol)
 
 
 def parse_pairs(pairs, option: str) -> dict[str, str]:

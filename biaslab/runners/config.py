@@ -64,6 +64,7 @@ class CollectConfig(BaseModel):
     db: str = "warehouse/biaslab.duckdb"
     data_dir: str | None = None
     limit: int | None = Field(None, ge=1)
+    where: dict[str, str] = Field(default_factory=dict)               # --where FIELD=VALUE[|VALUE...]: stimuli
     max_tokens: int = Field(4096, ge=8)                               # --batch-tokens
     chunk_size: int = Field(256, ge=1)
     threads: int | None = Field(None, ge=1)                           # torch CPU threads (None: the CPU affinity)
@@ -187,5 +188,8 @@ class CollectConfig(BaseModel):
             raise UsageError("--shard i/n and --out-shard DIR go together")
         if self.shard is not None:
             self.shard_position()
+        from .stimuli import check_where
+
+        check_where(self.where)
         plugin.require(module.NAME, module.CAPABILITIES, "causal", getattr(module, "WHY_NOT", None))
         return plugin, module

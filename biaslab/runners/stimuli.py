@@ -87,8 +87,42 @@ def user_stimuli(wh, config, ref) -> list[Stimulus]:
     return stimuli
 
 
+def check_where(where: dict[str, str]) -> None:
+    """`--where FIELD=VALUE`: FIELD a stimulus field or `attrs.NAME`; UsageError naming the fields otherwise."""
+    fields = [f for f in Stimulus.model_fields if f != "attrs"]
+    for field in where:
+        if field not in fields and not (field.startswith("attrs.") and len(field) > len("attrs.")):
+            raise errors.UsageError(f"--where {field}=...: no stimulus field {field!r} (fields: {', '.join(fields)}; "
+                                    f"or attrs.NAME for an attribute)")
+
+
+def _value(stimulus: Stimulus, field: str) -> str:
+    value = stimulus.attrs.get(field[len("attrs."):]) if field.startswith("attrs.") else getattr(stimulus, field)
+    if value is None:
+        return ""
+    if isinstance(value, tuple | list):
+        return "|".join(map(str, value))
+    return str(value)
+
+
+def matches(stimulus: Stimulus, where: dict[str, str]) -> bool:
+    """Whether `stimulus` has, for every FIELD=VALUE of `where`, one of the values (`|` separates alternatives;
+    a list field such as `options` compares as its values joined by `|`, an absent value as the empty string)."""
+    for field, wanted in where.items():
+        value = _value(stimulus, field)
+        if value != wanted and value not in wanted.split("|"):
+            return False
+    return True
+
+
 def select(stimuli: list[Stimulus], config) -> list[Stimulus]:
-    """`--limit` (the first N in canonical order), then `--shard i/n`; refused in one line when nothing is left."""
+    """`--where` (stimuli whose fields have the given values), then `--limit` (the first N in canonical order),
+    then `--shard i/n`; refused in one line when nothing is left."""
+    if config.where:
+        stimuli = [s for s in stimuli if matches(s, config.where)]
+        if not stimuli:
+            raise errors.DataError(f"dataset {config.dataset}: no stimulus has "
+                                   f"{' and '.join(f'{k}={v}' for k, v in config.where.items())} (--where)")
     if config.limit is not None:
         stimuli = stimuli[: config.limit]
     if not stimuli:

@@ -25,7 +25,7 @@ LIMIT = 60
 def _args(db, model_dir, data_dir) -> list[str]:
     return [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", "winopron", "--model",
             str(model_dir), "--dtype", "fp32", "--device", "cpu", "--limit", str(LIMIT), "--prompt-batch", "4",
-            "--chunk-size", "4", "--db", str(db), "--data-dir", str(data_dir)]
+            "--chunk-size", "4", "--top-k", "5", "--db", str(db), "--data-dir", str(data_dir)]
 
 
 def _runs(db, wait: float = 60.0) -> list[tuple]:

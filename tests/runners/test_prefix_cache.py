@@ -30,7 +30,7 @@ from biaslab.engines.threads import allowed_cpus, use_threads
 from biaslab.warehouse import Warehouse
 from kill_runs import kill_at_random_moments
 
-KW = dict(max_new_tokens=6, k_store=64, temperature=0.5, top_k=40)
+KW = dict(max_new_tokens=6, k_store=64, temperature=0.5, top_k=12)  # tries of the random tiny model stay small
 
 
 def _requests(loaded, data_dir, n: int, seed: int = 0):
@@ -205,7 +205,7 @@ def _exact_run(tmp_path, loaded, data_dir, name: str, monkeypatch, order=None) -
         monkeypatch.setattr(choice, "spread", order)
     db = tmp_path / f"{name}.duckdb"
     collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=40, chunk_size=4,
-                          prompt_batch=8),
+                          prompt_batch=8, top_k=5),
             progress=lambda total, done: reported.append, loaded=loaded)
     monkeypatch.undo()
     return _probs(db), walked, reported
@@ -450,7 +450,7 @@ def test_threads_follow_the_cpu_affinity_and_are_recorded(tmp_path, tiny_gpt2, d
 def _exact_cmd(db, model_dir, data_dir):
     return [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", "winopron",
             "--model", str(model_dir), "--dtype", "fp32", "--device", "cpu", "--chunk-size", "4",
-            "--prompt-batch", "4", "--limit", "60", "--db", str(db), "--data-dir", str(data_dir)]
+            "--prompt-batch", "4", "--limit", "60", "--top-k", "5", "--db", str(db), "--data-dir", str(data_dir)]
 
 
 def _probs(db) -> dict:

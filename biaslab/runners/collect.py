@@ -109,11 +109,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             work = protocol.pending(wh, handle.model_key, requests)
             notes = [*notes, *_billed(handle.prepared, protocol, work, confirm)]
             run_id, work, threads, how = _start_alone(wh, config, handle, protocol, requests, work, cores, notify)
-            if config.backend == "hf" and str(handle.prepared.device or "cpu").startswith("cpu"):
-                notes.append(f"threads: {threads} ({how})")
-            chosen = handle.prepared.provenance.get("dtype_choice")
-            if chosen:  # the measured default dtype (not given with --dtype): what was decided and why
-                notes.append(f"dtype: {chosen['dtype']} ({chosen['reason']}{'; cached' if chosen['cached'] else ''})")
+            notes += _setup_lines(config, handle, threads, how)
             with runs.finishing(wh, run_id, protocol.table) as stats:
                 backend = handle.load_if(wh, work.count)
                 if getattr(backend, "batch", False):  # a chat API's batch mode: its batches are recorded here
@@ -130,6 +126,18 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
                          tuple(notes), evidence.added_unit(protocol.table))
+
+
+def _setup_lines(config, handle, threads: int, how: str) -> list[str]:
+    """The lines saying how the run computes: the CPU thread count and why (in-process CPU engine), and the
+    measured default dtype with its reason (not given with --dtype)."""
+    lines = []
+    if config.backend == "hf" and str(handle.prepared.device or "cpu").startswith("cpu"):
+        lines.append(f"threads: {threads} ({how})")
+    chosen = handle.prepared.provenance.get("dtype_choice")
+    if chosen:
+        lines.append(f"dtype: {chosen['dtype']} ({chosen['reason']}{'; cached' if chosen['cached'] else ''})")
+    return lines
 
 
 #: seconds between two looks at a collection this one waits for

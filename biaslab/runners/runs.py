@@ -38,14 +38,13 @@ def same_work(wh, model_key: str, config, protocol, statuses: tuple[str, ...]) -
     protocol version and shard (runs of two different shards of one dataset are not the same work). Each as a
     dict: run_id, threads (the count it recorded), rows_added, host, pid, pid_started, started_at."""
     extra, _ = protocol.provenance()
-    marks = ", ".join("?" for _ in statuses)
     rows = wh.rows(
         "SELECT run_id, json_extract_string(params, '$.threads'), rows_added, host, pid, pid_started, started_at "
         "FROM runs WHERE model_key = ? AND json_extract_string(params, '$.dataset') = ? "
         "AND json_extract_string(params, '$.protocol_version') IS NOT DISTINCT FROM ? "
         "AND json_extract_string(params, '$.shard') IS NOT DISTINCT FROM ? "
-        f"AND status IN ({marks}) ORDER BY started_at, run_id",
-        [model_key, config.dataset, extra.get("protocol_version"), config.shard, *statuses])
+        "AND list_contains(?::VARCHAR[], status) ORDER BY started_at, run_id",
+        [model_key, config.dataset, extra.get("protocol_version"), config.shard, list(statuses)])
     keys = ("run_id", "threads", "rows_added", "host", "pid", "pid_started", "started_at")
     return [dict(zip(keys, row)) for row in rows]
 

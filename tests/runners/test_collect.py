@@ -90,7 +90,7 @@ def test_unknown_model_path_is_a_one_line_error():
 
 def _collect_cmd(db, model_dir, data_dir) -> list[str]:
     return [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", "winogender",
-            "--model", str(model_dir), "--dtype", "fp32", "--device", "cpu", "--chunk-size", "2", "--limit", "60",
+            "--model", str(model_dir), "--dtype", "fp32", "--device", "cpu", "--chunk-size", "2", "--limit", "30",
             "--db", str(db), "--data-dir", str(data_dir)]
 
 
@@ -101,7 +101,7 @@ def test_sigkill_midway_then_rerun_equals_an_uninterrupted_run(tmp_path, tiny_gp
     subprocess.run(_collect_cmd(reference, tiny_gpt2_dir, data_dir), check=True, capture_output=True)
     wall = time.perf_counter() - started
     expected = _snapshot(reference)
-    assert len(expected["seq"]) == 180
+    assert len(expected["seq"]) == 90
     db = tmp_path / "killed.duckdb"
     # SIGKILL at fixed points (after a committed chunk, and with a scored chunk not yet written) ...
     partial = []

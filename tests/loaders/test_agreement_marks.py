@@ -63,6 +63,13 @@ def test_the_choice_prompt_shows_both_forms(tmp_path, tiny_gpt2):
     assert "they" in request.prompt_text.lower()
 
 
+def test_a_literal_bar_is_text_not_a_mark(tmp_path):
+    spec = (SPEC % ("they", "they")).replace("The {occupation} read {pronoun} notes, which were long.",
+                                              "The {occupation} | {pronoun} notes | long.")
+    poss = [s for s in _stimuli(tmp_path, spec) if s.item_id == "poss.nurse"][0]
+    assert poss.text == "The nurse | BLANK notes | long." and poss.option_texts is None
+
+
 @pytest.mark.parametrize("template, message", [
     ("{was|were} said the {occupation} of {pronoun}.", r"agreement mark \{was\|were\} comes before any \{pronoun\}"),
     ("The {occupation} said {pronoun} {was|were|be} late.", r"agreement mark \{was\|were\|be\} must be "

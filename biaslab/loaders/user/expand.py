@@ -117,6 +117,7 @@ def _filler_fields(spec: Spec, template: Template, slots: list[str], combo) -> t
 def _template_stimuli(spec: Spec, template: Template, tid: str, name: str, where: str) -> list[Stimulus]:
     slots = _slots(spec, template, where)
     varying = [n for n in slots if n not in template.fill]
+    marks = any(AGREE in n for n, _ in placeholders(template.text, where))  # a literal "|" is no mark
     forms = {o.label: o.realized(template.case, where) for o in spec.options}
     out = []
     for combo in itertools.product(*[spec.fillers[n] for n in varying]):
@@ -124,7 +125,7 @@ def _template_stimuli(spec: Spec, template: Template, tid: str, name: str, where
         item = (template.item_id.format(id=tid, **values) if template.item_id
                 else ".".join([tid, *(values[n] for n in varying)]))
         text = render(template.text, values, spec.slot, lambda label, before: spec.marker)  # marks: "was/were"
-        marked = _marked_texts(spec, template.text, values, forms) if AGREE in template.text else None
+        marked = _marked_texts(spec, template.text, values, forms) if marks else None
         for context in spec.contexts:
             prime = _prime(spec, context.prime, values, forms) if context.prime else None
             for order in spec.orders or [[o.label for o in spec.options]]:

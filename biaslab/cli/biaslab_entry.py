@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import sys
+from . import run_command
 
 
 def main() -> None:
-    """Import and run the `biaslab` command; Ctrl-C while the command's modules are still being imported ends with
-    the one line every command ends with after Ctrl-C (exit status 130), not a traceback."""
-    try:
-        from .main import biaslab
-    except KeyboardInterrupt:
-        sys.stderr.write("Error: interrupted (Ctrl-C)\n")
-        raise SystemExit(130) from None
-    biaslab()
+    """Run the `biaslab` command (`run_command`: Ctrl-C during start-up ends in one line, exit status 130)."""
+    run_command("main", "biaslab")
 
 
 if __name__ == "__main__":

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import sys
+from . import run_command
 
 
 def main() -> None:
-    """Import and run the `runners` command; Ctrl-C while its modules are still being imported ends with one line,
-    exit status 130 (as `biaslab_entry.main`)."""
-    try:
-        from .runners_cli import runners
-    except KeyboardInterrupt:
-        sys.stderr.write("Error: interrupted (Ctrl-C)\n")
-        raise SystemExit(130) from None
-    runners()
+    """Run the `runners` command (`run_command`: Ctrl-C during start-up ends in one line, exit status 130)."""
+    run_command("runners_cli", "runners")
 
 
 if __name__ == "__main__":

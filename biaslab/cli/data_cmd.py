@@ -54,8 +54,9 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
                    "refusing them; their stimuli record the file's own sha256 as upstream_version, so they never mix "
                    "with stimuli of the upstream file. Malformed rows are refused all the same.")
 @click.option("--max-stimuli", type=click.IntRange(min=1), default=1_000_000, show_default=True,
-              help="--spec: refuse a spec that expands to more stimuli than this (counted before anything is "
-                   "expanded).")
+              help="--spec / --file: refuse a spec that expands to more stimuli than this, or a file of more rows "
+                   "(counted before anything is expanded or read). A file is read and stored a block at a time, "
+                   "in bounded memory.")
 def load_command(dataset: str | None, db: str, data_dir: str | None, user_file, spec_file, name, protocols,
                  prompt_file, families_file, subset, pronouns, seed, extra, accept_modified: bool,
                  max_stimuli: int) -> None:
@@ -100,11 +101,22 @@ def _load_builtin(dataset, db, data_dir, subset, pronouns, seed, extra, accept_m
     click.echo(f"{dataset}: {done.read} stimuli read, {done.added} new; {done.total} {done.dataset} stimuli in {db}")
 
 
+#: rows of a --file from which `data load` shows a progress bar (about 10,000 rows are read a second)
+PROGRESS_ROWS = 20_000
+
+
 def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file, max_stimuli) -> None:
     from ..runners.load import load_user
+    from .progress import progress_bar
 
-    done = load_user(db, file=user_file, spec=spec_file, name=name, protocols=protocols, prompt=prompt_file,
-                     families=families_file, max_stimuli=max_stimuli)
+    bar, factory = progress_bar(f"reading {user_file}")
+
+    def progress(total: int, done: int):  # a file of a few seconds' reading shows no bar
+        return factory(total, done) if total >= PROGRESS_ROWS else (lambda n: None)
+
+    with bar:
+        done = load_user(db, file=user_file, spec=spec_file, name=name, protocols=protocols, prompt=prompt_file,
+                         families=families_file, max_stimuli=max_stimuli, progress=progress if user_file else None)
     state = "now its current version" if done.changed else "already its current version"
     click.echo(f"{done.dataset}: {done.read} stimuli read, {done.added} new; version {done.version} ({state}); "
                f"protocols {', '.join(done.protocols)}; in {db}")
@@ -112,7 +124,7 @@ def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_
 
 _MAX_STIMULI = click.option(
     "--max-stimuli", type=click.IntRange(min=1), default=1_000_000, show_default=True,
-    help="--spec: refuse a spec that expands to more stimuli than this (counted before anything is expanded).")
+    help="Refuse a spec that expands to more stimuli than this (counted before anything is expanded).")
 
 
 @data_group.command("expand")

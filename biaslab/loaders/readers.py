@@ -86,13 +86,26 @@ class Text:
         return pinned_upstream(self.sha256)
 
 
-def load_text(path: Path) -> Text:
-    """The file's text and sha256; see `read_text`."""
+def _openable(path: Path) -> Path:
+    """`path`, when it is a regular file; `DataError` otherwise (never opened: a FIFO would wait forever, a device
+    never ends)."""
     path = Path(path)
     if not path.exists():
         raise DataError(path, "file not found")
-    if not path.is_file():  # checked before opening: reading a FIFO would wait forever, a device never ends
+    if not path.is_file():
         raise DataError(path, f"not a regular file ({_kind(path)}); give the path of a file")
+    return path
+
+
+def _not_utf8(path: Path, raw: bytes, exc: UnicodeDecodeError, line: int = 1, offset: int = 0) -> DataError:
+    """The error for bytes `raw` (starting on `line`, at byte `offset` of the file) that are not UTF-8."""
+    return DataError(path, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {offset + exc.start})",
+                     line=line + raw[: exc.start].count(b"\n"))
+
+
+def load_text(path: Path) -> Text:
+    """The file's text and sha256; see `read_text`."""
+    path = _openable(path)
     raw = path.read_bytes()
     sha, _ = observe(path, raw)  # the checksum comes first: a damaged pinned file is named as such
     if not raw.strip():
@@ -100,10 +113,83 @@ def load_text(path: Path) -> Text:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(path, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
-                        line=line) from None
+        raise _not_utf8(path, raw, exc) from None
     return Text(path, text.replace("\r\n", "\n"), sha)
+
+
+#: bytes a `LineStream` reads at a time
+BLOCK_BYTES = 1 << 22
+BOM = b"\xef\xbb\xbf"
+
+
+class LineStream:
+    """A file's physical lines read a block at a time, so memory stays bounded whatever the file's size: the same
+    lines as `load_text(path).lines()` (UTF-8, a BOM dropped, CRLF normalized to LF, the same refusals of a
+    missing, irregular, empty or non-UTF-8 file), in blocks of whole lines.
+
+    `max_line` (characters) refuses a longer line in one line naming it, before it is decoded whole: a file
+    without line breaks is never read into memory. Once `blocks()` is exhausted, `sha256` is the file's sha256 and
+    `terminated` says whether its last line ends with a line break.
+    """
+
+    def __init__(self, path: Path, *, max_line: int | None = None, block_bytes: int | None = None):
+        self.path = _openable(path)
+        self.max_line = max_line
+        self.block_bytes = block_bytes or BLOCK_BYTES
+        self.sha256: str | None = None
+        self.terminated = True
+
+    @staticmethod
+    def too_long(path: Path, max_line: int, line: int) -> DataError:
+        """The refusal of line `line`, longer than `max_line` characters."""
+        return DataError(path, f"line longer than {max_line:,} characters; a row is far shorter (a file without "
+                               "line breaks?)", line=line)
+
+    def _long(self, line: int) -> DataError:
+        return self.too_long(self.path, self.max_line, line)
+
+    def _decode(self, raw: bytes, line: int, offset: int) -> list[str]:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(self.path, raw, exc, line, offset) from None
+        lines = text.split("\n")
+        last = lines.pop()  # "" after a final line break, else the unterminated last line
+        lines = [part[:-1] if part.endswith("\r") else part for part in lines]  # CRLF: the CR goes
+        if last:
+            lines.append(last)
+        if self.max_line is not None:
+            for index, part in enumerate(lines):
+                if len(part) > self.max_line:
+                    raise self._long(line + index)
+        return lines
+
+    def blocks(self):
+        """Lists of whole lines (without their line breaks), in file order."""
+        with open(self.path, "rb") as f:  # any byte but white space? (a file of blanks is refused as empty)
+            while (raw := f.read(self.block_bytes)) and not raw.strip():
+                pass
+        if not raw:
+            raise DataError(self.path, "file is empty", line=1)
+        digest = hashlib.sha256()
+        line = 1
+        with open(self.path, "rb") as f:
+            carry = f.read(len(BOM))
+            digest.update(carry)
+            carry, offset = (b"", len(BOM)) if carry == BOM else (carry, 0)
+            while raw := f.read(self.block_bytes):
+                digest.update(raw)
+                data = carry + raw
+                cut = data.rfind(b"\n") + 1
+                part, carry = data[:cut], data[cut:]
+                if self.max_line is not None and len(carry) > 4 * self.max_line:  # UTF-8: at most 4 bytes a char
+                    raise self._long(line + part.count(b"\n"))
+                if part:
+                    yield self._decode(part, line, offset)
+                    line, offset = line + part.count(b"\n"), offset + cut
+        self.sha256, self.terminated = digest.hexdigest(), not carry
+        if carry:
+            yield self._decode(carry, line, offset)
 
 
 def _kind(path: Path) -> str:
@@ -169,8 +255,9 @@ def _quoted(cell: str) -> str:
 
 
 def _read_record(path: Path, lines: Sequence[str], k: int, delimiter: str, header: Sequence[str] | None,
-                 *, multiline: bool) -> tuple[list[str], int]:
-    """The cells of the record starting at `lines[k]` (line k + 1) and the index of the line after it.
+                 *, multiline: bool, before: int = 0) -> tuple[list[str], int]:
+    """The cells of the record starting at `lines[k]` (line `before` + k + 1: `lines` may start `before` lines into
+    the file) and the index of the line after it.
 
     `csv.reader` (default dialect, `strict=True`) reads it from `lines[k]` alone with `multiline=False`, else from
     `lines[k:]`; its `line_num` counts the lines the record took. Refused besides what csv refuses (`_csv_error`):
@@ -185,11 +272,11 @@ def _read_record(path: Path, lines: Sequence[str], k: int, delimiter: str, heade
     end = k + reader.line_num
     text = "".join(line + "\n" for line in lines[k:end])  # what csv read
     if refusal is not None:
-        raise _csv_error(path, text, k + 1, refusal, delimiter, header, multiline=multiline)
-    if error := _stray_quote(path, text, k + 1, cells, header):
+        raise _csv_error(path, text, before + k + 1, refusal, delimiter, header, multiline=multiline)
+    if error := _stray_quote(path, text, before + k + 1, cells, header):
         raise error
     if text.endswith("\r\n"):
-        raise _bare_cr(path, end)
+        raise _bare_cr(path, before + end)
     return cells, end
 
 
@@ -266,38 +353,69 @@ def _csv_error(path: Path, text: str, first: int, refusal: str, delimiter: str, 
     return _stray_quote(path, text[:at], first, cells, header) or error
 
 
-def read_table(path: Path, required: Sequence[str], *, delimiter: str = ",", allow_extra_cells: bool = False,
-               allow_duplicates: bool = False, multiline: bool = True) -> list[Record]:
-    """Rows of a delimited file with a header, checked against the `required` columns.
+#: records a streamed table may hold back waiting for a quoted field to close before it is refused as unterminated
+MAX_PENDING_LINES = 10_000
 
-    See the module docstring for line ends, quoting and what is refused. A row with fewer cells than the header is
-    an error naming the first missing field; more cells than the header is an error unless `allow_extra_cells`
-    (some upstream TSVs carry trailing empty cells). A data row that repeats an earlier one exactly is an error
-    naming both lines, unless `allow_duplicates`. Blank lines are skipped. Quoted fields may hold line breaks
-    (`Record.line` is the line where the row starts) unless `multiline=False`: the dataset loaders pass that, as
-    every upstream dataset file has one row per line, so a stray quote cannot swallow the lines after it.
-    """
-    text = load_text(path)
-    path = text.path
-    lines, terminated = text.lines()
-    cells, k = _read_record(path, lines, 0, delimiter, None, multiline=multiline)
-    header = [h.strip() for h in cells] or [""]  # a blank first line: one unnamed column
-    for index, name in enumerate(header):
-        if name and name in header[:index]:
-            raise DataError(path, f"column {name!r} appears twice in the header (columns {header.index(name) + 1} "
-                                  f"and {index + 1}); which one holds the value would be a guess", line=1, field=name)
-    for column in required:
-        if column not in header:
-            raise DataError(path, f"missing column (header has {header})", line=1, field=column)
-    cut_at_end = not terminated and not text.unterminated_ok()
-    records: list[Record] = []
-    seen: dict[tuple[str, ...], int] = {}
-    while k < len(lines):
-        line = k + 1
-        cells, k = _read_record(path, lines, k, delimiter, header, multiline=multiline)
+
+def _records(path: Path, blocks, delimiter: str, multiline: bool):
+    """(first line, cells, header, is the file's last record) of every record of `blocks` (lists of whole lines),
+    the header first (`header` None), read with `_read_record`. A record is taken once the lines after it are
+    read, so one that spans two blocks is read whole; one still open after `MAX_PENDING_LINES` lines is refused
+    where it opens."""
+    buffer: list[str] = []
+    before, k, header, exhausted = 0, 0, None, False
+    blocks = iter(blocks)
+    while True:
+        if k >= len(buffer) and exhausted:
+            return
+        try:
+            cells, end = _read_record(path, buffer, k, delimiter, header, multiline=multiline, before=before) \
+                if k < len(buffer) else (None, k)
+            problem = None
+        except DataError as error:
+            cells, end, problem = None, k, error
+        if cells is None or (end == len(buffer) and not exhausted):
+            if exhausted or (problem is not None and len(buffer) - k > MAX_PENDING_LINES):
+                raise problem
+            del buffer[:k]
+            before, k = before + k, 0
+            block = next(blocks, None)
+            exhausted = block is None
+            buffer.extend(block or ())
+            continue
+        yield before + k + 1, cells, header, exhausted and end == len(buffer)
+        if header is None:
+            header = [h.strip() for h in cells] or [""]  # a blank first line: one unnamed column
+        k = end
+
+
+def _row_key(cells: Sequence[str]) -> int:
+    """A 64-bit digest of a row's cells: what an exact repeat is found by, in about 100 bytes a row (two rows that
+    differ share one with a chance of 2^-64 a pair: 3e-8 in a file of a million rows)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for cell in cells:
+        digest.update(len(cell).to_bytes(8, "little"))
+        digest.update(cell.encode("utf-8", "surrogatepass"))
+    return int.from_bytes(digest.digest(), "little")
+
+
+def _table(path: Path, blocks, required: Sequence[str], *, delimiter: str, allow_extra_cells: bool,
+           allow_duplicates: bool, multiline: bool, cut_at_end, max_columns: int | None = None):
+    """The `Record`s of a delimited file given as `blocks` of lines (see `read_table`); `cut_at_end()`, asked at
+    the file's last record, says whether the file lacks a final line break that it needs (it may be cut short)."""
+    header: list[str] = []
+    seen: dict[int, int] = {}
+    for line, cells, known, last in _records(path, blocks, delimiter, multiline):
+        if known is None:
+            header = [h.strip() for h in cells] or [""]
+            if max_columns is not None and len(header) > max_columns:
+                raise DataError(path, f"the header has {len(header):,} columns; a file of stimuli has at most "
+                                      f"{max_columns:,}", line=1)
+            _check_header(path, header, required)
+            continue
         if all(c.strip() == "" for c in cells):
             continue
-        if cut_at_end and k == len(lines):
+        if last and cut_at_end():
             if len(cells) < len(header):
                 raise DataError(path, f"the file ends in the middle of this row: {len(cells)} of {len(header)} "
                                       "cells and no line break after it (truncated file?)",
@@ -311,13 +429,55 @@ def read_table(path: Path, required: Sequence[str], *, delimiter: str = ",", all
             if extra:
                 raise DataError(path, f"row has {len(cells)} cells, header has {len(header)}", line=line)
         if not allow_duplicates:
-            first = seen.setdefault(tuple(cells), line)
+            first = seen.setdefault(_row_key(cells), line)
             if first != line:
                 raise DataError(path, f"duplicate row: exact repeat of line {first}", line=line)
-        records.append(Record(path, line, dict(zip(header, cells))))
+        yield Record(path, line, dict(zip(header, cells)))
+    if not header:
+        raise DataError(path, "file is empty", line=1)
+
+
+def _check_header(path: Path, header: Sequence[str], required: Sequence[str]) -> None:
+    for index, name in enumerate(header):
+        if name and name in header[:index]:
+            raise DataError(path, f"column {name!r} appears twice in the header (columns {header.index(name) + 1} "
+                                  f"and {index + 1}); which one holds the value would be a guess", line=1, field=name)
+    for column in required:
+        if column not in header:
+            raise DataError(path, f"missing column (header has {header})", line=1, field=column)
+
+
+def read_table(path: Path, required: Sequence[str], *, delimiter: str = ",", allow_extra_cells: bool = False,
+               allow_duplicates: bool = False, multiline: bool = True) -> list[Record]:
+    """Rows of a delimited file with a header, checked against the `required` columns.
+
+    See the module docstring for line ends, quoting and what is refused. A row with fewer cells than the header is
+    an error naming the first missing field; more cells than the header is an error unless `allow_extra_cells`
+    (some upstream TSVs carry trailing empty cells). A data row that repeats an earlier one exactly is an error
+    naming both lines, unless `allow_duplicates`. Blank lines are skipped. Quoted fields may hold line breaks
+    (`Record.line` is the line where the row starts) unless `multiline=False`: the dataset loaders pass that, as
+    every upstream dataset file has one row per line, so a stray quote cannot swallow the lines after it.
+    """
+    text = load_text(path)
+    lines, terminated = text.lines()
+    records = list(_table(text.path, [lines], required, delimiter=delimiter, allow_extra_cells=allow_extra_cells,
+                          allow_duplicates=allow_duplicates, multiline=multiline,
+                          cut_at_end=lambda: not terminated and not text.unterminated_ok()))
     if not records:
-        raise DataError(path, "no data rows")
+        raise DataError(text.path, "no data rows")
     return records
+
+
+def stream_table(path: Path, required: Sequence[str], *, delimiter: str = ",", max_columns: int | None = None,
+                 max_line: int | None = None):
+    """The `Record`s of `read_table(path, required, delimiter=delimiter)`, read a block at a time (`LineStream`):
+    memory stays bounded whatever the file's size (an exact repeat of a row is found by a 64-bit digest of it).
+    `max_columns` refuses a wider header, `max_line` a longer line, each in one line naming the file. A file
+    without data rows yields nothing (the caller says so)."""
+    stream = LineStream(path, max_line=max_line)
+    yield from _table(stream.path, stream.blocks(), required, delimiter=delimiter, allow_extra_cells=False,
+                      allow_duplicates=False, multiline=True, max_columns=max_columns,
+                      cut_at_end=lambda: not stream.terminated and not pinned_upstream(stream.sha256 or ""))
 
 
 def unnamed_index(rec: Record) -> dict[str, int]:

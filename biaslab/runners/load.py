@@ -92,9 +92,10 @@ def load(dataset: str, db: PathLike = "warehouse/biaslab.duckdb", *, data_dir: P
 
 def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, name: str | None = None,
               protocols: str | None = None, prompt: PathLike | None = None, families: PathLike | None = None,
-              max_stimuli: int | None = None):
+              max_stimuli: int | None = None, progress=None):
     """The user dataset of `file` or `spec` (`loaders.user.dataset.UserDataset`), validated, its prompt too, before
-    anything is written. `protocols`, `prompt` and `families` belong to `file`; a spec declares them itself."""
+    anything is written. `protocols`, `prompt`, `families` and `progress` belong to `file`; a spec declares the
+    first three itself."""
     from ..loaders.user.dataset import from_file, from_spec, read_families
     from .prompting import PromptSpec
 
@@ -107,7 +108,8 @@ def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, nam
         dataset = from_spec(spec, name, **({"max_stimuli": max_stimuli} if max_stimuli else {}))
     else:
         declared = read_families(families) if families else None
-        dataset = from_file(file, name, protocols=protocols, prompt=prompt, pronouns=declared)
+        dataset = from_file(file, name, protocols=protocols, prompt=prompt, pronouns=declared, progress=progress,
+                            **({"max_stimuli": max_stimuli} if max_stimuli else {}))
     if dataset.declaration.prompt is not None:
         PromptSpec.from_mapping(dataset.declaration.prompt, prompt or f"{spec}: prompt")
     return dataset
@@ -116,7 +118,7 @@ def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, nam
 def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | None = None,
               spec: PathLike | None = None, name: str | None = None, protocols: str | None = None,
               prompt: PathLike | None = None, families: PathLike | None = None,
-              max_stimuli: int | None = None) -> LoadResult:
+              max_stimuli: int | None = None, progress=None) -> LoadResult:
     """Load your own dataset (docs/own-study.md) into the warehouse: its stimuli and its declaration (protocols,
     prompt, pronoun families), so collecting and the options metrics need nothing else.
 
@@ -131,7 +133,10 @@ def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | Non
     protocols : with `file`: the protocols, e.g. "choice,prob" (default from the columns).
     prompt : with `file`: a forced-choice prompt file.
     families : with `file`: a pronoun-families file for the gen protocol.
-    max_stimuli : with `spec`: refuse a spec expanding to more stimuli (default 1,000,000), before expanding it.
+    max_stimuli : refuse a spec expanding to more stimuli, or a file of more rows (default 1,000,000), before
+        expanding or reading any. A file is read, checked and stored a block at a time, in bounded memory.
+    progress : with `file`: `progress(total rows, 0)` returns the callback told of every batch of rows read
+        (`biaslab.cli.progress.progress_bar`'s factory).
 
     Returns
     -------
@@ -140,12 +145,15 @@ def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | Non
     from ..warehouse.user_datasets import store
 
     dataset = read_user(file=file, spec=spec, name=name, protocols=protocols, prompt=prompt, families=families,
-                        max_stimuli=max_stimuli)
+                        max_stimuli=max_stimuli, progress=progress)
     decl = dataset.declaration
     command = (f"biaslab data load --spec {spec}" if spec is not None else
                f"biaslab data load --file {file} --name {decl.name}")
-    with Warehouse.open(db) as wh:
-        added, version, changed = store(wh, decl, dataset.stimuli, command)
+    try:
+        with Warehouse.open(db) as wh:
+            added, version, changed = store(wh, decl, dataset.ids, dataset.row_batches(), command)
+    finally:
+        dataset.close()
     return LoadResult(decl.name, len(dataset.stimuli), added, len(dataset.stimuli), str(db), version=version,
                       changed=changed, protocols=tuple(decl.protocols))
 

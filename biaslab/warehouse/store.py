@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from ..schema.evidence import KEYS
-from ..sql.quoting import identifier, identifiers
+from ..sql.quoting import identifier, identifiers, literal
 from . import migrations
 from .errors import SchemaVersionError, WarehouseError
 from .process import current_process
@@ -310,6 +310,17 @@ class Warehouse:
         if self.shared:
             self.release()
 
+    @contextmanager
+    def memory_limit(self, limit: str) -> Iterator[None]:
+        """DuckDB's `memory_limit` set to `limit` (a DuckDB size, e.g. "256MB") inside, the earlier one after: a
+        bulk insert then keeps at most that much in DuckDB's buffers (the rest is written to the file or spilled)."""
+        before = self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        self.con.execute(f"SET memory_limit = {literal(limit)}")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET memory_limit = {literal(before)}")
+
     def _require_writer(self) -> None:
         if self.read_only:
             raise WarehouseError(f"{self.path} is open read-only")
@@ -349,6 +360,19 @@ class Warehouse:
             return 0
         with self.transaction():
             return self._insert_new(table, data, TABLE_KEYS[table])
+
+    def append_file(self, table: str, path: str | os.PathLike) -> int:
+        """Append the rows of a Parquet file holding each key of `table` once, skipping rows whose key is stored;
+        DuckDB reads the file as it inserts (its rows never pass through Python: a million rows within DuckDB's
+        memory limit). Returns rows added."""
+        if table not in TABLE_KEYS:
+            raise WarehouseError(f"append: unknown table {table!r}; known: {sorted(TABLE_KEYS)}")
+        table_sql, keys_sql = identifier(table), identifiers(TABLE_KEYS[table])
+        with self.transaction():
+            before = self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
+            self.con.execute(f"INSERT INTO {table_sql} BY NAME SELECT * FROM read_parquet(?) AS incoming "
+                             f"ANTI JOIN {table_sql} USING ({keys_sql})", [str(path)])
+            return self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0] - before
 
     def append_many(self, tables: Mapping[str, Rows]) -> dict[str, int]:
         """Append rows to several tables in ONE transaction (each with its identity-key anti-join): all or nothing.

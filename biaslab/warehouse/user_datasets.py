@@ -4,8 +4,10 @@ version with its stimuli, and read a dataset's current version (its latest row) 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 from ..schema import DatasetDeclaration, evidence
 
@@ -41,6 +43,10 @@ def names(wh) -> list[tuple[str, StoredDataset]]:
     return [(n, current(wh, n)) for n in found]
 
 
+#: DuckDB's memory limit while a user dataset is stored: a million rows go in within it (issue 45)
+LOAD_MEMORY = "256MB"
+
+
 def _row(declaration: DatasetDeclaration, version: str, ids: list[str], loaded_at: datetime, run_id: str | None):
     return evidence.arrow("user_datasets", {
         "dataset": [declaration.name], "version": [version], "loaded_at": [loaded_at],
@@ -58,17 +64,32 @@ def copy(wh, stored: StoredDataset, stimuli: list) -> None:
                                         stored.loaded_at, None))
 
 
-def store(wh, declaration: DatasetDeclaration, stimuli: list, command: str) -> tuple[int, str, bool]:
+def store(wh, declaration: DatasetDeclaration, ids: list[str], batches: Iterable,
+          command: str) -> tuple[int, str, bool]:
     """Store a loaded user dataset in one transaction: a `runs` row, the stimuli (new ones only) and, when the
-    dataset's current version is another, a `user_datasets` row. Returns (stimuli added, version, whether the
-    version became current now)."""
-    ids = [s.stimulus_id for s in stimuli]
+    dataset's current version is another, a `user_datasets` row.
+
+    Parameters
+    ----------
+    wh : the open warehouse.
+    declaration : the dataset's declaration.
+    ids : its stimulus ids, in file order (the version hashes them).
+    batches : its `stimuli` rows, a batch at a time (Arrow tables or lists of row dicts), or the path of a Parquet
+        file of them, each stimulus once (a big file's staged rows, read by DuckDB as it appends them); appended
+        inside the one transaction with DuckDB's memory held to LOAD_MEMORY.
+    command : the command line recorded in the `runs` row.
+
+    Returns
+    -------
+    (stimuli added, version, whether the version became current now).
+    """
     version = declaration.version(ids)
-    with wh.transaction():
+    with wh.memory_limit(LOAD_MEMORY), wh.transaction():
         run_id = wh.start_run(command, {"dataset": declaration.name, "source": declaration.source,
                                         "path": declaration.path, "file_sha256": declaration.file_sha256,
                                         "version": version})
-        added = wh.append("stimuli", [s.to_row() for s in stimuli])
+        added = sum(wh.append_file("stimuli", batch) if isinstance(batch, Path) else wh.append("stimuli", batch)
+                    for batch in batches)
         before = current(wh, declaration.name)
         changed = before is None or before.version != version
         if changed:

@@ -6,6 +6,8 @@ Bounds (each refusal is one line naming the file):
 - MAX_DEPTH: containers nested inside each other (a spec needs about 5).
 - MAX_VALUES: values a YAML document holds once every alias is expanded ("billion laughs": 9 aliases of 9 give 9^9).
 - MAX_PROMPT_BYTES: a prompt JSON file named by a spec or --prompt.
+- MAX_SPEC_BYTES: a spec file, and a --families file (both read whole: a spec of thousands of templates and fillers
+  is far smaller).
 """
 
 from __future__ import annotations
@@ -15,11 +17,25 @@ from typing import Any
 
 from ..errors import DataError
 
-__all__ = ["MAX_DEPTH", "MAX_VALUES", "MAX_PROMPT_BYTES", "load_yaml", "check_depth", "guarded", "inside"]
+__all__ = ["MAX_DEPTH", "MAX_VALUES", "MAX_PROMPT_BYTES", "MAX_SPEC_BYTES", "load_yaml", "check_depth", "guarded",
+           "inside", "small_file"]
 
 MAX_DEPTH = 64
 MAX_VALUES = 1_000_000
 MAX_PROMPT_BYTES = 1 << 20
+MAX_SPEC_BYTES = 16 << 20
+
+
+def small_file(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes (a `what`, e.g. "a spec"); DataError naming the
+    file otherwise, before it is read."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "file not found" if not path.exists() else "not a regular file")
+    size = path.stat().st_size
+    if size > limit:
+        raise DataError(path, f"{what} is at most {limit:,} bytes; this one has {size:,}")
+    return path.read_bytes()
 
 
 def _yaml_children(node) -> list:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,23 +19,44 @@ from ...schema import DatasetDeclaration, Stimulus
 from ...schema.errors import first_error
 from ...schema.user_dataset import USER_PROTOCOLS, check_name
 from ..errors import DataError
-from .bounded import MAX_PROMPT_BYTES, check_depth, guarded, inside, load_yaml
+from .bounded import MAX_PROMPT_BYTES, MAX_SPEC_BYTES, check_depth, guarded, inside, load_yaml, small_file
 from ..registry import MODULES
 from .expand import MAX_STIMULI, expand, spec_pronouns
-from .files import read_stimuli
+from .files import check_size, iter_stimuli
 from .spec import read_spec
+from .staged import BATCH_ROWS, Staged
 
 
 @dataclass(frozen=True)
 class UserDataset:
-    """What `biaslab data load --file / --spec` stores: the declaration and the stimuli, in file order."""
+    """What `biaslab data load --file / --spec` stores: the declaration and the stimuli, in file order: a spec's
+    expansion as a list, a file's rows staged on disk (`staged.Staged`: a big file is never held in memory)."""
 
     declaration: DatasetDeclaration
-    stimuli: list[Stimulus]
+    stimuli: Sequence[Stimulus] | Staged
+
+    @property
+    def ids(self) -> list[str]:
+        """The stimulus ids, in file order."""
+        return self.stimuli.ids if isinstance(self.stimuli, Staged) else [s.stimulus_id for s in self.stimuli]
 
     @property
     def version(self) -> str:
-        return self.declaration.version([s.stimulus_id for s in self.stimuli])
+        return self.declaration.version(self.ids)
+
+    def close(self) -> None:
+        """Remove the staged file, if any."""
+        if isinstance(self.stimuli, Staged):
+            self.stimuli.close()
+
+    def row_batches(self) -> Iterator[Any]:
+        """The `stimuli` table's rows to append: a staged file's as the path of its Parquet file (each stimulus
+        once), a spec's as lists of row dicts, a batch at a time."""
+        if isinstance(self.stimuli, Staged):
+            yield self.stimuli.path
+        else:
+            for start in range(0, len(self.stimuli), BATCH_ROWS):
+                yield [s.to_row() for s in self.stimuli[start:start + BATCH_ROWS]]
 
 
 def user_name(name: str | None, where: Path) -> str:
@@ -77,11 +99,23 @@ def read_prompt(value: str | dict[str, Any] | None, base: Path, where: Path,
     return data
 
 
-def check_protocols(dataset: UserDataset, where: Path) -> None:
-    """What each declared protocol needs of the stimuli: choice two options each; gen a pronoun vocabulary, and
-    for every stimulus with options a gold option and its pronoun family among the vocabulary's."""
-    decl = dataset.declaration
-    for s in dataset.stimuli:
+def check_pronouns(decl: DatasetDeclaration, where: Path) -> None:
+    """What the declared protocols need of the declaration: gen a pronoun vocabulary the detector accepts."""
+    if "gen" in decl.protocols and not decl.pronouns:
+        raise DataError(where, "the gen protocol needs `pronouns` (family -> case -> forms)", field="pronouns")
+    if decl.pronouns:
+        try:
+            form_index(decl.pronouns)
+        except ValueError as exc:
+            raise DataError(where, str(exc), field="pronouns") from None
+
+
+def check_protocols(decl: DatasetDeclaration, where: Path) -> Callable[[Stimulus], None]:
+    """The check of each stimulus against the declared protocols (applied as the stimuli are read, before
+    `check_pronouns`): choice shows two options; gen needs, for every stimulus with options, a gold option and its
+    pronoun family among the declared vocabulary's."""
+
+    def check(s: Stimulus) -> None:
         if "choice" in decl.protocols and (s.options is None or len(s.options) != 2):
             n = 0 if s.options is None else len(s.options)
             raise DataError(where, f"item {s.item_id}: the choice protocol shows two options, this stimulus has {n}",
@@ -93,13 +127,8 @@ def check_protocols(dataset: UserDataset, where: Path) -> None:
             if s.pronoun_set not in (decl.pronouns or {}):
                 raise DataError(where, f"item {s.item_id}: pronoun family {s.pronoun_set!r} is not among the declared "
                                        f"pronouns ({sorted(decl.pronouns or {})})", field="pronouns")
-    if "gen" in decl.protocols and not decl.pronouns:
-        raise DataError(where, "the gen protocol needs `pronouns` (family -> case -> forms)", field="pronouns")
-    if decl.pronouns:
-        try:
-            form_index(decl.pronouns)
-        except ValueError as exc:
-            raise DataError(where, str(exc), field="pronouns") from None
+
+    return check
 
 
 def _declaration(where: Path, **fields: Any) -> DatasetDeclaration:
@@ -119,21 +148,29 @@ def _protocols(value) -> tuple[str, ...]:
 
 
 def from_file(path: Path, name: str | None, *, protocols=None, prompt: str | None = None,
-              pronouns: dict | None = None, description: str = "") -> UserDataset:
-    """A user dataset from a table file (`files.read_stimuli`); protocols default to prob."""
+              pronouns: dict | None = None, description: str = "", max_stimuli: int = MAX_STIMULI,
+              progress: Callable[[int, int], Callable[[int], None]] | None = None) -> UserDataset:
+    """A user dataset from a table file (`files.iter_stimuli`), staged on disk; protocols default to prob. A file
+    of more than `max_stimuli` rows is refused before any row is read (`files.check_size`). `progress(total, 0)`,
+    when given, returns the callback told of every batch of rows read (a progress bar's factory)."""
     path = Path(path)
     name = user_name(name, path)
-    stimuli = read_stimuli(path, name)
     try:
         declared = _protocols(protocols or ("prob",))
     except ValueError as exc:
         raise DataError(path, str(exc), field="protocols") from None
+    rows = check_size(path, max_stimuli)
     decl = _declaration(path, name=name, source="file", path=str(path), file_sha256=_sha(path),
                         description=description, protocols=declared, pronouns=pronouns,
                         prompt=read_prompt(prompt, Path.cwd(), path))
-    dataset = UserDataset(decl, stimuli)
-    check_protocols(dataset, path)
-    return dataset
+    staged = Staged(iter_stimuli(path, name), check_protocols(decl, path),
+                    advance=progress(rows, 0) if progress is not None else None)
+    try:
+        check_pronouns(decl, path)
+    except DataError:
+        staged.close()
+        raise
+    return UserDataset(decl, staged)
 
 
 def from_spec(path: Path, name: str | None = None, max_stimuli: int = MAX_STIMULI) -> UserDataset:
@@ -149,9 +186,12 @@ def from_spec(path: Path, name: str | None = None, max_stimuli: int = MAX_STIMUL
     decl = _declaration(path, name=name, source="spec", path=str(path), file_sha256=hashlib.sha256(raw).hexdigest(),
                         description=spec.description, protocols=declared, pronouns=spec_pronouns(spec),
                         prompt=read_prompt(spec.prompt, path.parent, path, confined=True))
-    dataset = UserDataset(decl, expand(spec, name, path, max_stimuli=max_stimuli))
-    check_protocols(dataset, path)
-    return dataset
+    check = check_protocols(decl, path)
+    stimuli = expand(spec, name, path, max_stimuli=max_stimuli)
+    for stimulus in stimuli:
+        check(stimulus)
+    check_pronouns(decl, path)
+    return UserDataset(decl, stimuli)
 
 
 def _sha(path: Path) -> str:
@@ -168,10 +208,9 @@ def read_families(path: str | Path) -> dict[str, dict[str, tuple[str, ...]]]:
     import yaml
 
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, "file not found")
+    raw = small_file(path, MAX_SPEC_BYTES, "a families file")
     try:
-        data = load_yaml(path.read_text(encoding="utf-8"), path)  # JSON is YAML
+        data = load_yaml(raw.decode("utf-8"), path)  # JSON is YAML
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise DataError(path, f"not a JSON or YAML mapping ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):

@@ -21,6 +21,7 @@ with the dataset (`user_datasets.file_sha256`), not part of the ids (docs/decisi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -34,7 +35,8 @@ from ...schema import Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
 from .bounded import MAX_DEPTH, check_depth, guarded
-from ..readers import load_text, read_table
+from .. import readers
+from ..readers import LineStream, stream_table
 
 #: `upstream_version` of every user stimulus (ids stay per row: see the module docstring)
 UPSTREAM_VERSION = "user"
@@ -42,6 +44,11 @@ LIST_FIELDS = ("options", "option_labels", "option_texts")
 FIELDS = tuple(Stimulus.model_fields)
 COMPUTED = ("upstream_version", "stimulus_id")
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+#: bounds on a file of stimuli (issue 45): columns (fields of a JSON line), characters of one line, and the rows
+#: read and checked at a time
+MAX_COLUMNS = 1_000
+MAX_LINE = 1 << 20
+BATCH_ROWS = 10_000
 _NUMBER = re.compile(r"^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
@@ -55,33 +62,107 @@ def file_format(path: Path) -> str:
 
 
 def _rows(path: Path, kind: str) -> Iterator[tuple[int, dict[str, Any], str]]:
-    """(line or row number, raw values, 'line' or 'row') of every data row."""
+    """(line or row number, raw values, 'line' or 'row') of every data row, read a block at a time."""
     if kind in ("csv", "tsv"):
-        for rec in read_table(path, ("text", "item_id"), delimiter="\t" if kind == "tsv" else ","):
+        for rec in stream_table(path, ("text", "item_id"), delimiter="\t" if kind == "tsv" else ",",
+                                max_columns=MAX_COLUMNS, max_line=MAX_LINE):
             yield rec.line, {k: v for k, v in rec.values.items() if k}, "line"
     elif kind == "jsonl":
-        for number, line in enumerate(load_text(path).text.split("\n"), start=1):
-            if not line.strip():
-                continue
-            try:
-                with guarded(path):
-                    value = check_depth(json.loads(line), path, line=number)
-            except json.JSONDecodeError as exc:
-                raise DataError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=number) from None
-            except DataError as exc:  # nesting: name the line too
-                raise DataError(path, exc.message, line=number) from None
-            if not isinstance(value, dict):
-                raise DataError(path, f"each line holds one JSON object, got {type(value).__name__}", line=number)
-            yield number, value, "line"
+        stream = LineStream(path, max_line=MAX_LINE)
+        number = 0
+        for block in stream.blocks():
+            for line in block:
+                number += 1
+                if line.strip():
+                    yield number, _json_object(path, line, number), "line"
     else:
-        import pyarrow.parquet as pq
+        parquet = _parquet(path)
+        number = 0
+        for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+            for row in batch.to_pylist():
+                number += 1
+                yield number, row, "row"
 
+
+def _json_object(path: Path, line: str, number: int) -> dict[str, Any]:
+    """The JSON object of one line of a JSONL file."""
+    try:
+        with guarded(path):
+            value = check_depth(json.loads(line), path, line=number)
+    except json.JSONDecodeError as exc:
+        raise DataError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=number) from None
+    except DataError as exc:  # nesting: name the line too
+        raise DataError(path, exc.message, line=number) from None
+    if not isinstance(value, dict):
+        raise DataError(path, f"each line holds one JSON object, got {type(value).__name__}", line=number)
+    if len(value) > MAX_COLUMNS:
+        raise DataError(path, f"{len(value):,} fields; a stimulus has at most {MAX_COLUMNS:,}", line=number)
+    return value
+
+
+def _parquet(path: Path):
+    """The open Parquet file (its metadata read, not its rows), with at most MAX_COLUMNS columns."""
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a damaged file vary
+        raise DataError(path, f"not a readable Parquet file ({type(exc).__name__}: {exc})") from None
+    if len(parquet.schema_arrow) > MAX_COLUMNS:
+        raise DataError(path, f"{len(parquet.schema_arrow):,} columns; a file of stimuli has at most "
+                              f"{MAX_COLUMNS:,}")
+    return parquet
+
+
+def count_rows(path: Path) -> int:
+    """The data rows of a file of stimuli, counted without validating them: one pass over its bytes a block at a
+    time (Parquet: its metadata), so a file too big to load is refused in seconds and bounded memory. Non-blank
+    lines bound the rows from above (a quoted CSV field may span lines); CSV / TSV rows are counted exactly by
+    `csv` only when that bound is what matters (above `bound`). A line longer than MAX_LINE is refused here."""
+    path = Path(path)
+    kind = file_format(path)
+    if kind == "parquet":
+        return _parquet(path).metadata.num_rows
+    LineStream(path)  # the same refusal of a missing or irregular file as the readers
+    lines, carry, number = 0, b"", 1
+    with open(path, "rb") as f:
+        while block := f.read(readers.BLOCK_BYTES):
+            parts = (carry + block).split(b"\n")
+            carry = parts.pop()
+            for part in parts:
+                if len(part) > 4 * MAX_LINE:  # UTF-8: at most 4 bytes a character
+                    raise LineStream.too_long(path, MAX_LINE, number)
+                number += 1
+                lines += bool(part.strip())
+            if len(carry) > 4 * MAX_LINE:
+                raise LineStream.too_long(path, MAX_LINE, number)
+    lines += bool(carry.strip())
+    return lines if kind == "jsonl" else max(lines - 1, 0)
+
+
+def _csv_rows(path: Path, kind: str) -> int:
+    """The exact number of data rows of a CSV / TSV file as `csv` reads it (quoted fields may span lines)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
+        reader = csv.reader(f, delimiter="\t" if kind == "tsv" else ",")
         try:
-            table = pq.read_table(path)
-        except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a damaged file vary
-            raise DataError(path, f"not a readable Parquet file ({type(exc).__name__}: {exc})") from None
-        for number, row in enumerate(table.to_pylist(), start=1):
-            yield number, row, "row"
+            rows = sum(1 for cells in reader if any(c.strip() for c in cells))
+        except csv.Error:
+            return 0  # unreadable: the reading pass names the line
+    return max(rows - 1, 0)
+
+
+def check_size(path: Path, bound: int) -> int:
+    """The file's data rows (`count_rows`); `DataError` when there are more than `bound`, before any is read."""
+    rows = count_rows(path)
+    kind = file_format(Path(path))
+    if rows > bound and kind in ("csv", "tsv"):
+        rows = _csv_rows(path, kind)
+    if rows > bound:
+        raise DataError(path, f"holds {rows:,} rows of stimuli, above the bound of {bound:,}; raise it with "
+                              "--max-stimuli if you mean it")
+    return rows
 
 
 def _too_deep(value: Any) -> bool:
@@ -171,16 +252,24 @@ CONDITION_FIELDS = ("item_id", "context", "option_order", "form", "prime", "pron
                     "options")
 
 
-def read_stimuli(path: Path, name: str) -> list[Stimulus]:
-    """The stimuli of a user's file, in file order (see the module docstring); a bad row raises `DataError`."""
+def _condition_key(stimulus: Stimulus) -> int:
+    """A 64-bit digest of the stimulus's condition (CONDITION_FIELDS): what two rows of one condition share."""
+    values = json.dumps([getattr(stimulus, f) for f in CONDITION_FIELDS], ensure_ascii=False, default=list)
+    return int.from_bytes(hashlib.blake2b(values.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def iter_stimuli(path: Path, name: str) -> Iterator[Stimulus]:
+    """The stimuli of a user's file, in file order (see the module docstring), read a block at a time: memory stays
+    bounded whatever the file's size (a condition seen is kept as a 64-bit digest, about 120 bytes a row; two
+    conditions share one with a chance of 2^-64 a pair). A bad row raises `DataError` when it is reached; a file
+    without data rows raises it at the end."""
     path = Path(path)
     kind = file_format(path)
     if kind in ("jsonl", "parquet") and path.exists() and not path.is_file():
-        load_text(path)  # the same refusal as the text readers (a folder, FIFO or device is never opened)
+        LineStream(path)  # the same refusal as the text readers (a folder, FIFO or device is never opened)
     if kind == "parquet" and not path.exists():
         raise DataError(path, "file not found")
-    stimuli: list[Stimulus] = []
-    seen: dict[tuple, tuple[int, str]] = {}
+    seen: dict[int, int] = {}  # condition digest -> the first row's stimulus id (as a number) << 32 | its line or row
     for number, raw, unit in _rows(path, kind):
         def error(message: str, field: str | None = None, _n=number, _u=unit) -> DataError:
             return DataError(path, message, line=_n, field=field) if _u == "line" else \
@@ -195,18 +284,20 @@ def read_stimuli(path: Path, name: str) -> list[Stimulus]:
         except ValidationError as exc:
             field, message = located(first_error(exc))
             raise error(message, field) from None
-        key = tuple(getattr(stimulus, f) for f in CONDITION_FIELDS)
-        earlier = seen.get(key)
-        if earlier is not None and earlier[1] != stimulus.stimulus_id:
-            where = "line" if unit == "line" else "row"
-            raise error(f"item {stimulus.item_id!r} already has a stimulus for the same condition ({where} "
-                        f"{earlier[0]}: same context, option order, form, prime and pronoun set) with a different "
-                        f"text or attribute; give it another item_id or condition, or remove one", "item_id")
-        seen.setdefault(key, (number, stimulus.stimulus_id))
-        stimuli.append(stimulus)
-    if not stimuli:
+        identity = int(stimulus.stimulus_id, 16)
+        earlier = seen.setdefault(_condition_key(stimulus), identity << 32 | number)
+        if earlier >> 32 != identity:
+            raise error(f"item {stimulus.item_id!r} already has a stimulus for the same condition ({unit} "
+                        f"{earlier & 0xFFFFFFFF}: same context, option order, form, prime and pronoun set) with a "
+                        f"different text or attribute; give it another item_id or condition, or remove one", "item_id")
+        yield stimulus
+    if not seen:
         raise DataError(path, "no data rows")
-    return stimuli
+
+
+def read_stimuli(path: Path, name: str) -> list[Stimulus]:
+    """`iter_stimuli` as a list (for a small file: a big one is staged, `staged.Staged`)."""
+    return list(iter_stimuli(path, name))
 
 
 def stimulus_record(stimulus: Stimulus) -> dict[str, Any]:

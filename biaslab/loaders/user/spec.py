@@ -52,7 +52,7 @@ from ... import errors
 from ...schema import CASES, Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
-from .bounded import check_depth, guarded, load_yaml
+from .bounded import MAX_SPEC_BYTES, check_depth, guarded, load_yaml, small_file
 
 NAMED_FIELDS = ("occupation", "participant", "name")
 #: stimulus fields a filler attribute or a template's `fields` may set
@@ -190,9 +190,7 @@ def _same_attributes(slot: str, fillers: list[Filler], optional: set[str]) -> No
 def read_spec(path: Path) -> tuple[Spec, bytes]:
     """The validated spec of a YAML or TOML file and its bytes; DataError naming the file and key otherwise."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(path, "file not found" if not path.exists() else "not a regular file")
-    raw = path.read_bytes()
+    raw = small_file(path, MAX_SPEC_BYTES, "a spec")
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -77,7 +77,8 @@ def run_one(folder: Path, n: int, kind: str, max_stimuli: int | None) -> dict:
     done = subprocess.run([sys.executable, "-c", script, *cmd], capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     result = json.loads(done.stdout)
-    last = (result["out"] + result["err"]).strip().splitlines()[-1:] or [""]
+    shown = result["out"] if result["rc"] == 0 else result["err"]  # stderr also holds the progress bar
+    last = shown.strip().splitlines()[-1:] or [""]
     db.unlink(missing_ok=True)
     return {"rows": n, "format": kind, "file_mb": round(data.stat().st_size / 1e6, 1), "rc": result["rc"],
             "wall_s": round(wall, 2), "rows_per_s": round(n / wall) if result["rc"] == 0 else None,

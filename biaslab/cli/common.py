@@ -296,12 +296,11 @@ class ResultPrinter:
         out = self.out
         opened = False
         for batch in batches:
-            if not batch:
-                continue
-            records = (json.dumps({n: f(v) for n, f, v in zip(names, convert, row)}, allow_nan=False,
-                                  ensure_ascii=False) for row in batch)
-            out.write(("[\n" if not opened else ",\n") + ",\n".join(records))
-            opened = True
+            for row in batch:  # one record at a time: a batch of long values is never joined into one string
+                out.write("[\n" if not opened else ",\n")
+                out.write(json.dumps({n: f(v) for n, f, v in zip(names, convert, row)}, allow_nan=False,
+                                     ensure_ascii=False))
+                opened = True
         out.write("\n]" if opened else "[]")
         if not self.multiple:
             out.write("\n")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import json
 import os
+import re
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -118,10 +118,18 @@ def sql_command(query: str | None, query_file: str | None, db: str, fmt: str, al
 
 def _run_script(session, sql: str, fmt: str, max_rows: int, allow_paths) -> None:
     """Run and print `sql` in `session`, every failure of the user's script as one line (see `sql_command`)."""
-    from ..warehouse.readonly import QueryError
+    from ..warehouse.readonly import PRINT_MARGIN, QueryError, memory_cap
 
+    limit = session.memory_limit()
     try:
-        _print_all(session, sql, fmt, max_rows)
+        with memory_cap(limit + PRINT_MARGIN) if limit else nullcontext():
+            _print_all(session, sql, fmt, max_rows)
+    except (MemoryError, duckdb.OutOfMemoryException):
+        sys.stdout.flush()
+        shown = f"{limit / 2**20:,.0f} MiB" if limit else "the machine's"
+        _stop(1, f"out of memory: the query and its printing need more than the memory limit ({shown} for DuckDB, "
+                 f"{PRINT_MARGIN // 2**20} MiB more for printing); select less (e.g. left(v, 1000) of a long "
+                 "value, or fewer rows) or raise --memory-limit")
     except Stopped as exc:
         _stop(exc.exit_code, str(exc))
     except KeyboardInterrupt:  # Ctrl-C while printing, between two fetches

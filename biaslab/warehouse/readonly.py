@@ -21,8 +21,10 @@ enforced by DuckDB itself.
 * IMPORT DATABASE is refused from DuckDB's tokens before the script is parsed (DuckDB's parser itself reads the
   folder's schema.sql and load.sql to expand it);
 * resources: ``memory_limit`` (default half the machine's memory), no spilling to disk (``temp_directory = ''``:
-  a read-only command writes no temporary files either), and a `Guard` (Ctrl-C and --timeout stop the query
-  with DuckDB's own interrupt).
+  a read-only command writes no temporary files either), a `Guard` (Ctrl-C and --timeout stop the query
+  with DuckDB's own interrupt), and `memory_cap`: while the script runs and prints, the process maps at most
+  memory_limit + PRINT_MARGIN more writable memory (DuckDB's limit does not cover the values a query builds, nor
+  Python's copies of them).
 
 `read_only(db, allow_paths)` opens such a connection; `ReadOnly.statements(sql)` checks a script before any of it
 runs.
@@ -98,6 +100,67 @@ def default_memory_limit() -> str:
     except (AttributeError, ValueError, OSError):
         return ""
     return f"{max(1, total // 2 // 2**20)}MiB"
+
+
+#: writable memory `biaslab sql` may map beyond DuckDB's memory_limit (Python printing the rows it fetches)
+PRINT_MARGIN = 256 * 2**20
+_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10,
+          "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def size_bytes(text: str) -> int | None:
+    """Bytes of a DuckDB size ("4GB", "512 MiB", "1.8 GiB", as `current_setting('memory_limit')` says it); None
+    when it is not one."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*", text or "", re.IGNORECASE)
+    if not match or match.group(2).lower() not in _UNITS:
+        return None
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _writable_mapped() -> int | None:
+    """The process's writable private memory mapped now (Linux's VmData, what RLIMIT_DATA counts), in bytes."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+@contextmanager
+def memory_cap(extra: int) -> Iterator[int | None]:
+    """Inside: the process may map at most `extra` more bytes of writable memory (RLIMIT_DATA's soft limit, set
+    from VmData now; Linux only, elsewhere nothing is capped); the earlier limit after. Yields the cap (None when
+    none was set).
+
+    Why: DuckDB's memory_limit bounds its buffers, not the strings a query builds (`repeat('x', 10^9)` over 20 rows
+    built 20 GB under a 2 GB limit) nor Python's copies of the values fetched. Under the cap an allocation past it
+    fails instead: DuckDB raises OutOfMemoryException, Python MemoryError. RLIMIT_DATA counts memory mapped
+    writable, not address space merely reserved (64 DuckDB threads reserve 2.3 GB of address space and write
+    0.5 GB), so the cap does not refuse what would fit.
+    """
+    import resource
+    import sys
+
+    mapped = _writable_mapped() if sys.platform.startswith("linux") else None
+    if mapped is None:
+        yield None
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    cap = mapped + extra
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY:
+        cap = min(cap, soft)
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    try:
+        yield cap
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
 def connect_config(allow_paths: Sequence[str], memory_limit: str | None = None) -> dict:
@@ -313,6 +376,10 @@ class ReadOnly:
     def execute(self, statement):
         """Run one checked statement; returns the DuckDB cursor (its `description` names the columns)."""
         return self.guard.call(self.con.execute, statement)
+
+    def memory_limit(self) -> int | None:
+        """DuckDB's memory_limit of this connection, in bytes."""
+        return size_bytes(self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
 
     def batches(self, cursor, size: int = BATCH_ROWS) -> Iterator[list[tuple]]:
         """The rows of an executed cursor, `size` at a time, each fetch under the guard (streamed)."""

@@ -493,7 +493,7 @@ def test_memory_limit_default_and_option(env, monkeypatch):
     before = snapshot(env)
     line = assert_refused(run("sql", "select max(length(s)) from (select list(range) s from range(30000000))",
                               "--db", str(env["db"]), "--memory-limit", "64MB"), before, env)
-    assert "Out of Memory" in line
+    assert "out of memory" in line and "61 MiB for DuckDB" in line and "raise --memory-limit" in line
 
 
 @pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX signals")

@@ -140,14 +140,18 @@ def count_rows(path: Path) -> int:
     return lines if kind == "jsonl" else max(lines - 1, 0)
 
 
-def _csv_rows(path: Path, kind: str) -> int:
-    """The exact number of data rows of a CSV / TSV file as `csv` reads it (quoted fields may span lines)."""
+def _csv_rows(path: Path, kind: str, stop: int) -> int:
+    """The data rows of a CSV / TSV file as `csv` reads it (quoted fields may span lines), counted up to `stop`."""
     import csv
 
+    rows = 0
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
         reader = csv.reader(f, delimiter="\t" if kind == "tsv" else ",")
         try:
-            rows = sum(1 for cells in reader if any(c.strip() for c in cells))
+            for cells in reader:
+                rows += any(c.strip() for c in cells)
+                if rows > stop:  # the header and `stop` data rows
+                    break
         except csv.Error:
             return 0  # unreadable: the reading pass names the line
     return max(rows - 1, 0)
@@ -157,8 +161,13 @@ def check_size(path: Path, bound: int) -> int:
     """The file's data rows (`count_rows`); `DataError` when there are more than `bound`, before any is read."""
     rows = count_rows(path)
     kind = file_format(Path(path))
-    if rows > bound and kind in ("csv", "tsv"):
-        rows = _csv_rows(path, kind)
+    if rows > bound and kind in ("csv", "tsv"):  # non-blank lines: rows, unless quoted fields span lines
+        exact = _csv_rows(path, kind, bound + 1)
+        if exact <= bound:
+            return exact
+        if exact < rows:  # counted up to the bound only
+            raise DataError(path, f"holds more than {bound:,} rows of stimuli ({rows:,} non-blank lines), above the "
+                                  "bound; raise it with --max-stimuli if you mean it")
     if rows > bound:
         raise DataError(path, f"holds {rows:,} rows of stimuli, above the bound of {bound:,}; raise it with "
                               "--max-stimuli if you mean it")

@@ -31,8 +31,22 @@ def _group_label(frame: pd.DataFrame, by: list[str]) -> pd.Series:
     return frame[by].astype(str).agg(" · ".join, axis=1)
 
 
+def _valid_labels(means: pd.DataFrame, groups: list[str]) -> list[str]:
+    """Each group's tick label, with its valid share (1 - invalid_mass, the mass the bars are renormalized over)
+    where the method has invalid answers: a bar of p = 1.000 resting on 0.05% of the mass says so under it."""
+    if "invalid_mass" not in means or means["invalid_mass"].isna().all():
+        return groups
+    share = 1.0 - means.groupby("group", sort=False)["invalid_mass"].mean()
+
+    def percent(x: float) -> str:  # two significant digits below 1%: 0.05% is not 0.0%
+        return f"{x:.1%}" if x >= 0.01 or x == 0 else f"{100 * x:.2g}%"
+
+    return [f"{g}\nvalid {percent(share[g])}" if pd.notna(share.get(g)) else f"{g}\nvalid -" for g in groups]
+
+
 def bars_figure(means: pd.DataFrame, by: list[str], out: Path, name: str) -> str:
-    """Mean p per option label (bars side by side) per group (x), with the bootstrap interval as error bars."""
+    """Mean p per option label (bars side by side) per group (x), with the bootstrap interval as error bars and,
+    under each group, the valid share the probabilities are renormalized over (choice methods)."""
     if means.empty:
         return nothing_to_show("option probabilities by group", "no measurements")
     means = means.assign(group=_group_label(means, by))
@@ -46,9 +60,10 @@ def bars_figure(means: pd.DataFrame, by: list[str], out: Path, name: str) -> str
         low = (part["mean_p"] - part["ci_low"]).clip(lower=0).fillna(0)
         high = (part["ci_high"] - part["mean_p"]).clip(lower=0).fillna(0)
         ax.bar(x, part["mean_p"], width, yerr=[low, high], capsize=3, label=label)
-    ax.set_xticks(np.arange(len(groups)), groups, rotation=20, ha="right", fontsize=8)
+    ticks = _valid_labels(means, groups)
+    ax.set_xticks(np.arange(len(groups)), ticks, rotation=20, ha="right", fontsize=8)
     ax.set_ylim(0, 1)
-    ax.set_ylabel("mean p (over items)")
+    ax.set_ylabel("mean p (over items, of the valid answers)" if ticks != groups else "mean p (over items)")
     ax.legend(fontsize=8, title="option", title_fontsize=8)
     return image_html(save_figure(fig, out, name))
 

@@ -261,7 +261,8 @@ def paired_contrast(items: pd.DataFrame, column: str, a: str, b: str, by: str | 
     Returns
     -------
     One row per KEY + by + option_label (sorted): KEY + by + ``column`` (the text "a - b") + option_label +
-    ``pairs``, ``mean_diff``, ``ci_low``, ``ci_high``, ``p_value`` (NaN when there is no pair).
+    ``pairs``, ``unpaired`` (items with a p on one side only: left out, and counted), ``mean_diff``, ``ci_low``,
+    ``ci_high``, ``p_value`` (NaN when there is no pair).
     """
     by = _names(by)
     if column in by:
@@ -274,15 +275,17 @@ def paired_contrast(items: pd.DataFrame, column: str, a: str, b: str, by: str | 
                                                                       sort=True):
         values = _key_dict(keys + ["option_label"], key)
         d = (group["a"] - group["b"]).dropna().to_numpy(dtype=float)
+        unpaired = int((group["a"].isna() != group["b"].isna()).sum())
         base = np.random.default_rng(group_seed(seed, [*(values[k] for k in keys), text]))
         boot_rng, perm_rng = base.spawn(2)
         low, high = bootstrap_mean_ci(d, boot_rng, bootstrap, level)
         rows.append({**{k: values[k] for k in keys}, column: text, "option_label": values["option_label"],
-                     "pairs": int(d.size), "mean_diff": float(d.mean()) if d.size else float("nan"),
+                     "pairs": int(d.size), "unpaired": unpaired,
+                     "mean_diff": float(d.mean()) if d.size else float("nan"),
                      "ci_low": low, "ci_high": high,
                      "p_value": sign_flip_p_value(d, permutations=permutations, rng=perm_rng)})
-    return pd.DataFrame(rows, columns=keys + [column, "option_label", "pairs", "mean_diff", "ci_low", "ci_high",
-                                              "p_value"])
+    return pd.DataFrame(rows, columns=keys + [column, "option_label", "pairs", "unpaired", "mean_diff", "ci_low",
+                                              "ci_high", "p_value"])
 
 
 # ----------------------------------------------------------------------------------------------------------------

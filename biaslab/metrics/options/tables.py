@@ -110,7 +110,9 @@ def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[st
 def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | None = None,
                   reference: str | None = None, spearman: str | None = None, bootstrap: int = 1000, seed: int = 0,
                   n_bins: int = 10, all_versions: bool = False) -> dict[str, pd.DataFrame]:
-    """`means` (per group and option label: items, mean p, bootstrap CI, invalid mass); with `contrast`
+    """`evidence` (per collection: loaded stimuli, those with and without evidence, and the partial items left
+    out: `complete_items`), `means` (per group and option label: items, mean p, bootstrap CI, invalid mass); with
+    `contrast`
     ("COLUMN=A:B") `contrast` (paired differences per item, CI, sign-flip p); with `reference` (a value of the one
     `by` column) `kl`; with `spearman` (a numeric column) `spearman`; where stimuli have a gold option
     `calibration`, and `_reliability` (bins, for the report) and `_items` (item means, for the report)."""
@@ -122,10 +124,11 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
         raise UsageError("--reference names a value of the one --by column: give exactly one --by")
     groups = list(dict.fromkeys([*by, *([column] if column else [])]))
     probs = read_probs(handle, dataset, groups, [spearman] if spearman else [], all_versions)
+    probs, evidence_table = complete_items(probs, loaded_stimuli(handle, dataset, by, all_versions), by)
     items = stats.item_means(probs, groups, numeric=[spearman] if spearman else [])
     by_items = stats.item_means(probs, by) if column and column not in by else items
     means = stats.group_means(by_items, by, bootstrap=bootstrap, seed=seed)
-    tables = {"means": means}
+    tables = {"evidence": evidence_table, "means": means}
     if column:
         rest = [g for g in by if g != column]
         present = set(items[column])
@@ -148,9 +151,9 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
     return tables
 
 
-def loaded_items(handle, dataset: str, by: Sequence[str], all_versions: bool = False) -> pd.DataFrame:
-    """Distinct item_id of the dataset's loaded stimuli (its current version for a user dataset, unless
-    `all_versions`) per group of the `by` columns (stimuli columns or attrs keys, as `read_probs`): by + n_loaded."""
+def loaded_stimuli(handle, dataset: str, by: Sequence[str], all_versions: bool = False) -> pd.DataFrame:
+    """The dataset's loaded stimuli (its current version for a user dataset, unless `all_versions`): stimulus_id,
+    item_id and the `by` columns (stimuli columns or attrs keys, as `read_probs`, "(none)" where absent)."""
     keys = attrs_keys(handle, dataset)
     st = handle.table("stimuli")
     st = st.filter(st.dataset == dataset)
@@ -160,6 +163,58 @@ def loaded_items(handle, dataset: str, by: Sequence[str], all_versions: bool = F
         frame = frame[frame["stimulus_id"].isin(set(ids))]
     for g in by:
         frame[g] = frame[g].astype(object).where(frame[g].notna(), "(none)")
+    return frame.reset_index(drop=True)
+
+
+#: the columns of the `evidence` table of `biaslab metrics options`
+EVIDENCE_COLUMNS = ["stimuli_loaded", "stimuli_with_evidence", "stimuli_without_evidence", "partial_items",
+                    "stimuli_left_out"]
+
+
+def complete_items(probs: pd.DataFrame, loaded: pd.DataFrame, by: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of `probs` of complete items only, and the `evidence` table that says what was left out.
+
+    An item is complete in a group (KEY + `by` values) when every one of its loaded stimuli in that group has
+    evidence there. An item with evidence for only part of its stimuli (one option order of two, one context of a
+    pair, after an edit or `runners collect --limit`) would move its mean by what it lacks (issue 44: unprimed
+    p(female) 0.5058 became 0.4833 when one item lost an option order), so it is left out of the group's means and
+    contrasts, and counted.
+
+    Parameters
+    ----------
+    probs : `read_probs` rows (KEY, stimulus_id, the `by` columns, option_label, p, ...).
+    loaded : `loaded_stimuli` with the same `by` columns.
+    by : the grouping columns of the means.
+
+    Returns
+    -------
+    (probs of complete items, evidence): one evidence row per KEY (sorted): stimuli_loaded, stimuli_with_evidence,
+    stimuli_without_evidence (loaded stimuli with no row in `probs`), partial_items (item x group cells left out)
+    and stimuli_left_out (stimuli with evidence in those cells).
+    """
+    by = list(by)
+    kept, rows = [], []
+    for key, part in probs.groupby(stats.KEY, sort=True, dropna=False):
+        have = set(part["stimulus_id"])
+        cells = loaded.assign(has=loaded["stimulus_id"].isin(have)).groupby([*by, "item_id"], dropna=False)["has"]
+        state = pd.DataFrame({"all": cells.all(), "any": cells.any()}).reset_index()
+        partial = state[state["any"] & ~state["all"]]
+        marked = part.merge(partial[[*by, "item_id"]].assign(_partial=True), on=[*by, "item_id"], how="left")
+        left_out = marked["_partial"].eq(True).to_numpy()
+        kept.append(part[~left_out])
+        with_evidence = int(loaded["stimulus_id"].isin(have).sum())
+        rows.append({**dict(zip(stats.KEY, key)), "stimuli_loaded": len(loaded),
+                     "stimuli_with_evidence": with_evidence, "stimuli_without_evidence": len(loaded) - with_evidence,
+                     "partial_items": len(partial),
+                     "stimuli_left_out": int(part.loc[left_out, "stimulus_id"].nunique())})
+    probs = pd.concat(kept, ignore_index=True) if kept else probs
+    return probs, pd.DataFrame(rows, columns=[*stats.KEY, *EVIDENCE_COLUMNS])
+
+
+def loaded_items(handle, dataset: str, by: Sequence[str], all_versions: bool = False) -> pd.DataFrame:
+    """Distinct item_id of the dataset's loaded stimuli (its current version for a user dataset, unless
+    `all_versions`) per group of the `by` columns (stimuli columns or attrs keys, as `read_probs`): by + n_loaded."""
+    frame = loaded_stimuli(handle, dataset, by, all_versions)
     if not by:
         return pd.DataFrame({"n_loaded": [int(frame["item_id"].nunique())]})
     return frame.groupby(list(by), dropna=False)["item_id"].nunique().rename("n_loaded").reset_index()

@@ -187,12 +187,12 @@ def contrast_items() -> pd.DataFrame:
 
 def test_paired_contrast_hand_computed_and_drops_unpaired_items():
     out = paired_contrast(contrast_items(), "context", "primed_f", "unprimed", [], bootstrap=500)
-    assert list(out.columns) == KEY + ["context", "option_label", "pairs", "mean_diff", "ci_low", "ci_high",
-                                       "p_value"]
+    assert list(out.columns) == KEY + ["context", "option_label", "pairs", "unpaired", "mean_diff", "ci_low",
+                                       "ci_high", "p_value"]
     f = out.set_index("option_label").loc["F"]
     d = np.array([0.9 - 0.5, 0.7 - 0.6, 0.6 - 0.7])
     assert f["context"] == "primed_f - unprimed"
-    assert f["pairs"] == 3
+    assert (f["pairs"], f["unpaired"]) == (3, 2)  # i4 and i5 have one side only: left out, and counted
     assert f["mean_diff"] == pytest.approx(d.mean())
     assert f["p_value"] == pytest.approx(sign_flip_p_value(d))
     # |sum| >= 0.4 for signs (+,+,+), (+,+,-), (+,-,-) and their mirrors, not for (+,-,+) and its mirror: 6 / 8

@@ -104,6 +104,7 @@ def _parquet(path: Path):
     """The open Parquet file (its metadata read, not its rows), with at most MAX_COLUMNS columns."""
     import pyarrow.parquet as pq
 
+    LineStream(path)  # the readers' refusal of a missing file, a folder, a FIFO or a device (never opened)
     try:
         parquet = pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a damaged file vary

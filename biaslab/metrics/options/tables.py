@@ -124,7 +124,7 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
         raise UsageError("--reference names a value of the one --by column: give exactly one --by")
     groups = list(dict.fromkeys([*by, *([column] if column else [])]))
     probs = read_probs(handle, dataset, groups, [spearman] if spearman else [], all_versions)
-    probs, evidence_table = complete_items(probs, loaded_stimuli(handle, dataset, by, all_versions), by)
+    probs, evidence_table = complete_items(probs, loaded_stimuli(handle, dataset, by, all_versions, True), by)
     items = stats.item_means(probs, groups, numeric=[spearman] if spearman else [])
     by_items = stats.item_means(probs, by) if column and column not in by else items
     means = stats.group_means(by_items, by, bootstrap=bootstrap, seed=seed)
@@ -151,12 +151,16 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
     return tables
 
 
-def loaded_stimuli(handle, dataset: str, by: Sequence[str], all_versions: bool = False) -> pd.DataFrame:
-    """The dataset's loaded stimuli (its current version for a user dataset, unless `all_versions`): stimulus_id,
-    item_id and the `by` columns (stimuli columns or attrs keys, as `read_probs`, "(none)" where absent)."""
+def loaded_stimuli(handle, dataset: str, by: Sequence[str], all_versions: bool = False,
+                   with_options: bool = False) -> pd.DataFrame:
+    """The dataset's loaded stimuli (its current version for a user dataset, unless `all_versions`; with
+    `with_options` only those with options, the ones an option probability can be measured on): stimulus_id, item_id
+    and the `by` columns (stimuli columns or attrs keys, as `read_probs`, "(none)" where absent)."""
     keys = attrs_keys(handle, dataset)
     st = handle.table("stimuli")
     st = st.filter(st.dataset == dataset)
+    if with_options:
+        st = st.filter(st.options.notnull())
     frame = handle.fetch(st.select("stimulus_id", "item_id", **{g: _column(st, g, keys, False) for g in by}))
     ids = None if all_versions else current_ids(handle, dataset)
     if ids is not None:
@@ -188,7 +192,8 @@ def complete_items(probs: pd.DataFrame, loaded: pd.DataFrame, by: Sequence[str])
 
     Returns
     -------
-    (probs of complete items, evidence): one evidence row per KEY (sorted): stimuli_loaded, stimuli_with_evidence,
+    (probs of complete items, evidence): one evidence row per KEY (sorted): stimuli_loaded (those with options, as
+    `loaded` should hold), stimuli_with_evidence,
     stimuli_without_evidence (loaded stimuli with no row in `probs`), partial_items (item x group cells left out)
     and stimuli_left_out (stimuli with evidence in those cells).
     """

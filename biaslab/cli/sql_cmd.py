@@ -125,7 +125,6 @@ def _run_script(session, sql: str, fmt: str, max_rows: int, allow_paths) -> None
         with memory_cap(limit + PRINT_MARGIN) if limit else nullcontext():
             _print_all(session, sql, fmt, max_rows)
     except (MemoryError, duckdb.OutOfMemoryException):
-        sys.stdout.flush()
         shown = f"{limit / 2**20:,.0f} MiB" if limit else "the machine's"
         _stop(1, f"out of memory: the query and its printing need more than the memory limit ({shown} for DuckDB, "
                  f"{PRINT_MARGIN // 2**20} MiB more for printing); select less (e.g. left(v, 1000) of a long "

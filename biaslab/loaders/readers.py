@@ -385,8 +385,13 @@ def _records(path: Path, blocks, delimiter: str, multiline: bool):
             continue
         yield before + k + 1, cells, header, exhausted and end == len(buffer)
         if header is None:
-            header = [h.strip() for h in cells] or [""]  # a blank first line: one unnamed column
+            header = _header_of(cells)
         k = end
+
+
+def _header_of(cells: Sequence[str]) -> list[str]:
+    """The column names of a header record (a blank first line: one unnamed column)."""
+    return [h.strip() for h in cells] or [""]
 
 
 def _row_key(cells: Sequence[str]) -> int:
@@ -407,7 +412,7 @@ def _table(path: Path, blocks, required: Sequence[str], *, delimiter: str, allow
     seen: dict[int, int] = {}
     for line, cells, known, last in _records(path, blocks, delimiter, multiline):
         if known is None:
-            header = [h.strip() for h in cells] or [""]
+            header = _header_of(cells)
             if max_columns is not None and len(header) > max_columns:
                 raise DataError(path, f"the header has {len(header):,} columns; a file of stimuli has at most "
                                       f"{max_columns:,}", line=1)

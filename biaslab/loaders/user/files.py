@@ -11,8 +11,9 @@ hold the name or nothing, `upstream_version` and `stimulus_id` columns are refus
   reads as a number is stored as one, so `--by` and Spearman can use it);
 * an empty cell is an absent value.
 
-Every row is validated with the pydantic schema before anything is returned: the first bad row raises `DataError`
-naming the file, its line (CSV / TSV / JSONL) or row (Parquet), the field and the reason.
+Every row is validated with the pydantic schema as it is read (a block at a time), before anything is stored: the
+first bad row raises `DataError` naming the file, its line (CSV / TSV / JSONL) or row (Parquet), the field and the
+reason.
 
 Stimulus ids hash each row's content, so loading the same file twice adds nothing, and an edited file gives new
 stimuli only for the rows that changed (the old ones keep their evidence). The file's sha256 is the version stored
@@ -274,11 +275,7 @@ def iter_stimuli(path: Path, name: str) -> Iterator[Stimulus]:
     conditions share one with a chance of 2^-64 a pair). A bad row raises `DataError` when it is reached; a file
     without data rows raises it at the end."""
     path = Path(path)
-    kind = file_format(path)
-    if kind in ("jsonl", "parquet") and path.exists() and not path.is_file():
-        LineStream(path)  # the same refusal as the text readers (a folder, FIFO or device is never opened)
-    if kind == "parquet" and not path.exists():
-        raise DataError(path, "file not found")
+    kind = file_format(path)  # a missing file, a folder, a FIFO or a device: refused by `_rows` (`LineStream`)
     seen: dict[int, int] = {}  # condition digest -> the first row's stimulus id (as a number) << 32 | its line or row
     for number, raw, unit in _rows(path, kind):
         def error(message: str, field: str | None = None, _n=number, _u=unit) -> DataError:

@@ -193,21 +193,20 @@ def complete_items(probs: pd.DataFrame, loaded: pd.DataFrame, by: Sequence[str])
     Returns
     -------
     (probs of complete items, evidence): one evidence row per KEY (sorted): stimuli_loaded (those with options, as
-    `loaded` should hold), stimuli_with_evidence,
-    stimuli_without_evidence (loaded stimuli with no row in `probs`), partial_items (item x group cells left out)
-    and stimuli_left_out (stimuli with evidence in those cells).
+    `loaded` should hold), stimuli_with_evidence, stimuli_without_evidence (loaded stimuli with no row in `probs`),
+    partial_items (item x group cells left out) and stimuli_left_out (stimuli with evidence in those cells).
     """
     by = list(by)
     kept, rows = [], []
     for key, part in probs.groupby(stats.KEY, sort=True, dropna=False):
-        have = set(part["stimulus_id"])
-        cells = loaded.assign(has=loaded["stimulus_id"].isin(have)).groupby([*by, "item_id"], dropna=False)["has"]
+        has = loaded["stimulus_id"].isin(set(part["stimulus_id"]))
+        cells = loaded.assign(has=has).groupby([*by, "item_id"], dropna=False)["has"]
         state = pd.DataFrame({"all": cells.all(), "any": cells.any()}).reset_index()
         partial = state[state["any"] & ~state["all"]]
         marked = part.merge(partial[[*by, "item_id"]].assign(_partial=True), on=[*by, "item_id"], how="left")
         left_out = marked["_partial"].eq(True).to_numpy()
         kept.append(part[~left_out])
-        with_evidence = int(loaded["stimulus_id"].isin(have).sum())
+        with_evidence = int(has.sum())
         rows.append({**dict(zip(stats.KEY, key)), "stimuli_loaded": len(loaded),
                      "stimuli_with_evidence": with_evidence, "stimuli_without_evidence": len(loaded) - with_evidence,
                      "partial_items": len(partial),

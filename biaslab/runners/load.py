@@ -111,7 +111,14 @@ def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, nam
         dataset = from_file(file, name, protocols=protocols, prompt=prompt, pronouns=declared, progress=progress,
                             **({"max_stimuli": max_stimuli} if max_stimuli else {}))
     if dataset.declaration.prompt is not None:
-        PromptSpec.from_mapping(dataset.declaration.prompt, prompt or f"{spec}: prompt")
+        where = str(prompt or f"{spec}: prompt")
+        try:
+            shown = PromptSpec.from_mapping(dataset.declaration.prompt, where)
+            for n in sorted(dataset.option_counts):  # the prompt can show every stimulus's options
+                shown.user_text("", [f"option {i}" for i in range(n)], f"{where} (stimuli with {n} options)")
+        except BaseException:
+            dataset.close()  # nothing half-written: the staged rows go too
+            raise
     return dataset
 
 

@@ -18,23 +18,41 @@ Models without a chat template get a plain "system\\n\\nuser\\n" rendering.
 from __future__ import annotations
 
 import json
+import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from ..errors import DataError, UsageError
-from ..schema import Stimulus
+from ..schema import CHOICE_OPTIONS, Stimulus
 
 DEFAULT_PROMPT = "forced_choice_v1"
+#: the fewest and the most options a forced choice shows
+MIN_OPTIONS, MAX_OPTIONS = CHOICE_OPTIONS
+#: the placeholder of the whole option list, joined by `separator` (and `last_separator` before the last option)
+OPTIONS = "options"
 
 
 @dataclass(frozen=True)
 class PromptSpec:
+    """A forced-choice prompt: system text, user template, assistant prefill and the one closing character.
+
+    The user template names `{passage}` and the options, either as one list `{options}` (the options joined by
+    `separator`, the last one after `last_separator`: ", " and " or " give "she, he or they") or numbered
+    `{option_1}, {option_2}` (the built-in prompt's "[{option_1}, {option_2}]"). Numbered options joined by one
+    separator without letters or digits are a list: it shows as many options as the stimulus has, joined by that
+    separator ("[she, he, they]"); a stimulus with two options renders exactly as `str.format` did before N options
+    (every stored request id unchanged). Other numbered layouts show exactly as many options as they number.
+    """
+
     version: str
     system: str
     user: str
     prefill: str
     closing: str
+    separator: str = ", "
+    last_separator: str | None = None
 
     @classmethod
     def load(cls, name_or_path: str = DEFAULT_PROMPT) -> PromptSpec:
@@ -65,22 +83,98 @@ class PromptSpec:
 
     @classmethod
     def from_mapping(cls, data: object, where: str) -> PromptSpec:
-        """A prompt from its fields (a prompt file's JSON object, or a user dataset's declared prompt); ValueError
-        in one line naming `where` for a value that is not an object, a missing or non-string field, and a user
-        template without the {passage}, {option_1} and {option_2} placeholders."""
+        """A prompt from its fields (a prompt file's JSON object, or a user dataset's declared prompt; the optional
+        `separator` and `last_separator` word the `{options}` list); ValueError in one line naming `where` for a
+        value that is not an object, a missing or non-string field, and a user template without {passage} and
+        without either {options} or both {option_1} and {option_2}."""
         if not isinstance(data, dict):
             raise DataError(f"{where}: a prompt file holds one JSON object, got {type(data).__name__}")
         fields = ("version", "system", "user", "prefill", "closing")
         missing = [k for k in fields if k not in data]
         if missing:
             raise DataError(f"{where}: missing field(s) {', '.join(missing)} (a prompt file needs {', '.join(fields)})")
-        wrong = [k for k in fields if not isinstance(data[k], str)]
+        optional = [k for k in ("separator", "last_separator") if k in data]
+        wrong = [k for k in (*fields, *optional) if not isinstance(data[k], str)]
         if wrong:
             raise DataError(f"{where}: field(s) {', '.join(wrong)} must be strings")
-        for placeholder in ("{passage}", "{option_1}", "{option_2}"):
-            if placeholder not in data["user"]:
-                raise DataError(f"{where}: field 'user' lacks the placeholder {placeholder}")
-        return cls(**{k: data[k] for k in fields})
+        names = _fields(data["user"], where)
+        needed = ["passage"] if OPTIONS in names else ["passage", "option_1", "option_2"]
+        for name in needed:
+            if name not in names:
+                hint = " (or {options}, the whole list)" if name.startswith("option_") else ""
+                raise DataError(f"{where}: field 'user' lacks the placeholder {{{name}}}{hint}")
+        return cls(**{k: data[k] for k in (*fields, *optional)})
+
+    def user_text(self, passage_text: str, options: Sequence[str], where: str = "a stimulus") -> str:
+        """The user message showing `passage_text` and `options` (see the class docstring); DataError naming
+        `where` for fewer than `MIN_OPTIONS` or more than `MAX_OPTIONS` options, and for a numbered layout that
+        cannot show this many."""
+        n = len(options)
+        if not MIN_OPTIONS <= n <= MAX_OPTIONS:
+            raise DataError(f"{where}: a forced choice shows {MIN_OPTIONS} to {MAX_OPTIONS} options, this one has {n}")
+        numbered = {f"option_{i + 1}": o for i, o in enumerate(options)}
+        listed = self.listed(options)
+        run = _numbered_run(self.user)
+        if run is None or run[1] == n:
+            return self.user.format(passage=passage_text, options=listed, **numbered)
+        count, separator = run[1], run[2]
+        if separator is None:
+            raise DataError(f"{where}: prompt {self.version!r} numbers {count} options in its own layout and this "
+                            f"stimulus has {n}: write the list as {{options}} (joined by the prompt's `separator`)")
+        out: list[str] = []
+        for literal, name, spec, conversion in string.Formatter().parse(self.user):
+            index = _option_index(name)
+            if index is not None and 1 < index <= count:
+                continue  # the list's other members: shown with option_1
+            out.append(literal)
+            if name is None:
+                continue
+            if index == 1:
+                out.append(separator.join(options))
+                continue
+            value = {"passage": passage_text, OPTIONS: listed, **numbered}[name]
+            out.append(format(value if conversion is None else repr(value) if conversion == "r" else str(value), spec))
+        return "".join(out)
+
+    def listed(self, options: Sequence[str]) -> str:
+        """The `{options}` list: "a, b or c" with separator ", " and last_separator " or "."""
+        last = self.separator if self.last_separator is None else self.last_separator
+        if len(options) < 2:
+            return "".join(options)
+        return self.separator.join(options[:-1]) + last + options[-1]
+
+
+def _fields(template: str, where: str) -> set[str]:
+    try:
+        return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
+    except ValueError as exc:
+        raise DataError(f"{where}: field 'user' is not a valid template ({exc}; write {{{{ and }}}} for braces)") \
+            from None
+
+
+def _option_index(name: str | None) -> int | None:
+    if name is None or not name.startswith("option_") or not name[7:].isdigit():
+        return None
+    return int(name[7:])
+
+
+def _numbered_run(template: str) -> tuple[int, int, str | None] | None:
+    """(position, count, separator) of the numbered options `{option_1}` ... `{option_k}` of `template`: the
+    separator when they come in order, each once, joined by one and the same text without letters or digits
+    (a list that can grow or shrink), else None; None altogether without numbered options."""
+    parsed = list(string.Formatter().parse(template))
+    positions = [(i, _option_index(name)) for i, (_, name, _, _) in enumerate(parsed) if _option_index(name)]
+    if not positions:
+        return None
+    indices = [index for _, index in positions]
+    count = max(indices)
+    if indices != list(range(1, count + 1)):
+        return positions[0][0], count, None
+    between = {parsed[i][0] for i, _ in positions[1:]}
+    separator = between.pop() if len(between) == 1 else None
+    if separator is not None and (not separator or any(c.isalnum() for c in separator)):
+        separator = None
+    return positions[0][0], count, separator
 
 
 def passage(stimulus: Stimulus) -> str:
@@ -102,10 +196,15 @@ class RenderedPrompt:
 
 def render(spec: PromptSpec, tokenizer, stimulus: Stimulus) -> RenderedPrompt:
     """The full prompt text up to and including the assistant prefill."""
-    if stimulus.options is None or len(stimulus.options) != 2:
-        raise DataError(f"stimulus {stimulus.item_id}: a forced choice needs exactly two options")
-    user = spec.user.format(passage=passage(stimulus), option_1=stimulus.options[0], option_2=stimulus.options[1])
-    return _render_user(spec, tokenizer, user)
+    return _render_user(spec, tokenizer, user_message(spec, stimulus))
+
+
+def user_message(spec: PromptSpec, stimulus: Stimulus) -> str:
+    """The user message of `stimulus`: its passage and its options (`PromptSpec.user_text`)."""
+    where = f"stimulus {stimulus.item_id}"
+    if stimulus.options is None:
+        raise DataError(f"{where}: a forced choice needs options")
+    return spec.user_text(passage(stimulus), stimulus.options, where)
 
 
 def _render_user(spec: PromptSpec, tokenizer, user: str) -> RenderedPrompt:
@@ -153,5 +252,5 @@ def shared_prefix_ids(spec: PromptSpec, tokenizer) -> list[int]:
     A prompt's shared prefix is then its longest common token prefix with these ids (`kvcache.SharedPrefixes`):
     where the tokenizer merges the last prefix characters with the passage, the shared part simply ends earlier.
     """
-    text = _render_user(spec, tokenizer, spec.user.format(passage=_SLOT, option_1=_SLOT, option_2=_SLOT)).text
+    text = _render_user(spec, tokenizer, spec.user_text(_SLOT, (_SLOT, _SLOT))).text
     return tokenizer(text[: text.index(_SLOT)], add_special_tokens=False)["input_ids"]

@@ -2,8 +2,8 @@
 
 from .identity import content_hash, request_id
 from .records import ModelSpec
-from .stimulus import CASES, CONTEXTS, FORMS, STIMULUS_COLUMNS, Stimulus
+from .stimulus import CASES, CHOICE_OPTIONS, CONTEXTS, FORMS, STIMULUS_COLUMNS, Stimulus
 from .user_dataset import DatasetDeclaration
 
-__all__ = ["CASES", "CONTEXTS", "FORMS", "STIMULUS_COLUMNS", "DatasetDeclaration", "ModelSpec", "Stimulus",
-           "content_hash", "request_id"]
+__all__ = ["CASES", "CHOICE_OPTIONS", "CONTEXTS", "FORMS", "STIMULUS_COLUMNS", "DatasetDeclaration", "ModelSpec",
+           "Stimulus", "content_hash", "request_id"]

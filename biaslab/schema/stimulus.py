@@ -47,6 +47,10 @@ CONTEXTS: tuple[str, ...] = Context.__args__  # type: ignore[attr-defined]
 FORMS: tuple[str, ...] = Form.__args__  # type: ignore[attr-defined]
 CASES: tuple[str, ...] = Case.__args__  # type: ignore[attr-defined]
 
+#: the fewest and the most options the forced-choice protocol shows (2 to 8: studies of they, xe or ze need 3 to 5)
+CHOICE_OPTIONS = (2, 8)
+
+
 class Stimulus(BaseModel):
     """One stimulus of one dataset: the unit every runner turns into model requests."""
 

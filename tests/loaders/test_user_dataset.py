@@ -170,8 +170,8 @@ def test_file_formats_refused_in_one_line(tmp_path):
 
 def test_protocol_needs_are_checked_before_anything_is_stored(tmp_path):
     path = tmp_path / "s.csv"
-    path.write_text("item_id,text,options,slot\ni1,The BLANK.,she|he|they,BLANK\n")
-    with pytest.raises(DataError, match="the choice protocol shows two options, this stimulus has 3"):
+    path.write_text("item_id,text,options,slot\ni1,The BLANK.,she|he|they|xe|ze|e|fae|ve|ey,BLANK\n")
+    with pytest.raises(DataError, match="the choice protocol shows 2 to 8 options, this stimulus has 9"):
         from_file(path, "demo", protocols="choice")
     with pytest.raises(DataError, match="the gen protocol needs a gold option"):
         from_file(path, "demo", protocols="gen")

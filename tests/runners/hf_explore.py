@@ -33,3 +33,36 @@ def explore(model, tokenizer, prompts: Sequence[Sequence[int]], parsers: Sequenc
             state = encode_prompts(model, prompts, pad_id)
         return walk(HFExpander(model, state, k_store, tree), tokenizer, parsers, max_new_tokens=max_new_tokens,
                     stop_ids=stop_ids, temperature=temperature, top_k=top_k, min_mass=min_mass)
+
+
+def brute_force(model, tok, prompt, parser, temperature, top_k, max_new, stops) -> dict[str, float]:
+    """Enumerate every token path within the top-k, with Hugging Face's own warpers and a full forward per path
+    (the independent reference of exact mode: no cache, no trie, no pruning)."""
+    import torch
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
+
+    from biaslab.runners.answers import decode
+    from biaslab.runners.trie import INVALID
+
+    warpers = [TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k)]
+    totals = {o: 0.0 for o in parser.options}
+
+    def walk(path: tuple[int, ...], mass: float) -> None:
+        with torch.no_grad():
+            scores = model(torch.tensor([prompt + list(path)], device=model.device)).logits[:, -1].float()
+        for w in warpers:
+            scores = w(None, scores)
+        probs = scores.softmax(-1)[0].double()
+        for token in torch.nonzero(probs > 0).flatten().tolist():
+            p = mass * probs[token].item()
+            stop = token in stops
+            text = decode(tok, path if stop else (*path, token))
+            status, option = parser.status(text, ended=stop or len(path) + 1 == max_new)
+            if status == "valid":
+                totals[option] += p
+            elif status == "live":
+                walk((*path, token), p)
+
+    walk((), 1.0)
+    totals[INVALID] = 1.0 - sum(totals.values())
+    return totals

@@ -11,8 +11,9 @@ from scipy.stats import binom
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper
 
 from biaslab.runners.answers import AnswerParser, decode
+from biaslab.runners.requests import sample_seed
 from biaslab.runners.trie import INVALID, UNRESOLVED, probabilities
-from hf_explore import explore
+from hf_explore import brute_force, explore
 from biaslab.engines.hf.kvcache import encode_prompts, extend
 from biaslab.engines.base import SamplingSettings
 from biaslab.engines.hf.sampling import sample_from_state, warp
@@ -43,15 +44,15 @@ def _printable(tok, ids) -> bool:
 
 
 @torch.inference_mode()
-def _model_options(model, tok, prompt: list[int], n_tokens: int = 2) -> tuple[str, str]:
-    """Two multi-token answers the tiny model finds likely: its top usable first tokens, each followed by the most
-    likely usable continuation."""
+def _model_options(model, tok, prompt: list[int], n_tokens: int = 2, n_options: int = 2) -> tuple[str, ...]:
+    """`n_options` multi-token answers the tiny model finds likely: its top usable first tokens, each followed by
+    the most likely usable continuation."""
     _, head = _base_and_head(model)
     state = encode_prompts(model, [prompt], 0)
     ranked = head.to_float(head.raw(state.last_hidden))[0].argsort(descending=True).tolist()
     options: list[str] = []
     for token in ranked:
-        if len(options) == 2:
+        if len(options) == n_options:
             break
         if not _printable(tok, [token]):
             continue
@@ -72,37 +73,13 @@ def _prompts(tok, n: int) -> list[list[int]]:
     return [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
-def brute_force(model, tok, prompt, parser, temperature, top_k, max_new, stops) -> dict[str, float]:
-    """Enumerate every token path within the top-k, with Hugging Face's own warpers and a full forward per path."""
-    warpers = [TemperatureLogitsWarper(temperature), TopKLogitsWarper(top_k)]
-    totals = {o: 0.0 for o in parser.options}
-
-    def walk(path: tuple[int, ...], mass: float) -> None:
-        with torch.no_grad():
-            scores = model(torch.tensor([prompt + list(path)], device=model.device)).logits[:, -1].float()
-        for w in warpers:
-            scores = w(None, scores)
-        probs = scores.softmax(-1)[0].double()
-        for token in torch.nonzero(probs > 0).flatten().tolist():
-            p = mass * probs[token].item()
-            stop = token in stops
-            text = decode(tok, path if stop else (*path, token))
-            status, option = parser.status(text, ended=stop or len(path) + 1 == max_new)
-            if status == "valid":
-                totals[option] += p
-            elif status == "live":
-                walk((*path, token), p)
-
-    walk((), 1.0)
-    totals[INVALID] = 1.0 - sum(totals.values())
-    return totals
-
-
-def test_exact_probabilities_equal_brute_force_enumeration(tiny_gpt2):
+@pytest.mark.parametrize("n_options", [2, 3, 5])
+def test_exact_probabilities_equal_brute_force_enumeration(tiny_gpt2, n_options):
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
     stops = {tok.eos_token_id}
     prompts = _prompts(tok, 3)
-    parsers = [AnswerParser(_model_options(model, tok, p, n_tokens=3)) for p in prompts]
+    parsers = [AnswerParser(_model_options(model, tok, p, n_tokens=3, n_options=n_options)) for p in prompts]
+    assert all(len(p.options) == n_options for p in parsers)
     assert all(len(tok(o, add_special_tokens=False)["input_ids"]) >= 2 for p in parsers for o in p.options)
     tries = explore(model, tok, prompts, parsers, max_new_tokens=3, k_store=64, stop_ids=stops, pad_id=0,
                     temperature=0.3, top_k=5, min_mass=0.0)
@@ -125,12 +102,14 @@ def test_warp_matches_hugging_face_warpers():
     torch.testing.assert_close(ours, ref.softmax(-1))
 
 
-def test_sampled_fractions_agree_with_exact_probabilities(tiny_gpt2):
+@pytest.mark.parametrize("n_options", [2, 3])
+def test_sampled_fractions_agree_with_exact_probabilities(tiny_gpt2, n_options):
     model, tok = tiny_gpt2.model, tiny_gpt2.tokenizer
     stops = {tok.eos_token_id}
     n_samples, params = 2000, SamplingSettings(temperature=0.8, top_k=5, top_p=1.0, max_new_tokens=2)
     prompts = _prompts(tok, 20)
-    parsers = [AnswerParser(_model_options(model, tok, p)) for p in prompts]
+    parsers = [AnswerParser(_model_options(model, tok, p, n_options=n_options)) for p in prompts]
+    assert all(len(p.options) == n_options for p in parsers)
     tries = explore(model, tok, prompts, parsers, max_new_tokens=2, k_store=64, stop_ids=stops, pad_id=0,
                     temperature=params.temperature, top_k=params.top_k)
     state = encode_prompts(model, prompts, 0)
@@ -138,7 +117,9 @@ def test_sampled_fractions_agree_with_exact_probabilities(tiny_gpt2):
     for row, (parser, trie) in enumerate(zip(parsers, tries)):
         exact = probabilities(trie, parser.options, params.temperature, params.top_k)
         valid_mass += sum(exact[o] for o in parser.options)
-        seeds = [1000 * row + i for i in range(n_samples)]
+        # seeds as collections derive them (hashed): the first draws of consecutive integer seeds are not uniform
+        # enough for this check (Kolmogorov-Smirnov p 0.014 over 8,000 seeds from 867,777)
+        seeds = [sample_seed(0, f"prompt {row}", i) for i in range(n_samples)]
         drawn = sample_from_state(model, state.select([row] * n_samples), seeds, params, stops, 0)
         answers = [parser.parse(decode(tok, s.token_ids))[1] for s in drawn]
         ok = True

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ... import errors
 from ...lexicon.pronoun_detection import form_index
-from ...schema import DatasetDeclaration, Stimulus
+from ...schema import CHOICE_OPTIONS, DatasetDeclaration, Stimulus
 from ...schema.errors import first_error
 from ...schema.user_dataset import USER_PROTOCOLS, check_name
 from ..errors import DataError
@@ -34,6 +34,8 @@ class UserDataset:
 
     declaration: DatasetDeclaration
     stimuli: Sequence[Stimulus] | Staged
+    #: how many options the stimuli have (the distinct counts; empty without options)
+    option_counts: frozenset[int] = frozenset()
 
     @property
     def ids(self) -> list[str]:
@@ -110,16 +112,25 @@ def check_pronouns(decl: DatasetDeclaration, where: Path) -> None:
             raise DataError(where, str(exc), field="pronouns") from None
 
 
-def check_protocols(decl: DatasetDeclaration, where: Path) -> Callable[[Stimulus], None]:
+class ProtocolCheck:
     """The check of each stimulus against the declared protocols (applied as the stimuli are read, before
-    `check_pronouns`): choice shows two options; gen needs, for every stimulus with options, a gold option and its
-    pronoun family among the declared vocabulary's."""
+    `check_pronouns`): choice shows 2 to 8 options (`schema.CHOICE_OPTIONS`); gen needs, for every stimulus with
+    options, a gold option and its pronoun family among the declared vocabulary's. `option_counts`: the numbers of
+    options seen (a declared prompt must show each, `runners.load`)."""
 
-    def check(s: Stimulus) -> None:
-        if "choice" in decl.protocols and (s.options is None or len(s.options) != 2):
-            n = 0 if s.options is None else len(s.options)
-            raise DataError(where, f"item {s.item_id}: the choice protocol shows two options, this stimulus has {n}",
-                            field="options")
+    def __init__(self, decl: DatasetDeclaration, where: Path):
+        self.decl, self.where = decl, where
+        self.option_counts: set[int] = set()
+
+    def __call__(self, s: Stimulus) -> None:
+        decl, where = self.decl, self.where
+        low, high = CHOICE_OPTIONS
+        n = 0 if s.options is None else len(s.options)
+        if n:
+            self.option_counts.add(n)
+        if "choice" in decl.protocols and not low <= n <= high:
+            raise DataError(where, f"item {s.item_id}: the choice protocol shows {low} to {high} options, this "
+                                   f"stimulus has {n}", field="options")
         if "gen" in decl.protocols and s.options is not None:
             if s.gold is None or s.pronoun_set is None:
                 raise DataError(where, f"item {s.item_id}: the gen protocol needs a gold option and its pronoun family "
@@ -127,8 +138,6 @@ def check_protocols(decl: DatasetDeclaration, where: Path) -> Callable[[Stimulus
             if s.pronoun_set not in (decl.pronouns or {}):
                 raise DataError(where, f"item {s.item_id}: pronoun family {s.pronoun_set!r} is not among the declared "
                                        f"pronouns ({sorted(decl.pronouns or {})})", field="pronouns")
-
-    return check
 
 
 def _declaration(where: Path, **fields: Any) -> DatasetDeclaration:
@@ -163,14 +172,15 @@ def from_file(path: Path, name: str | None, *, protocols=None, prompt: str | Non
     decl = _declaration(path, name=name, source="file", path=str(path), file_sha256=_sha(path),
                         description=description, protocols=declared, pronouns=pronouns,
                         prompt=read_prompt(prompt, Path.cwd(), path))
-    staged = Staged(iter_stimuli(path, name), check_protocols(decl, path),
+    check = ProtocolCheck(decl, path)
+    staged = Staged(iter_stimuli(path, name), check,
                     advance=progress(rows, 0) if progress is not None else None)
     try:
         check_pronouns(decl, path)
     except DataError:
         staged.close()
         raise
-    return UserDataset(decl, staged)
+    return UserDataset(decl, staged, frozenset(check.option_counts))
 
 
 def from_spec(path: Path, name: str | None = None, max_stimuli: int = MAX_STIMULI) -> UserDataset:
@@ -186,12 +196,12 @@ def from_spec(path: Path, name: str | None = None, max_stimuli: int = MAX_STIMUL
     decl = _declaration(path, name=name, source="spec", path=str(path), file_sha256=hashlib.sha256(raw).hexdigest(),
                         description=spec.description, protocols=declared, pronouns=spec_pronouns(spec),
                         prompt=read_prompt(spec.prompt, path.parent, path, confined=True))
-    check = check_protocols(decl, path)
+    check = ProtocolCheck(decl, path)
     stimuli = expand(spec, name, path, max_stimuli=max_stimuli)
     for stimulus in stimuli:
         check(stimulus)
     check_pronouns(decl, path)
-    return UserDataset(decl, stimuli)
+    return UserDataset(decl, stimuli, frozenset(check.option_counts))
 
 
 def _sha(path: Path) -> str:

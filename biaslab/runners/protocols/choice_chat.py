@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from ...engines.base import ChatReply, SamplingSettings
 from ...schema import Stimulus, evidence
 from ..answers import AnswerParser
-from ..prompting import PromptSpec, passage
+from ..prompting import PromptSpec, user_message
 from ..trie import INVALID, UNRESOLVED
 from .base import Progress
 
@@ -50,11 +50,7 @@ CHAT_CHUNK = 64
 
 def chat_messages(spec: PromptSpec, stimulus: Stimulus) -> list[dict]:
     """The system and user messages of a forced-choice prompt (no prefill)."""
-    from ...errors import DataError
-
-    if stimulus.options is None or len(stimulus.options) != 2:
-        raise DataError(f"stimulus {stimulus.item_id}: a forced choice needs exactly two options")
-    user = spec.user.format(passage=passage(stimulus), option_1=stimulus.options[0], option_2=stimulus.options[1])
+    user = user_message(spec, stimulus)
     return [{"role": "system", "content": spec.system}, {"role": "user", "content": user}]
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import UsageError
 from ..metrics.coverage import DEFAULT_MIN_COVERAGE
 from .common import Group, db_option, format_option
 from .frames import print_frame
@@ -567,8 +568,19 @@ def _options_flags(f):
         click.option("--reference", default=None, metavar="VALUE",
                      help="KL divergence of each group's option distribution to this group (one --by column)."),
         click.option("--spearman", default=None, metavar="COL",
-                     help="Spearman correlation of each option's probability with this numeric column over items "
-                          "(e.g. stereotype_rating or a filler attribute)."),
+                     help="Spearman correlation of each option's probability with this numeric column (e.g. "
+                          "stereotype_rating or a filler attribute) over the study's units, with a bootstrap "
+                          "interval; the report draws it as a scatter."),
+        click.option("--unit", default=None, metavar="COL",
+                     help="The study's unit for --spearman: a column whose value the items of one unit share (e.g. "
+                          "name, when every name is asked in several templates). Default: the unit your spec "
+                          "declares (unit:), else the item."),
+        click.option("--temperatures", default=None, metavar="T1,T2,...",
+                     help="Also re-derive the exact-mode choice collections at these temperatures from their stored "
+                          "trie evidence (no model runs); each shows as its own setting ('... at T=0.3 top_k=40')."),
+        click.option("--top-k", "top_k", type=int, default=None, metavar="K",
+                     help="With --temperatures: re-derive at this top-k (at most the collection's --k-store); "
+                          "default each collection's own."),
         click.option("--bootstrap", type=click.IntRange(min=100), default=1000, show_default=True,
                      help="Bootstrap resamples of the intervals."),
         click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and permutations."),
@@ -584,14 +596,27 @@ def _by(text: str) -> list[str]:
     return [c.strip() for c in text.split(",") if c.strip()]
 
 
+def _rederive(temperatures: str | None, top_k: int | None) -> dict:
+    """--temperatures / --top-k of the options commands, checked: {} without --temperatures."""
+    from ..metrics.contextuality.tables import parse_temperatures
+    from ..metrics.options.tables import parse_top_k
+
+    if temperatures is None:
+        if top_k is not None:
+            raise UsageError("--top-k re-derives with --temperatures: give both (e.g. --temperatures 0.5 --top-k 20)")
+        return {}
+    return {"temperatures": parse_temperatures(temperatures), "top_k": parse_top_k(top_k)}
+
+
 @metrics_group.command("options")
 @db_option
 @format_option
 @_options_flags
 @_OUT
 @_table_options
-def options_command(db: str, fmt: str, dataset: str, by: str, contrast, reference, spearman, bootstrap: int,
-                    seed: int, all_versions: bool, min_coverage: float, out: str | None) -> None:
+def options_command(db: str, fmt: str, dataset: str, by: str, contrast, reference, spearman, unit, temperatures,
+                    top_k, bootstrap: int, seed: int, all_versions: bool, min_coverage: float,
+                    out: str | None) -> None:
     """Generic metrics of any dataset with options (your own study or a built-in one), from stored evidence of every
     protocol that measures an option (prob, choice exact, choice sample): per collection and group, the mean
     probability of each option label over items (renormalized over the valid options; the invalid share as
@@ -599,17 +624,23 @@ def options_command(db: str, fmt: str, dataset: str, by: str, contrast, referenc
     below; calibration (accuracy, ECE, Brier) where stimuli have a gold option. Also `biaslab.options(...)` in
     Python and the view option_probs in SQL.
 
+    The order table gives each option's mean probability per position in the prompt's list (large: a spread of 0.2
+    or more, which a mean over both orders hides).
+
     Example: biaslab metrics options --dataset my-study --by context --contrast context=primed_f:unprimed
     """
     from ..metrics.studies import options
 
+    rederive = _rederive(temperatures, top_k)
     with _open(db) as handle:
         tables = options(handle, dataset, by=_by(by), contrast=contrast, reference=reference, spearman=spearman,
-                         bootstrap=bootstrap, seed=seed, all_versions=all_versions, min_coverage=min_coverage)
+                         bootstrap=bootstrap, seed=seed, all_versions=all_versions, min_coverage=min_coverage,
+                         unit=unit, **rederive)
         if out:
             _results_artifact(handle, "options", tables, [dataset],
                               {"dataset": dataset, "by": _by(by), "contrast": contrast, "reference": reference,
-                               "spearman": spearman, "bootstrap": bootstrap, "seed": seed}, out)
+                               "spearman": spearman, "unit": unit, "bootstrap": bootstrap, "seed": seed,
+                               **{k: list(v) if k == "temperatures" else v for k, v in rederive.items()}}, out)
     _emit_tables(tables, fmt)
 
 
@@ -617,19 +648,23 @@ def options_command(db: str, fmt: str, dataset: str, by: str, contrast, referenc
 @db_option
 @click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Output folder.")
 @_options_flags
-def options_report_command(db: str, out: str, dataset: str, by: str, contrast, reference, spearman,
-                           bootstrap: int, seed: int, all_versions: bool, min_coverage: float) -> None:
+def options_report_command(db: str, out: str, dataset: str, by: str, contrast, reference, spearman, unit,
+                           temperatures, top_k, bootstrap: int, seed: int, all_versions: bool,
+                           min_coverage: float) -> None:
     """Write OUT/index.html for a dataset with options: per collection, bars of each option's mean probability per
-    group with 95% intervals, the paired contrast per item (--contrast), a reliability diagram where stimuli have a
+    group with 95% intervals, the option-order effect (said in words where it is large), the paired contrast per item
+    for every option (--contrast), a scatter of each option's probability against a numeric column with Spearman's
+    rho and its interval over the study's units (--spearman, --unit), a reliability diagram where stimuli have a
     gold option, and the tables of `biaslab metrics options`."""
     from ..metrics.options.report import write_report
     from ..metrics.options.tables import parse_contrast
     from ..metrics.studies import options
 
+    rederive = _rederive(temperatures, top_k)
     with _report_of(out, db, f"Options of {dataset}"), _open(db) as handle:
         tables = options(handle, dataset, by=_by(by), contrast=contrast, reference=reference, spearman=spearman,
                          bootstrap=bootstrap, seed=seed, all_versions=all_versions, private=True,
-                         min_coverage=min_coverage)
+                         min_coverage=min_coverage, unit=unit, **rederive)
         names = handle.models()
     index = write_report(tables, Path(out), db, dataset, _by(by), parse_contrast(contrast) if contrast else None,
                          names)

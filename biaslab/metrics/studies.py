@@ -258,12 +258,15 @@ def to_json_ready(tables: dict) -> dict:
 def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | None = None,
             reference: str | None = None, spearman: str | None = None, bootstrap: int = 1000, seed: int = 0,
             all_versions: bool = False, output: str = "pandas", private: bool = False,
-            min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
+            min_coverage: float = DEFAULT_MIN_COVERAGE, unit: str | None = None,
+            temperatures: Sequence[float] = (), top_k: int | None = None) -> dict:
     """Generic metrics of any dataset with options (`biaslab metrics options`), built in or a user's own: means (per
-    group and option label: items, mean p, 95% bootstrap interval over items, invalid mass); with `contrast`
-    ("COLUMN=A:B") the paired difference per item with its interval and sign-flip permutation p-value; with
-    `reference` (a value of the one `by` column) the KL divergence of each group to it; with `spearman` (a numeric
-    column) Spearman's rho per group; calibration (ECE, Brier, accuracy) where stimuli have a gold option.
+    group and option label: items, mean p, 95% bootstrap interval over items, invalid mass); the option-order
+    effect (`order`: mean p per position of the option in the list); with `contrast` ("COLUMN=A:B") the paired
+    difference per item with its interval and sign-flip permutation p-value; with `reference` (a value of the one
+    `by` column) the KL divergence of each group to it; with `spearman` (a numeric column) Spearman's rho per group
+    over the study's unit with a bootstrap interval; calibration (ECE, Brier, accuracy) where stimuli have a gold
+    option.
 
     Parameters
     ----------
@@ -276,6 +279,10 @@ def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | Non
     output, private : see the module docstring.
     min_coverage : mark (`low_coverage`) means resting on less than this share of the loaded items, or on a valid
         share below it (`biaslab.metrics.coverage`).
+    unit : the study's unit for Spearman's rho (a stimuli column or attrs key, e.g. name; default the unit the
+        dataset's spec declares, else the item).
+    temperatures, top_k : also re-derive the exact-mode choice collections at these temperatures (and this top_k;
+        default each collection's own) from their stored trie evidence, each as its own setting.
 
     Returns
     -------
@@ -284,7 +291,8 @@ def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | Non
     from .options.tables import means_with_coverage, option_tables
 
     tables = option_tables(handle, dataset, by=by, contrast=contrast, reference=reference, spearman=spearman,
-                           bootstrap=bootstrap, seed=seed, all_versions=all_versions)
+                           bootstrap=bootstrap, seed=seed, all_versions=all_versions, unit=unit,
+                           temperatures=temperatures, top_k=top_k)
     tables = means_with_coverage(handle, dataset, tables, by, all_versions, min_coverage)
     return _finish(handle, tables, output, private)
 

@@ -45,6 +45,8 @@ class DatasetDeclaration(BaseModel):
     protocols: tuple[Literal["prob", "choice", "gen"], ...] = ("prob",)
     prompt: dict[str, Any] | None = None
     pronouns: dict[str, dict[str, tuple[str, ...]]] | None = None
+    #: the study's unit for correlations (a stimuli column or attrs key, e.g. name); None: the item
+    unit: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -61,5 +63,7 @@ class DatasetDeclaration(BaseModel):
         return value
 
     def version(self, stimulus_ids: list[str]) -> str:
-        """The version key: a hash of the declaration (without the path) and the ordered stimulus ids."""
-        return content_hash({"declaration": self.model_dump(mode="json", exclude={"path"}), "stimuli": stimulus_ids})
+        """The version key: a hash of the declaration (without the path; without `unit` where none is declared, so
+        every version stored before `unit` existed keeps its key) and the ordered stimulus ids."""
+        exclude = {"path"} if self.unit is not None else {"path", "unit"}
+        return content_hash({"declaration": self.model_dump(mode="json", exclude=exclude), "stimuli": stimulus_ids})

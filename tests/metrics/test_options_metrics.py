@@ -83,7 +83,7 @@ def test_means_and_contrast_equal_a_hand_computation(db):
                                       "--reference", "unprimed", "--format", "json", "--bootstrap", "200"])
     assert result.exit_code == 0, result.output
     tables = json.loads(result.output)
-    assert set(tables) == {"evidence", "means", "contrast", "kl", "spearman", "calibration"}
+    assert set(tables) == {"evidence", "means", "order", "contrast", "kl", "spearman", "calibration"}
     for row in tables["evidence"]:  # every stimulus collected under every method: nothing left out
         assert (row["stimuli_loaded"], row["stimuli_with_evidence"], row["stimuli_without_evidence"],
                 row["partial_items"], row["stimuli_left_out"]) == (24, 24, 0, 0, 0), row

@@ -274,7 +274,7 @@ def test_spearman_matches_pandas_and_scipy():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = spearman(items, "length", [])
-    assert list(out.columns) == KEY + ["option_label", "n", "rho", "p_value"]
+    assert list(out.columns) == KEY + ["option_label", "unit", "n", "rho", "ci_low", "ci_high", "p_value"]
     row = out.iloc[0]
     assert row["n"] == n
     assert row["rho"] == pytest.approx(pd.Series(length).corr(pd.Series(p), method="spearman"), abs=1e-12)

@@ -195,7 +195,7 @@ def from_spec(path: Path, name: str | None = None, max_stimuli: int = MAX_STIMUL
         raise DataError(path, str(exc), field="protocols") from None
     decl = _declaration(path, name=name, source="spec", path=str(path), file_sha256=hashlib.sha256(raw).hexdigest(),
                         description=spec.description, protocols=declared, pronouns=spec_pronouns(spec),
-                        prompt=read_prompt(spec.prompt, path.parent, path, confined=True))
+                        prompt=read_prompt(spec.prompt, path.parent, path, confined=True), unit=spec.unit)
     check = ProtocolCheck(decl, path)
     stimuli = expand(spec, name, path, max_stimuli=max_stimuli)
     for stimulus in stimuli:

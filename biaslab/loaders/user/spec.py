@@ -33,7 +33,10 @@ Keys (docs/your-own-study.md walks through one):
 * `orders`: option orders as label lists (default: the options' own order); `[female, male]` / `[male, female]`
   fill `option_order` MF / FM, others `attrs.option_order`;
 * `optional`: filler attributes some fillers of a slot may leave out; any other attribute must be on every filler
-  of its slot (a misspelled one, `ratign` beside `rating`, is refused).
+  of its slot (a misspelled one, `ratign` beside `rating`, is refused);
+* `unit`: the study's independent unit for correlations, a filler slot such as `name` when every name is asked in
+  several templates (templates x names are not independent observations); `metrics options --spearman` then
+  correlates per unit, with a bootstrap interval over units (default: the item).
 
 One stimulus per template x filler combination x context x order. Stimuli of one template and filler combination
 share their `item_id` across contexts and orders: the item is the unit of paired contrasts and intervals.
@@ -133,6 +136,8 @@ class Spec(_Strict):
     orders: list[list[str]] | None = None
     #: filler attributes some fillers of a slot may leave out (any other attribute must be on every filler)
     optional: list[str] = Field(default_factory=list)
+    #: the study's unit for correlations: a filler slot (e.g. name) or an attrs key (`metrics options --unit`)
+    unit: str | None = None
 
     @field_validator("fillers", mode="before")
     @classmethod
@@ -166,6 +171,10 @@ class Spec(_Strict):
         names = [c.name for c in self.contexts]
         if len(set(names)) != len(names):
             raise errors.DataError(f"contexts: name repeated in {names}")
+        attributes = {f"{slot}_{a}" for slot, values in self.fillers.items() for f in values for a in f.attrs}
+        if self.unit is not None and self.unit not in {*self.fillers, *attributes, "template_id", "item_id"}:
+            raise errors.DataError(f"unit: {self.unit!r} is not a filler slot ({', '.join(self.fillers) or 'none'}), "
+                                   f"a filler attribute, template_id or item_id")
         return self
 
 

@@ -1,6 +1,8 @@
 """The report of `biaslab report options`: per collection (model, method, setting), bars of the mean probability of
-each option label per group with 95% bootstrap intervals, the paired contrast per item (each item's difference, and
-the mean with its interval), a reliability diagram where stimuli have a gold option, and the tables."""
+each option label per group with 95% bootstrap intervals, the option-order effect (said in words where it is
+large), the paired contrast per item for every option label (each item's difference, and the mean with its
+interval), a scatter of p against a numeric column with Spearman's rho and its interval over the study's units, a
+reliability diagram where stimuli have a gold option, and the tables."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pandas as pd
 
 from ..html_report import (MIN_POINTS, image_html, nothing_to_show, save_figure, section_title, start_page,
                            table_html, write_page)
-from .stats import KEY
+from .stats import KEY, ORDER_EFFECT
 
 
 def _part(frame: pd.DataFrame | None, key: tuple) -> pd.DataFrame:
@@ -83,11 +85,47 @@ def contrast_figure(items: pd.DataFrame, contrast: pd.DataFrame, column: str, a:
     ax.axhline(0, color="black", lw=0.8)
     ax.axhline(row["mean_diff"], color="C1", lw=1.5, label=f"mean {row['mean_diff']:.3f} (p = {row['p_value']:.3g})")
     ax.axhspan(row["ci_low"], row["ci_high"], color="C1", alpha=0.2, label="95% bootstrap interval")
-    ax.set_xlabel("items, sorted by difference")
-    ax.set_ylabel("difference")
-    ax.set_title(f"p({label} | {a}) - p({label} | {b}) per item", fontsize=9)
+    ax.set_xlabel(f"items ({len(d)}), sorted by their difference")
+    ax.set_ylabel(f"p({label} | {a}) - p({label} | {b})")
+    ax.set_title(f"{column}: {a} - {b}, option {label}, per item", fontsize=9)
     ax.legend(fontsize=8)
     return image_html(save_figure(fig, out, name))
+
+
+def scatter_figure(points: pd.DataFrame, row: pd.Series, numeric: str, label: str, out: Path, name: str,
+                   group: str = "") -> str:
+    """p of option `label` against `numeric`, one dot per study unit, titled with the group, Spearman's rho, its
+    bootstrap interval, the p-value and the number of units (`row`: the `spearman` table's row)."""
+    if len(points) < MIN_POINTS:
+        return nothing_to_show(f"p({label}) against {numeric}",
+                               f"{len(points)} units; a figure needs at least {MIN_POINTS}")
+    fig, ax = plt.subplots(figsize=(4.6, 3.4))
+    ax.scatter(points[numeric].to_numpy(dtype=float), points["p"].to_numpy(dtype=float), s=14)
+    ax.set_xlabel(f"{numeric} (mean per {row['unit']})")
+    ax.set_ylabel(f"p({label}) (mean per {row['unit']})")
+    ax.set_ylim(-0.02, 1.02)
+    interval = (f" [{row['ci_low']:.2f}, {row['ci_high']:.2f}]" if pd.notna(row["ci_low"]) else "")
+    ax.set_title(f"{group + ': ' if group else ''}Spearman rho = {row['rho']:.2f}{interval}, "
+                 f"p = {row['p_value']:.2g}, n = {int(row['n'])} {row['unit']}s", fontsize=8)
+    return image_html(save_figure(fig, out, name))
+
+
+def order_note(order: pd.DataFrame, by: list[str]) -> str:
+    """One sentence per option whose order effect is large (`stats.ORDER_EFFECT`): its mean p at each position."""
+    if order.empty or not order["large"].any():
+        return ""
+    ordinal = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth"}
+    lines = []
+    group_columns = [c for c in by if c in order.columns]
+    for key, part in order[order["large"]].groupby([*group_columns, "option_label"], sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        where = " · ".join(map(str, key[:-1]))
+        shown = ", ".join(f"{r.mean_p:.2f} listed {ordinal.get(int(r.position), f'#{int(r.position)}')}"
+                          for r in part.sort_values("position").itertuples())
+        lines.append(f"<li>p({html.escape(str(key[-1]))}){' in ' + html.escape(where) if where else ''}: "
+                     f"{shown}</li>")
+    return (f"<p class='warning'><b>The option order matters</b> (a spread of {ORDER_EFFECT} or more between "
+            f"positions): the means above average over the orders and hide it.</p><ul>{''.join(lines)}</ul>")
 
 
 def reliability_figure(bins: pd.DataFrame, out: Path, name: str) -> str:
@@ -113,15 +151,34 @@ def _section(tables: dict, key: tuple, n: int, by: list[str], contrast: tuple | 
     parts.append("<h3>Mean probability of each option per group (95% bootstrap interval over items)</h3>")
     parts.append(bars_figure(means, by, out, f"means_{n}.png"))
     parts.append(table_html(means.drop(columns=KEY)))
+    order = _part(tables.get("order"), key)
+    if not order.empty:
+        parts.append("<h3>Option order: mean p per position in the prompt's list</h3>")
+        parts.append(order_note(order, by))
+        parts.append(table_html(order.drop(columns=KEY)))
     if contrast is not None and "contrast" in tables:
         column, a, b = contrast
         part = _part(tables["contrast"], key)
         parts.append(f"<h3>Paired contrast {html.escape(column)}: {html.escape(a)} - {html.escape(b)}</h3>")
         if not part.empty:
-            label = sorted(part["option_label"])[0]
-            parts.append(contrast_figure(_part(tables["_items"], key), part, column, a, b, label, out,
-                                         f"contrast_{n}.png"))
+            items = _part(tables["_items"], key)
+            for i, label in enumerate(sorted(part["option_label"].unique())):
+                parts.append(contrast_figure(items, part, column, a, b, label, out, f"contrast_{n}_{i}.png"))
             parts.append(table_html(part.drop(columns=KEY)))
+    spearman = _part(tables.get("spearman"), key)
+    points = _part(tables.get("_points"), key)
+    if not spearman.empty and not points.empty:
+        numeric = [c for c in points.columns if c not in (*KEY, "option_label", "unit", "p")][-1]
+        parts.append(f"<h3>p against {html.escape(numeric)}, per {html.escape(str(spearman['unit'].iloc[0]))} "
+                     f"(Spearman's rho, 95% bootstrap interval over units)</h3>")
+        groups = [g for g in by if g in points.columns]
+        for i, row in enumerate(spearman.itertuples(index=False)):
+            row = pd.Series(row._asdict())
+            mask = points["option_label"] == row["option_label"]
+            for g in groups:
+                mask &= points[g] == row[g]
+            parts.append(scatter_figure(points[mask], row, numeric, row["option_label"], out,
+                                        f"spearman_{n}_{i}.png", " · ".join(str(row[g]) for g in groups)))
     for name in ("kl", "spearman", "calibration"):
         part = _part(tables.get(name), key)
         if not part.empty:

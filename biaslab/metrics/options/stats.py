@@ -347,31 +347,137 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(result.statistic), float(result.pvalue)
 
 
-def spearman(items: pd.DataFrame, numeric: str, by: str | Sequence[str] | None) -> pd.DataFrame:
-    """Spearman rank correlation between a numeric item property and p, over items.
+def unit_points(items: pd.DataFrame, numeric: str, by: str | Sequence[str] | None,
+                unit: str | None = None) -> pd.DataFrame:
+    """Per study unit (``unit``, e.g. the name of a names study; default the item) and option label: the mean of
+    ``numeric`` and of p over the unit's items (NaN ignored), the points of `spearman` and of the report's scatter.
 
-    Per item: the mean of ``numeric`` and of p over its rows (NaN ignored); items with a NaN in either are left out.
-    rho and its two-sided p-value are ``scipy.stats.spearmanr(numeric, p)`` over the n items.
+    Returns
+    -------
+    One row per KEY + by + option_label + unit value with both means (units with a NaN in either left out):
+    KEY + by + option_label + ``unit`` (the unit's value) + ``numeric`` + ``p``.
+    """
+    keys = KEY + _names(by) + ["option_label"]
+    column = unit or "item_id"
+    per = items.groupby(keys + [column], dropna=False, sort=True)[[numeric, "p"]].mean().reset_index()
+    per = per.rename(columns={column: "unit"}).dropna(subset=[numeric, "p"])
+    return per[keys + ["unit", numeric, "p"]].reset_index(drop=True)
+
+
+def _rank_rows(x: np.ndarray) -> np.ndarray:
+    """Average ranks along each row (ties share their mean rank), as `scipy.stats.rankdata(axis=1)`."""
+    from scipy.stats import rankdata
+
+    return rankdata(x, axis=1)
+
+
+def spearman_ci(x, y, rng: np.random.Generator, bootstrap: int = 1000,
+                level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of Spearman's rho over the n (x, y) pairs: ``bootstrap`` resamples of the pairs
+    with replacement, rho of each (Pearson's r of the within-resample average ranks), the (1 - level) / 2 and
+    (1 + level) / 2 percentiles of the resamples where rho is defined (a resample with a constant side has none).
+    (NaN, NaN) for n < 3."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size < 3 or bootstrap < 1:
+        return float("nan"), float("nan")
+    rhos = []
+    for m in _chunks(bootstrap, x.size):
+        idx = rng.integers(0, x.size, size=(m, x.size))
+        rx, ry = _rank_rows(x[idx]), _rank_rows(y[idx])
+        rx -= rx.mean(axis=1, keepdims=True)
+        ry -= ry.mean(axis=1, keepdims=True)
+        denominator = np.sqrt((rx ** 2).sum(axis=1) * (ry ** 2).sum(axis=1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rhos.append(np.where(denominator > 0, (rx * ry).sum(axis=1) / denominator, np.nan))
+    values = np.concatenate(rhos)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return float("nan"), float("nan")
+    low, high = np.percentile(values, [50 * (1 - level), 50 * (1 + level)])
+    return float(low), float(high)
+
+
+def spearman(items: pd.DataFrame, numeric: str, by: str | Sequence[str] | None, *, unit: str | None = None,
+             bootstrap: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """Spearman rank correlation between a numeric property and p, over the study's units.
+
+    The unit is what is independently sampled: by default the item; a study of names asked in several templates
+    declares the name (``unit``), since templates x names are not independent observations and a p-value over
+    items would be too small. Per unit: the means of ``numeric`` and of p over its items (`unit_points`); rho and
+    its two-sided p-value are ``scipy.stats.spearmanr(numeric, p)`` over the n units; the interval is a percentile
+    bootstrap over units (`spearman_ci`), seeded per group (`group_seed`, the option label not in the key).
 
     Parameters
     ----------
-    items : item-level frame (`item_means`, e.g. with ``numeric=[numeric]``) holding the column ``numeric``.
+    items : item-level frame (`item_means`, e.g. with ``numeric=[numeric]``) holding ``numeric`` (and ``unit``).
     numeric : the numeric column.
+    by : grouping columns besides `KEY`.
+    unit : the column naming each item's study unit (default: the item itself).
+    bootstrap, seed, level : the interval's resamples, seed and coverage.
+
+    Returns
+    -------
+    One row per KEY + by + option_label (sorted): KEY + by + option_label + ``unit`` (the unit's column), ``n``
+    (units), ``rho``, ``ci_low``, ``ci_high``, ``p_value`` (NaN when n < 3 or either input is constant).
+    """
+    names = _names(by)
+    keys = KEY + names
+    points = unit_points(items, numeric, by, unit)
+    rows = []
+    for key, group in points.groupby(keys + ["option_label"], dropna=False, sort=True):
+        x, y = group[numeric].to_numpy(dtype=float), group["p"].to_numpy(dtype=float)
+        rho, p_value = _spearman(x, y)
+        low = high = float("nan")
+        if np.isfinite(rho):
+            low, high = spearman_ci(x, y, np.random.default_rng(group_seed(seed, key[:-1])), bootstrap, level)
+        rows.append({**_key_dict(keys + ["option_label"], key), "unit": unit or "item_id", "n": int(len(group)),
+                     "rho": rho, "ci_low": low, "ci_high": high, "p_value": p_value})
+    return pd.DataFrame(rows, columns=keys + ["option_label", "unit", "n", "rho", "ci_low", "ci_high", "p_value"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# option order
+# ----------------------------------------------------------------------------------------------------------------
+
+#: an option-order effect is called large when an option's mean p differs by this much between two positions
+ORDER_EFFECT = 0.2
+
+
+def order_effect(probs: pd.DataFrame, by: str | Sequence[str] | None) -> pd.DataFrame:
+    """How an option's probability depends on where the prompt lists it.
+
+    Per position k of the option in the stimulus's option list (``position``, 1 = listed first): the mean over
+    items of the item's mean p of the stimuli listing the option at k. ``spread`` = the largest minus the smallest
+    of these means over the positions of the option (over items present at every position, so the spread compares
+    like with like); ``large`` when spread >= `ORDER_EFFECT`. A mean over both orders (0.97 listed first, 0.04
+    second, averaged to 0.5) hides this; the table shows it.
+
+    Parameters
+    ----------
+    probs : option probabilities (module docstring) with ``position``.
     by : grouping columns besides `KEY`.
 
     Returns
     -------
-    One row per KEY + by + option_label (sorted): KEY + by + option_label + ``n``, ``rho``, ``p_value`` (NaN when
-    n < 3 or either input is constant).
+    One row per KEY + by + option_label + position (sorted): those columns + ``items``, ``mean_p``, ``spread``,
+    ``large``. Empty where no option appears at two positions.
     """
-    keys = KEY + _names(by)
-    per_item = items.groupby(keys + ["option_label", "item_id"], dropna=False, sort=True)[[numeric, "p"]].mean()
+    keys = KEY + _names(by) + ["option_label"]
+    columns = keys + ["position", "items", "mean_p", "spread", "large"]
+    per_item = probs.groupby(keys + ["position", "item_id"], dropna=False, sort=True)["p"].mean().reset_index()
     rows = []
-    for key, group in per_item.reset_index().groupby(keys + ["option_label"], dropna=False, sort=True):
-        ok = group[[numeric, "p"]].dropna()
-        rho, p_value = _spearman(ok[numeric].to_numpy(dtype=float), ok["p"].to_numpy(dtype=float))
-        rows.append({**_key_dict(keys + ["option_label"], key), "n": int(len(ok)), "rho": rho, "p_value": p_value})
-    return pd.DataFrame(rows, columns=keys + ["option_label", "n", "rho", "p_value"])
+    for key, group in per_item.groupby(keys, dropna=False, sort=True):
+        wide = group.pivot_table(index="item_id", columns="position", values="p", aggfunc="mean")
+        if wide.shape[1] < 2:
+            continue
+        means = wide.mean(axis=0)
+        both = wide.dropna()
+        spread = float(both.mean(axis=0).max() - both.mean(axis=0).min()) if len(both) else float("nan")
+        for position, mean_p in means.items():
+            rows.append({**_key_dict(keys, key), "position": int(position),
+                         "items": int(wide[position].notna().sum()), "mean_p": float(mean_p), "spread": spread,
+                         "large": bool(spread >= ORDER_EFFECT)})
+    return pd.DataFrame(rows, columns=columns)
 
 
 # ----------------------------------------------------------------------------------------------------------------

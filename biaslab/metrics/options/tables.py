@@ -72,8 +72,11 @@ def _known_dataset(handle, dataset: str) -> None:
 
 
 def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[str] = (),
-               all_versions: bool = False) -> pd.DataFrame:
-    """The `option_probs` rows of `dataset` with the grouping columns (text) and numeric columns (floats)."""
+               all_versions: bool = False, temperatures: Sequence[float] = (),
+               top_k: int | None = None) -> pd.DataFrame:
+    """The `option_probs` rows of `dataset` with the grouping columns (text), the numeric columns (floats) and
+    `position` (where the stimulus's option list shows the option, 1 = first); with `temperatures`, also the
+    exact-mode choice collections re-derived at each temperature (`rederived_probs`)."""
     keys = attrs_keys(handle, dataset)
     known = set(evidence.column_names("stimuli")) - {"attrs"}
     for name in [*groups, *numeric]:
@@ -91,10 +94,15 @@ def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[st
             raise UsageError(f"{name!r} of dataset {dataset} holds text (e.g. {text[0]!r}), not numbers: Spearman's "
                              "rho needs a numeric column")
     extra = {**{g: _column(st, g, keys, False) for g in groups}, **{n: _column(st, n, keys, True) for n in numeric}}
-    st = st.select("stimulus_id", **extra)
+    st = st.select("stimulus_id", "options", **extra)
     probs = handle.table("option_probs")
     probs = probs.filter(probs.dataset == dataset).join(st, "stimulus_id")
+    probs = probs.mutate(position=(probs.options.index(probs.option) + 1).cast("int64")).drop("options")
     frame = handle.fetch(probs.order_by(["model_key", "method", "setting", "stimulus_id", "option_label"]))
+    if temperatures:
+        columns = handle.fetch(st.drop("options"))
+        again = rederived_probs(handle, dataset, temperatures, top_k).merge(columns, on="stimulus_id")
+        frame = pd.concat([frame, again[frame.columns]], ignore_index=True)
     ids = None if all_versions else current_ids(handle, dataset)
     if ids is not None:
         frame = frame[frame["stimulus_id"].isin(set(ids))]
@@ -107,15 +115,82 @@ def read_probs(handle, dataset: str, groups: Sequence[str], numeric: Sequence[st
     return frame.reset_index(drop=True)
 
 
+_REDERIVED = """
+WITH collected AS (
+    SELECT DISTINCT p.model_key, p.request_id, r.stimulus_id, r.prompt_version, r.max_new_tokens,
+           p.temperature, p.top_k, p.top_p
+    FROM choice_probs p JOIN choice_requests r USING (model_key, request_id)
+    WHERE r.protocol = 'choice' AND r.mode = 'exact'
+),
+again AS (
+    SELECT c.model_key, s.dataset, s.stimulus_id, s.item_id, a.option,
+           s.option_labels[list_position(s.options, a.option)] AS option_label, a.prob,
+           s.option_labels[list_position(s.options, s.gold)] AS gold_label,
+           list_position(s.options, a.option) AS position,
+           c.prompt_version || ' T=' || CAST(c.temperature AS VARCHAR) || ' top_k=' || CAST(c.top_k AS VARCHAR)
+               || ' top_p=' || CAST(c.top_p AS VARCHAR) || ' max_new_tokens=' || CAST(c.max_new_tokens AS VARCHAR)
+               || ' at T=' || CAST(a.temperature AS VARCHAR) || ' top_k=' || CAST(a.top_k AS VARCHAR) AS setting
+    FROM choice_probs_at(?, ?) a JOIN collected c USING (model_key, request_id) JOIN stimuli s USING (stimulus_id)
+    WHERE s.dataset = ? AND s.option_labels IS NOT NULL AND list_position(s.options, a.option) IS NOT NULL
+          AND (? OR c.top_k = a.top_k)
+)
+SELECT model_key, dataset, stimulus_id, item_id, 'choice-exact' AS method, setting, option, option_label,
+       prob / nullif(sum(prob) OVER (PARTITION BY model_key, stimulus_id, setting), 0) AS p,
+       sum(prob) OVER (PARTITION BY model_key, stimulus_id, setting) AS valid_mass, CAST(NULL AS BIGINT) AS n,
+       gold_label, CAST(position AS BIGINT) AS position
+FROM again
+"""
+
+
+def rederived_probs(handle, dataset: str, temperatures: Sequence[float], top_k: int | None = None) -> pd.DataFrame:
+    """`option_probs`-like rows of the dataset's exact-mode choice collections re-derived from their stored trie
+    evidence at each of `temperatures` (`choice_probs_at`; no model runs), at `top_k` (None: each collection's own
+    top_k), with `position`. p(o) = P_T,k(o) / sum_o' P_T,k(o'), valid_mass = sum_o' P_T,k(o'), as the view.
+
+    Each re-derived setting is its own collection: `setting` names the collection's own settings followed by
+    "at T=t top_k=k", so its tables sit beside the collection's and never pool with it. UsageError when the
+    dataset has no exact-mode evidence to re-derive, or `top_k` exceeds what a collection stored (its k_store)."""
+    import duckdb
+
+    ks = ([int(top_k)] if top_k is not None else [int(k) for k in handle.query(
+        "SELECT DISTINCT p.top_k FROM choice_probs p JOIN choice_requests r USING (model_key, request_id) JOIN "
+        "stimuli s USING (stimulus_id) WHERE r.protocol = 'choice' AND r.mode = 'exact' AND s.dataset = ? "
+        "ORDER BY 1", [dataset])["top_k"]])
+    parts = []
+    for k in ks:
+        for t in temperatures:
+            try:
+                parts.append(handle.query(_REDERIVED, [float(t), k, dataset, top_k is not None]))
+            except duckdb.Error as exc:
+                message = str(exc).split("choice_probs_at: ", 1)[-1].splitlines()[0]
+                raise UsageError(f"--temperatures / --top-k: {message}") from None
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if frame.empty:
+        raise UsageError(f"--temperatures: dataset {dataset} has no exact-mode choice evidence to re-derive "
+                         f"(collect it with `runners collect --dataset {dataset} --protocol choice --mode exact`)")
+    return frame
+
+
+def parse_top_k(value: int | None) -> int | None:
+    """--top-k: a positive integer or None."""
+    if value is not None and value < 1:
+        raise UsageError(f"--top-k must be at least 1, got {value}")
+    return value
+
+
 def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | None = None,
                   reference: str | None = None, spearman: str | None = None, bootstrap: int = 1000, seed: int = 0,
-                  n_bins: int = 10, all_versions: bool = False) -> dict[str, pd.DataFrame]:
+                  n_bins: int = 10, all_versions: bool = False, unit: str | None = None,
+                  temperatures: Sequence[float] = (), top_k: int | None = None) -> dict[str, pd.DataFrame]:
     """`evidence` (per collection: loaded stimuli, those with and without evidence, and the partial items left
-    out: `complete_items`), `means` (per group and option label: items, mean p, bootstrap CI, invalid mass); with
-    `contrast`
-    ("COLUMN=A:B") `contrast` (paired differences per item, CI, sign-flip p); with `reference` (a value of the one
-    `by` column) `kl`; with `spearman` (a numeric column) `spearman`; where stimuli have a gold option
-    `calibration`, and `_reliability` (bins, for the report) and `_items` (item means, for the report)."""
+    out: `complete_items`), `means` (per group and option label: items, mean p, bootstrap CI, invalid mass), `order`
+    (mean p per position of the option in the list, and whether the order effect is large: `stats.order_effect`;
+    where options appear at two positions); with `contrast` ("COLUMN=A:B") `contrast` (paired differences per item,
+    CI, sign-flip p); with `reference` (a value of the one `by` column) `kl`; with `spearman` (a numeric column)
+    `spearman` over the study's `unit` (default: the dataset's declared unit, else the item) with a bootstrap
+    interval, and `_points` (per unit, for the report's scatter); where stimuli have a gold option `calibration`,
+    and `_reliability` (bins, for the report) and `_items` (item means, for the report). With `temperatures`, every
+    table also holds the exact-mode collections re-derived at each temperature (and `top_k`: `rederived_probs`)."""
     by = list(dict.fromkeys(by))
     column = a = b = None
     if contrast:
@@ -123,12 +198,19 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
     if reference is not None and len(by) != 1:
         raise UsageError("--reference names a value of the one --by column: give exactly one --by")
     groups = list(dict.fromkeys([*by, *([column] if column else [])]))
-    probs = read_probs(handle, dataset, groups, [spearman] if spearman else [], all_versions)
+    unit = unit if unit is not None else declared_unit(handle, dataset)
+    extra = [unit] if spearman and unit and unit not in groups and unit != "item_id" else []
+    probs = read_probs(handle, dataset, [*groups, *extra], [spearman] if spearman else [], all_versions,
+                       temperatures, top_k)
     probs, evidence_table = complete_items(probs, loaded_stimuli(handle, dataset, by, all_versions, True), by)
-    items = stats.item_means(probs, groups, numeric=[spearman] if spearman else [])
-    by_items = stats.item_means(probs, by) if column and column not in by else items
+    items = stats.item_means(probs, [*groups, *extra], numeric=[spearman] if spearman else [])
+    if extra:  # the unit is a property of the item, not a group: item means over groups only
+        items_by_group = stats.item_means(probs, groups, numeric=[spearman])
+    else:
+        items_by_group = items
+    by_items = stats.item_means(probs, by) if column and column not in by else items_by_group
     means = stats.group_means(by_items, by, bootstrap=bootstrap, seed=seed)
-    tables = {"evidence": evidence_table, "means": means}
+    tables = {"evidence": evidence_table, "means": means, "order": stats.order_effect(_choice(probs), by)}
     if column:
         rest = [g for g in by if g != column]
         present = set(items[column])
@@ -136,19 +218,40 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
             if value not in present:
                 raise UsageError(f"--contrast: {column} has no value {value!r} in {dataset} (values: "
                                  f"{', '.join(sorted(map(str, present)))})")
-        tables["contrast"] = stats.paired_contrast(items, column, a, b, rest, bootstrap=bootstrap, seed=seed)
+        tables["contrast"] = stats.paired_contrast(items_by_group, column, a, b, rest, bootstrap=bootstrap,
+                                                   seed=seed)
     if reference is not None:
         if reference not in set(means[by[0]]):
             raise UsageError(f"--reference: {by[0]} has no value {reference!r}")
         tables["kl"] = stats.kl_to_reference(means, by[0], reference)
     if spearman:
-        tables["spearman"] = stats.spearman(items, spearman, by)
+        tables["spearman"] = stats.spearman(items, spearman, by, unit=unit or None, bootstrap=bootstrap, seed=seed)
+        tables["_points"] = stats.unit_points(items, spearman, by, unit or None)
     if probs["gold_label"].notna().any():
         gold = probs[probs["gold_label"].notna()]
         tables["calibration"] = stats.calibration(gold, by, n_bins=n_bins)
         tables["_reliability"] = stats.reliability(gold, by, n_bins=n_bins)
-    tables["_items"] = items
+    tables["_items"] = items_by_group
     return tables
+
+
+def _choice(probs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the methods that show the options in a list (choice): the order of a prob stimulus's options
+    changes nothing it scores."""
+    return probs[probs["method"].astype(str).str.startswith("choice")]
+
+
+def declared_unit(handle, dataset: str) -> str | None:
+    """The study unit a user dataset's spec declares (`unit:`), else None (the item)."""
+    if "user_datasets" not in handle.base_tables():
+        return None
+    u = handle.table("user_datasets")
+    rows = handle.fetch(u.filter(u.dataset == dataset).order_by(ibis.desc("loaded_at")).limit(1)
+                        .select("declaration"))
+    if rows.empty:
+        return None
+    value = rows["declaration"].iloc[0]
+    return (json.loads(value) if isinstance(value, str) else value).get("unit")
 
 
 def loaded_stimuli(handle, dataset: str, by: Sequence[str], all_versions: bool = False,

@@ -48,8 +48,10 @@ def run(command: str, cwd: Path) -> str:
 
 
 def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
-    [(info, spec)] = fenced("yaml")
-    (tmp_path / info.removeprefix("file=")).write_text(spec, encoding="utf-8")
+    specs = fenced("yaml")
+    assert [info for info, _ in specs] == ["file=occupations.yaml", "file=pronouns.yaml", "file=names.yaml"]
+    for info, spec in specs:
+        (tmp_path / info.removeprefix("file=")).write_text(spec, encoding="utf-8")
     steps = commands()
     assert [s.split()[0:3] for s in steps][:2] == [["biaslab", "data", "expand"], ["biaslab", "data", "load"]]
     out = {step: run(step, tmp_path) for step in steps}
@@ -59,8 +61,10 @@ def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
     db = tmp_path / "study.duckdb"
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.count("stimuli", "dataset = ?", ["occupations"]) == 120
-        assert wh.count("choice_requests") == 120 and wh.count("sequence_scores") == 240
-        means = wh.query("SELECT method, option_label, round(avg(p), 3) AS mean_p FROM option_probs "
+        mine = "stimulus_id IN (SELECT stimulus_id FROM stimuli WHERE dataset = 'occupations')"
+        assert wh.count("choice_requests", mine) == 120 and wh.count("sequence_scores", mine) == 240
+        means = wh.query("SELECT method, option_label, round(avg(p), 3) AS mean_p FROM option_probs WHERE dataset = "
+                         "'occupations' "
                          "GROUP BY ALL ORDER BY ALL")
     sql_step = next(s for s in steps if s.startswith("biaslab sql"))
     printed = out[sql_step].splitlines()
@@ -82,13 +86,41 @@ def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
         os.chdir(cwd)
     assert printed_py.getvalue().count("female") == 2  # the contrast of both methods for the female option
 
-    check_report(tmp_path / "report", tmp_path)
+    check_report(tmp_path / "report", tmp_path, ["contrast_0_0.png", "contrast_0_1.png", "contrast_1_0.png",
+                                                 "contrast_1_1.png", "means_0.png", "means_1.png"])
+    check_three_options(db, out[next(s for s in steps if "--dataset pronouns" in s and "metrics" in s)])
+    check_names(tmp_path / "names-report", tmp_path)
 
 
-def check_report(report: Path, tmp_path: Path) -> None:
+def check_three_options(db: Path, metrics: str) -> None:
+    """Section 6: the prompt lists the three options in the stimulus's order, each prompt's outcomes sum to 1, and
+    the metrics give three labels per context and the order table."""
+    with Warehouse.open(db, read_only=True) as wh:
+        prompts = wh.rows("SELECT r.prompt_text, s.options FROM choice_requests r JOIN stimuli s USING "
+                          "(stimulus_id) WHERE s.dataset = 'pronouns'")
+        sums = wh.rows("SELECT sum(p.prob) FROM choice_probs p JOIN choice_requests r USING (model_key, request_id) "
+                       "JOIN stimuli s USING (stimulus_id) WHERE s.dataset = 'pronouns' GROUP BY p.request_id")
+    assert len(prompts) == 6 * 2 * 3
+    assert all(f"one of the options: [{', '.join(options)}]." in text for text, options in prompts)
+    assert max(abs(total - 1.0) for (total,) in sums) <= 1e-12
+    means = [line for line in metrics.split("# means\n")[1].split("#")[0].splitlines()[1:] if line]
+    assert len(means) == 2 * 3  # contexts x options
+    assert "# order" in metrics and "# contrast" in metrics
+
+
+def check_names(report: Path, tmp_path: Path) -> None:
+    """Section 7: per collection and option a scatter over the 12 names with rho and its interval."""
+    page = (report / "index.html").read_text(encoding="utf-8")
+    scatters = sorted(re.findall(r"<img src=\"(spearman_[^\"]+)\"", page))
+    assert scatters == ["spearman_0_0.png", "spearman_0_1.png", "spearman_1_0.png", "spearman_1_1.png"]
+    assert "Spearman&#x27;s rho" in page or "Spearman's rho" in page
+    check_report(report, tmp_path, sorted(re.findall(r"<img src=\"([^\"]+)\"", page)))
+
+
+def check_report(report: Path, tmp_path: Path, expected: list[str]) -> None:
     page = (report / "index.html").read_text(encoding="utf-8")
     images = re.findall(r"<img src=\"([^\"]+)\"", page)
-    assert sorted(images) == ["contrast_0.png", "contrast_1.png", "means_0.png", "means_1.png"]
+    assert sorted(images) == expected
     assert "nothing to show" not in page
     import matplotlib.image
 

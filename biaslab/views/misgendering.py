@@ -14,13 +14,13 @@ _SOURCE = {"source_request_id": ("request_id", "string"), "source_sample_index":
            "source_max_new_tokens": ("max_new_tokens", "int32"), "source_min_new_tokens": ("min_new_tokens", "int32")}
 
 
-def _built_in_declared(source: Source) -> ir.Table:
-    """Stimuli with a declared pronoun set and options, of the built-in datasets: the misgendering datasets' stimuli
-    (their loaders are the only built-in ones that declare a set; `biaslab.metrics.registry` names them). A user
-    dataset's declared families are left out here (the `user_datasets` table names those datasets)."""
+def _declared(source: Source) -> ir.Table:
+    """Stimuli with a declared pronoun set and options: the misgendering datasets' stimuli (their loaders are the
+    only built-in ones that declare a set; `biaslab.metrics.registry` names them) and a user dataset's whose spec
+    names the gold option's family (`pronouns` with a `gold` per template), so prob and gen agree or disagree on
+    a user's study as on the paper's (issue 44, item 6)."""
     st = source("stimuli")
-    users = source("user_datasets")
-    return st.filter(st.pronoun_set.notnull() & st.options.notnull() & ~st.dataset.isin(users.dataset))
+    return st.filter(st.pronoun_set.notnull() & st.options.notnull())
 
 
 def misgendering_prob_options(source: Source) -> ir.Table:
@@ -28,7 +28,7 @@ def misgendering_prob_options(source: Source) -> ir.Table:
     exp(-sum log p / n) over the option's whole sequence (BOS + text, every token scored), and for TANGO templates
     the generation they were built from (source_*)."""
     q = source("sequence_scores")
-    st = _built_in_declared(source)
+    st = _declared(source)
     labels = option_labels(st)
     j = q.filter(q.protocol == "prob").join(st, "stimulus_id").left_join(
         labels, [q.stimulus_id == labels.stimulus_id, q.option == labels.option])

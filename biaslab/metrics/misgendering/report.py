@@ -26,8 +26,9 @@ PM_NOTE = ("<p>+- terms. <b>agreement</b> (all continuations): raw_agreement_sem
 
 
 def _correctness_figure(table: pd.DataFrame, out: Path, slug: str) -> str:
-    """Bars of correctness per pronoun: one group per (dataset, method, context), 95% Wilson intervals, n over each
-    bar; or, with fewer than MIN_POINTS units in total, the sentence saying so."""
+    """Bars of correctness per declared pronoun family (every family the table holds: the paper's he, she, they, xe
+    first, then a user study's own, e.g. female / male): one group per (dataset, method, context), 95% Wilson
+    intervals, n over each bar; or, with fewer than MIN_POINTS units in total, the sentence saying so."""
     total = int(table["n"].sum()) if len(table) else 0
     if total < MIN_POINTS or table["correct"].isna().all():
         return nothing_to_show("correctness per pronoun", f"{total} scored units; a figure needs at least "
@@ -37,8 +38,10 @@ def _correctness_figure(table: pd.DataFrame, out: Path, slug: str) -> str:
     series = table.assign(series=label.where(~several, label + " [" + table["setting"] + "]"))
     names = sorted(series["series"].unique())
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names) + 3), 3.8))
-    width = 0.8 / max(1, len(PRONOUNS))
-    for p_index, pronoun in enumerate(PRONOUNS):
+    present = set(table["declared"].dropna())
+    families = [p for p in PRONOUNS if p in present] + sorted(present - set(PRONOUNS))
+    width = 0.8 / max(1, len(families))
+    for p_index, pronoun in enumerate(families):
         rows = series[series["declared"] == pronoun].set_index("series").reindex(names)
         x = np.arange(len(names)) + p_index * width
         err = np.vstack([rows["correct"] - rows["ci_low"], rows["ci_high"] - rows["correct"]])

@@ -198,6 +198,11 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
     if reference is not None and len(by) != 1:
         raise UsageError("--reference names a value of the one --by column: give exactly one --by")
     groups = list(dict.fromkeys([*by, *([column] if column else [])]))
+    gen = gen_rates(handle, dataset)
+    if not gen.empty and not _has_option_evidence(handle, dataset):  # a gen-only study: its rates, nothing else
+        return {"evidence": pd.DataFrame(columns=[*stats.KEY, *EVIDENCE_COLUMNS]),
+                "means": pd.DataFrame(columns=[*stats.KEY, *by, "option_label", *stats.GROUP_MEAN_COLUMNS]),
+                "gen": gen, "_items": pd.DataFrame()}
     unit = unit if unit is not None else declared_unit(handle, dataset)
     extra = [unit] if spearman and unit and unit not in groups and unit != "item_id" else []
     probs = read_probs(handle, dataset, [*groups, *extra], [spearman] if spearman else [], all_versions,
@@ -231,8 +236,52 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
         gold = probs[probs["gold_label"].notna()]
         tables["calibration"] = stats.calibration(gold, by, n_bins=n_bins)
         tables["_reliability"] = stats.reliability(gold, by, n_bins=n_bins)
+    if not gen.empty:
+        tables["gen"] = gen
     tables["_items"] = items_by_group
     return tables
+
+
+#: the columns of the `gen` table of `biaslab metrics options`
+GEN_COLUMNS = ["model_key", "method", "setting", "context", "declared", "family", "n", "share", "ci_low",
+               "ci_high"]
+
+
+def gen_rates(handle, dataset: str) -> pd.DataFrame:
+    """Per gen collection (model, sampling setting), prompt context (pre / post / prompt) and declared family: the
+    share of continuations whose first pronoun belongs to each family of the dataset's vocabulary, and the share
+    with no pronoun, each with a 95% Wilson interval over the n continuations (the first-pronoun detector of the
+    misgendering study, `misgendering.tables.generation_results`, with each request's stored vocabulary). Every
+    declared family is a row, the gold one too (its share is the correct rate). Empty without gen evidence."""
+    from ..misgendering.tables import _rate, generation_results
+
+    if "gen_requests" not in handle.base_tables():
+        return pd.DataFrame(columns=GEN_COLUMNS)
+    g = handle.table("gen_requests")
+    if handle.fetch(g.filter(g.dataset == dataset).count().name("n").as_table())["n"].iloc[0] == 0:
+        return pd.DataFrame(columns=GEN_COLUMNS)
+    frame = generation_results(handle)
+    frame = frame[frame["dataset"] == dataset]
+    vocabularies = handle.fetch(g.filter(g.dataset == dataset).select(v=g.pronoun_vocabulary.cast("string"))
+                                .distinct())["v"]
+    families = sorted({f for text in vocabularies for f in json.loads(text)})
+    rows = []
+    for key, group in frame.groupby(["model_key", "setting", "context", "declared"], sort=True):
+        n = len(group)
+        counts = group["first_family"].fillna("(no pronoun)").value_counts()
+        for family in [*families, "(no pronoun)"]:
+            share, low, high = _rate(int(counts.get(family, 0)), n)
+            rows.append({"model_key": key[0], "method": "gen", "setting": key[1], "context": key[2],
+                         "declared": key[3], "family": family, "n": n, "share": share, "ci_low": low,
+                         "ci_high": high})
+    return pd.DataFrame(rows, columns=GEN_COLUMNS)
+
+
+def _has_option_evidence(handle, dataset: str) -> bool:
+    """Whether `option_probs` has a row of `dataset`."""
+    probs = handle.table("option_probs")
+    return bool(handle.fetch(probs.filter(probs.dataset == dataset).limit(1).count().name("n").as_table())["n"]
+                .iloc[0])
 
 
 def _choice(probs: pd.DataFrame) -> pd.DataFrame:

@@ -84,7 +84,7 @@ def detect(text: str, detector: Detector, declared: str) -> tuple[str, str | Non
     return ("correct" if hit.family == declared else "misgendered"), hit.word, hit.family
 
 
-def generation_results(handle, vocabulary: Vocabulary = "biaslab") -> pd.DataFrame:
+def generation_results(handle, vocabulary: Vocabulary = "biaslab", dataset: str | None = None) -> pd.DataFrame:
     """One row per stored continuation (`gen_samples`) with its outcome (first pronoun of the continuation only),
     and the repetition rate of prompt + continuation (as the upstream measure-repetition scripts do).
 
@@ -94,8 +94,11 @@ def generation_results(handle, vocabulary: Vocabulary = "biaslab") -> pd.DataFra
     vocabulary : "biaslab" (default): the pronoun sets stored with each request; "upstream": the exact sets of the
         upstream eval scripts for the sample's dataset (`upstream_vocabulary`), to reproduce the paper's automatic
         numbers.
+    dataset : only this dataset's continuations (default: every dataset's).
     """
     gen = handle.table("gen_samples")
+    if dataset is not None:
+        gen = gen.filter(gen.dataset == dataset)
     text = gen.pronoun_vocabulary.cast("string")
     frame = gen.mutate(vocabulary_id=(ibis.dense_rank().over(order_by=text) + 1).cast("int64")).drop(
         "pronoun_vocabulary")

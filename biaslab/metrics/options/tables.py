@@ -123,7 +123,7 @@ WITH collected AS (
     WHERE r.protocol = 'choice' AND r.mode = 'exact'
 ),
 again AS (
-    SELECT c.model_key, s.dataset, s.stimulus_id, s.item_id, a.option,
+    SELECT c.model_key, c.request_id, s.dataset, s.stimulus_id, s.item_id, a.option,
            s.option_labels[list_position(s.options, a.option)] AS option_label, a.prob,
            s.option_labels[list_position(s.options, s.gold)] AS gold_label,
            list_position(s.options, a.option) AS position,
@@ -135,8 +135,8 @@ again AS (
           AND (? OR c.top_k = a.top_k)
 )
 SELECT model_key, dataset, stimulus_id, item_id, 'choice-exact' AS method, setting, option, option_label,
-       prob / nullif(sum(prob) OVER (PARTITION BY model_key, stimulus_id, setting), 0) AS p,
-       sum(prob) OVER (PARTITION BY model_key, stimulus_id, setting) AS valid_mass, CAST(NULL AS BIGINT) AS n,
+       prob / nullif(sum(prob) OVER (PARTITION BY model_key, request_id), 0) AS p,
+       sum(prob) OVER (PARTITION BY model_key, request_id) AS valid_mass, CAST(NULL AS BIGINT) AS n,
        gold_label, CAST(position AS BIGINT) AS position
 FROM again
 """
@@ -200,19 +200,15 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
     groups = list(dict.fromkeys([*by, *([column] if column else [])]))
     gen = gen_rates(handle, dataset)
     if not gen.empty and not _has_option_evidence(handle, dataset):  # a gen-only study: its rates, nothing else
-        return {"evidence": pd.DataFrame(columns=[*stats.KEY, *EVIDENCE_COLUMNS]),
-                "means": pd.DataFrame(columns=[*stats.KEY, *by, "option_label", *stats.GROUP_MEAN_COLUMNS]),
-                "gen": gen, "_items": pd.DataFrame()}
+        return _gen_only(gen, by)
     unit = unit if unit is not None else declared_unit(handle, dataset)
     extra = [unit] if spearman and unit and unit not in groups and unit != "item_id" else []
     probs = read_probs(handle, dataset, [*groups, *extra], [spearman] if spearman else [], all_versions,
                        temperatures, top_k)
     probs, evidence_table = complete_items(probs, loaded_stimuli(handle, dataset, by, all_versions, True), by)
     items = stats.item_means(probs, [*groups, *extra], numeric=[spearman] if spearman else [])
-    if extra:  # the unit is a property of the item, not a group: item means over groups only
-        items_by_group = stats.item_means(probs, groups, numeric=[spearman])
-    else:
-        items_by_group = items
+    # the unit is a property of the item, not a group: the means and contrasts use item means over groups only
+    items_by_group = stats.item_means(probs, groups, numeric=[spearman]) if extra else items
     by_items = stats.item_means(probs, by) if column and column not in by else items_by_group
     means = stats.group_means(by_items, by, bootstrap=bootstrap, seed=seed)
     tables = {"evidence": evidence_table, "means": means, "order": stats.order_effect(_choice(probs), by)}
@@ -242,6 +238,13 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
     return tables
 
 
+def _gen_only(gen: pd.DataFrame, by: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """The tables of a study with gen evidence and no option probability: the `gen` rates, empty means."""
+    return {"evidence": pd.DataFrame(columns=[*stats.KEY, *EVIDENCE_COLUMNS]),
+            "means": pd.DataFrame(columns=[*stats.KEY, *by, "option_label", *stats.GROUP_MEAN_COLUMNS]),
+            "gen": gen, "_items": pd.DataFrame()}
+
+
 #: the columns of the `gen` table of `biaslab metrics options`
 GEN_COLUMNS = ["model_key", "method", "setting", "context", "declared", "family", "n", "share", "ci_low",
                "ci_high"]
@@ -260,8 +263,7 @@ def gen_rates(handle, dataset: str) -> pd.DataFrame:
     g = handle.table("gen_requests")
     if handle.fetch(g.filter(g.dataset == dataset).count().name("n").as_table())["n"].iloc[0] == 0:
         return pd.DataFrame(columns=GEN_COLUMNS)
-    frame = generation_results(handle)
-    frame = frame[frame["dataset"] == dataset]
+    frame = generation_results(handle, dataset=dataset)
     vocabularies = handle.fetch(g.filter(g.dataset == dataset).select(v=g.pronoun_vocabulary.cast("string"))
                                 .distinct())["v"]
     families = sorted({f for text in vocabularies for f in json.loads(text)})

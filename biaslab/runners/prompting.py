@@ -168,7 +168,8 @@ def _numbered_run(template: str) -> tuple[int, int, str | None] | None:
         return None
     indices = [index for _, index in positions]
     count = max(indices)
-    if indices != list(range(1, count + 1)):
+    adjacent = [i for i, _ in positions] == list(range(positions[0][0], positions[0][0] + len(positions)))
+    if indices != list(range(1, count + 1)) or not adjacent:  # another field between them: not one list
         return positions[0][0], count, None
     between = {parsed[i][0] for i, _ in positions[1:]}
     separator = between.pop() if len(between) == 1 else None

@@ -54,6 +54,10 @@ def test_a_numbered_list_grows_and_shrinks_a_lettered_layout_does_not():
     three = PromptSpec.from_mapping({**FIELDS, "user": "{passage} <{option_1}|{option_2}|{option_3}>"}, "p")
     assert three.user_text("P", ("a", "b")) == "P <a|b>"
     assert three.user_text("P", ("a", "b", "c", "d")) == "P <a|b|c|d>"
+    apart = PromptSpec.from_mapping({**FIELDS, "user": "{option_1}, {passage}, {option_2}"}, "p")
+    assert apart.user_text("P", ("a", "b")) == "a, P, b"
+    with pytest.raises(DataError, match="numbers 2 options in its own layout"):
+        apart.user_text("P", ("a", "b", "c"))
     lettered = PromptSpec.from_mapping({**FIELDS, "user": "{passage}\nA: {option_1}\nB: {option_2}"}, "p")
     assert lettered.user_text("P", ("she", "he")) == "P\nA: she\nB: he"
     with pytest.raises(DataError, match="numbers 2 options in its own layout and this stimulus has 3: write the list "

@@ -640,7 +640,7 @@ def options_command(db: str, fmt: str, dataset: str, by: str, contrast, referenc
             _results_artifact(handle, "options", tables, [dataset],
                               {"dataset": dataset, "by": _by(by), "contrast": contrast, "reference": reference,
                                "spearman": spearman, "unit": unit, "bootstrap": bootstrap, "seed": seed,
-                               **{k: list(v) if k == "temperatures" else v for k, v in rederive.items()}}, out)
+                               **rederive}, out)
     _emit_tables(tables, fmt)
 
 

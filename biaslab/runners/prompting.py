@@ -115,9 +115,9 @@ class PromptSpec:
         numbered = {f"option_{i + 1}": o for i, o in enumerate(options)}
         listed = self.listed(options)
         run = _numbered_run(self.user)
-        if run is None or run[1] == n:
+        if run is None or run[0] == n:
             return self.user.format(passage=passage_text, options=listed, **numbered)
-        count, separator = run[1], run[2]
+        count, separator = run
         if separator is None:
             raise DataError(f"{where}: prompt {self.version!r} numbers {count} options in its own layout and this "
                             f"stimulus has {n}: write the list as {{options}} (joined by the prompt's `separator`)")
@@ -158,8 +158,8 @@ def _option_index(name: str | None) -> int | None:
     return int(name[7:])
 
 
-def _numbered_run(template: str) -> tuple[int, int, str | None] | None:
-    """(position, count, separator) of the numbered options `{option_1}` ... `{option_k}` of `template`: the
+def _numbered_run(template: str) -> tuple[int, str | None] | None:
+    """(count, separator) of the numbered options `{option_1}` ... `{option_k}` of `template`: the
     separator when they come in order, each once, joined by one and the same text without letters or digits
     (a list that can grow or shrink), else None; None altogether without numbered options."""
     parsed = list(string.Formatter().parse(template))
@@ -170,12 +170,12 @@ def _numbered_run(template: str) -> tuple[int, int, str | None] | None:
     count = max(indices)
     adjacent = [i for i, _ in positions] == list(range(positions[0][0], positions[0][0] + len(positions)))
     if indices != list(range(1, count + 1)) or not adjacent:  # another field between them: not one list
-        return positions[0][0], count, None
+        return count, None
     between = {parsed[i][0] for i, _ in positions[1:]}
     separator = between.pop() if len(between) == 1 else None
     if separator is not None and (not separator or any(c.isalnum() for c in separator)):
         separator = None
-    return positions[0][0], count, separator
+    return count, separator
 
 
 def passage(stimulus: Stimulus) -> str:

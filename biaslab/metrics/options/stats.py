@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pandas as pd
 from scipy.special import rel_entr
-from scipy.stats import ConstantInputWarning, spearmanr
+from scipy.stats import ConstantInputWarning, rankdata, spearmanr
 
 from ...errors import DataError, UsageError
 from ..calibration.stats import TOP_LABEL, ECEResult, ece
@@ -364,13 +364,6 @@ def unit_points(items: pd.DataFrame, numeric: str, by: str | Sequence[str] | Non
     return per[keys + ["unit", numeric, "p"]].reset_index(drop=True)
 
 
-def _rank_rows(x: np.ndarray) -> np.ndarray:
-    """Average ranks along each row (ties share their mean rank), as `scipy.stats.rankdata(axis=1)`."""
-    from scipy.stats import rankdata
-
-    return rankdata(x, axis=1)
-
-
 def spearman_ci(x, y, rng: np.random.Generator, bootstrap: int = 1000,
                 level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap interval of Spearman's rho over the n (x, y) pairs: ``bootstrap`` resamples of the pairs
@@ -383,7 +376,7 @@ def spearman_ci(x, y, rng: np.random.Generator, bootstrap: int = 1000,
     rhos = []
     for m in _chunks(bootstrap, x.size):
         idx = rng.integers(0, x.size, size=(m, x.size))
-        rx, ry = _rank_rows(x[idx]), _rank_rows(y[idx])
+        rx, ry = rankdata(x[idx], axis=1), rankdata(y[idx], axis=1)  # average ranks, ties share theirs
         rx -= rx.mean(axis=1, keepdims=True)
         ry -= ry.mean(axis=1, keepdims=True)
         denominator = np.sqrt((rx ** 2).sum(axis=1) * (ry ** 2).sum(axis=1))
@@ -471,8 +464,8 @@ def order_effect(probs: pd.DataFrame, by: str | Sequence[str] | None) -> pd.Data
         if wide.shape[1] < 2:
             continue
         means = wide.mean(axis=0)
-        both = wide.dropna()
-        spread = float(both.mean(axis=0).max() - both.mean(axis=0).min()) if len(both) else float("nan")
+        both = wide.dropna().mean(axis=0)  # over the items present at every position
+        spread = float(both.max() - both.min()) if both.notna().all() else float("nan")
         for position, mean_p in means.items():
             rows.append({**_key_dict(keys, key), "position": int(position),
                          "items": int(wide[position].notna().sum()), "mean_p": float(mean_p), "spread": spread,

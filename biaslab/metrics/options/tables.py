@@ -50,14 +50,20 @@ def _column(st, name: str, keys: set[str], numeric: bool):
     return json_field(st.attrs, name).cast(kind)
 
 
-def current_ids(handle, dataset: str) -> list[str] | None:
-    """The stimulus ids of a user dataset's current version; None for a built-in dataset (or an older export)."""
+def _current(handle, dataset: str, column: str):
+    """`column` of a user dataset's current version (its latest `user_datasets` row); None for a built-in dataset
+    (or an older export)."""
     if "user_datasets" not in handle.base_tables():
         return None
     u = handle.table("user_datasets")
-    rows = handle.fetch(u.filter(u.dataset == dataset).order_by(ibis.desc("loaded_at")).limit(1)
-                        .select("stimulus_ids"))
-    return None if rows.empty else list(rows["stimulus_ids"].iloc[0])
+    rows = handle.fetch(u.filter(u.dataset == dataset).order_by(ibis.desc("loaded_at")).limit(1).select(column))
+    return None if rows.empty else rows[column].iloc[0]
+
+
+def current_ids(handle, dataset: str) -> list[str] | None:
+    """The stimulus ids of a user dataset's current version; None for a built-in dataset (or an older export)."""
+    ids = _current(handle, dataset, "stimulus_ids")
+    return None if ids is None else list(ids)
 
 
 def _known_dataset(handle, dataset: str) -> None:
@@ -261,11 +267,11 @@ def gen_rates(handle, dataset: str) -> pd.DataFrame:
     if "gen_requests" not in handle.base_tables():
         return pd.DataFrame(columns=GEN_COLUMNS)
     g = handle.table("gen_requests")
-    if handle.fetch(g.filter(g.dataset == dataset).count().name("n").as_table())["n"].iloc[0] == 0:
-        return pd.DataFrame(columns=GEN_COLUMNS)
-    frame = generation_results(handle, dataset=dataset)
     vocabularies = handle.fetch(g.filter(g.dataset == dataset).select(v=g.pronoun_vocabulary.cast("string"))
                                 .distinct())["v"]
+    if vocabularies.empty:
+        return pd.DataFrame(columns=GEN_COLUMNS)
+    frame = generation_results(handle, dataset=dataset)
     families = sorted({f for text in vocabularies for f in json.loads(text)})
     rows = []
     for key, group in frame.groupby(["model_key", "setting", "context", "declared"], sort=True):
@@ -294,14 +300,9 @@ def _choice(probs: pd.DataFrame) -> pd.DataFrame:
 
 def declared_unit(handle, dataset: str) -> str | None:
     """The study unit a user dataset's spec declares (`unit:`), else None (the item)."""
-    if "user_datasets" not in handle.base_tables():
+    value = _current(handle, dataset, "declaration")
+    if value is None:
         return None
-    u = handle.table("user_datasets")
-    rows = handle.fetch(u.filter(u.dataset == dataset).order_by(ibis.desc("loaded_at")).limit(1)
-                        .select("declaration"))
-    if rows.empty:
-        return None
-    value = rows["declaration"].iloc[0]
     return (json.loads(value) if isinstance(value, str) else value).get("unit")
 
 

@@ -31,9 +31,23 @@ def fenced(kind: str) -> list[tuple[str, str]]:
             if m.group(1) == kind]
 
 
+#: an edit the reader is asked to make to a file before the next command: `# edit FILE: OLD -> NEW`
+EDIT = re.compile(r"^# edit ([\w.-]+): (.+) -> (.+)$")
+
+
 def commands() -> list[str]:
+    """The commands of the ```bash blocks in order, with the `# edit` lines among them (other comments left out)."""
     return [line.strip() for _, body in fenced("bash") for line in body.splitlines()
-            if line.strip() and not line.strip().startswith("#")]
+            if line.strip() and (not line.strip().startswith("#") or EDIT.match(line.strip()))]
+
+
+def edit(step: str, cwd: Path) -> str:
+    """Make the edit an `# edit FILE: OLD -> NEW` line asks for (OLD must occur in FILE exactly once)."""
+    name, old, new = EDIT.match(step).groups()
+    text = (cwd / name).read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{step}: {old!r} occurs {text.count(old)} times in {name}"
+    (cwd / name).write_text(text.replace(old, new), encoding="utf-8")
+    return ""
 
 
 def run(command: str, cwd: Path) -> str:
@@ -54,7 +68,8 @@ def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
         (tmp_path / info.removeprefix("file=")).write_text(spec, encoding="utf-8")
     steps = commands()
     assert [s.split()[0:3] for s in steps][:2] == [["biaslab", "data", "expand"], ["biaslab", "data", "load"]]
-    out = {step: run(step, tmp_path) for step in steps}
+    done = [(step, edit(step, tmp_path) if step.startswith("# edit") else run(step, tmp_path)) for step in steps]
+    out = dict(done)  # a command run twice: its last output
 
     rows = [json.loads(line) for line in (tmp_path / "stimuli.jsonl").read_text().splitlines()]
     assert len(rows) == 20 * 3 * 2 and len({r["item_id"] for r in rows}) == 20
@@ -90,6 +105,7 @@ def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
                                                  "contrast_1_1.png", "means_0.png", "means_1.png"])
     check_three_options(db, out[next(s for s in steps if "--dataset pronouns" in s and "metrics" in s)])
     check_names(tmp_path / "names-report", tmp_path)
+    check_rating_edit(db, done)
 
 
 def check_three_options(db: Path, metrics: str) -> None:
@@ -115,6 +131,24 @@ def check_names(report: Path, tmp_path: Path) -> None:
     assert scatters == ["spearman_0_0.png", "spearman_0_1.png", "spearman_1_0.png", "spearman_1_1.png"]
     assert "Spearman&#x27;s rho" in page or "Spearman's rho" in page
     check_report(report, tmp_path, sorted(re.findall(r"<img src=\"([^\"]+)\"", page)))
+
+
+def check_rating_edit(db: Path, done: list[tuple[str, str]]) -> None:
+    """Section 7's correction: Robin's rating edited keeps the 48 stimuli and their evidence, the history lists the
+    four edits, and collecting again has nothing pending."""
+    start = next(i for i, (step, _) in enumerate(done) if step.startswith("# edit"))
+    after = [out for _, out in done[start:]]  # the edit, the load, the history, the collection
+    loads = [out for step, out in done if step == "biaslab data load --spec names.yaml --db study.duckdb"]
+    assert len(loads) == 2 and "48 stimuli read, 48 new;" in loads[0]
+    assert "48 stimuli read, 0 new, 4 with edited attributes" in loads[1]
+    history = after[2].splitlines()
+    assert history[0] == "loaded_at,version,stimulus_id,item_id,attribute,before,after" and len(history) == 5
+    assert all(line.endswith(",name_rating,0.55,0.6") and ".Robin," in line for line in history[1:])
+    assert "0 pending" in after[3]
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("stimuli", "dataset = 'names'") == 48
+        assert wh.count("stimuli", "dataset = 'names' AND json_extract_string(attrs, '$.name') = 'Robin' AND "
+                                   "CAST(json_extract_string(attrs, '$.name_rating') AS DOUBLE) = 0.6") == 4
 
 
 def check_report(report: Path, tmp_path: Path, expected: list[str]) -> None:

@@ -118,8 +118,10 @@ def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_
         done = load_user(db, file=user_file, spec=spec_file, name=name, protocols=protocols, prompt=prompt_file,
                          families=families_file, max_stimuli=max_stimuli, progress=progress if user_file else None)
     state = "now its current version" if done.changed else "already its current version"
-    click.echo(f"{done.dataset}: {done.read} stimuli read, {done.added} new; version {done.version} ({state}); "
-               f"protocols {', '.join(done.protocols)}; in {db}")
+    edited = (f", {done.edited} with edited attributes (same stimuli: evidence kept; `biaslab data history "
+              f"{done.dataset}`)" if done.edited else "")
+    click.echo(f"{done.dataset}: {done.read} stimuli read, {done.added} new{edited}; version {done.version} "
+               f"({state}); protocols {', '.join(done.protocols)}; in {db}")
 
 
 _MAX_STIMULI = click.option(
@@ -188,6 +190,40 @@ def _user_rows(db: str) -> list[tuple]:
         found = names(wh)
     return [(name, f"your {d.declaration.source}", d.declaration.path, f"sha256 {d.declaration.file_sha256[:12]}",
              "-", ", ".join(d.declaration.protocols), len(d.stimulus_ids)) for name, d in found]
+
+
+@data_group.command("history")
+@click.argument("name")
+@db_option
+@format_option
+@click.option("--edits", is_flag=True, help="List every attribute edit (stimulus, item, attribute, before, after) "
+                                            "instead of the versions.")
+def history_command(name: str, db: str, fmt: str, edits: bool) -> None:
+    """The version history of your dataset NAME in --db: each version loaded (when, key, file and its sha256,
+    stimuli, how many new and how many gone against the version before, stimuli whose attributes it edited). An
+    edited attribute (a rating, a filler attribute, any extra column) keeps the stimulus and its evidence; --edits
+    shows each change. Reads the warehouse, writes nothing."""
+    from pathlib import Path
+
+    from ..errors import UsageError
+    from ..warehouse.user_datasets import attribute_changes, history
+
+    if not Path(db).is_file():
+        raise UsageError(f"no warehouse at {db} (load your dataset with `biaslab data load --file/--spec`)")
+    with Warehouse.open(db, read_only=True) as wh:
+        versions = history(wh, name)
+        changes = attribute_changes(wh, name) if edits else []
+    if not versions:
+        raise UsageError(f"{db} holds no dataset of yours named {name!r} (`biaslab data list` shows those it holds)")
+    if edits:
+        emit(["loaded_at", "version", "stimulus_id", "item_id", "attribute", "before", "after"],
+             [(str(r[0]), r[1][:12], *r[2:]) for r in changes], fmt,
+             title=f"{name}: {len(changes)} attribute edits over {len(versions)} versions")
+        return
+    emit(["loaded_at", "version", "file", "sha256", "stimuli", "new", "gone", "attributes edited"],
+         [(str(v["loaded_at"]), v["version"][:12], v["path"], v["file_sha256"][:12], v["stimuli"], v["new"],
+           v["gone"], v["attributes_edited"]) for v in versions], fmt,
+         title=f"{name}: {len(versions)} versions (the last is current)")
 
 
 @data_group.command("fetch")

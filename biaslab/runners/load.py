@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 from .. import loaders
@@ -38,6 +40,8 @@ class LoadResult:
     version : a user dataset's version (the sha256 of what was loaded), None for a built-in one.
     changed : a user dataset: whether this load made a new version current.
     protocols : a user dataset's declared protocols.
+    edited : a user dataset: stored stimuli whose attributes alone changed (their rows updated, their evidence kept,
+        the change recorded in `attribute_edits`).
     """
 
     dataset: str
@@ -49,6 +53,7 @@ class LoadResult:
     version: str | None = None
     changed: bool = False
     protocols: tuple[str, ...] = field(default_factory=tuple)
+    edited: int = 0
 
 
 def load(dataset: str, db: PathLike = "warehouse/biaslab.duckdb", *, data_dir: PathLike | None = None,
@@ -92,24 +97,26 @@ def load(dataset: str, db: PathLike = "warehouse/biaslab.duckdb", *, data_dir: P
 
 def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, name: str | None = None,
               protocols: str | None = None, prompt: PathLike | None = None, families: PathLike | None = None,
-              max_stimuli: int | None = None, progress=None):
+              max_stimuli: int | None = None, progress=None, db: PathLike | None = None):
     """The user dataset of `file` or `spec` (`loaders.user.dataset.UserDataset`), validated, its prompt too, before
     anything is written. `protocols`, `prompt`, `families` and `progress` belong to `file`; a spec declares the
-    first three itself."""
+    first three itself. `db`: the warehouse it is for, whose stored version of the dataset (if any) says what its
+    stimulus ids hash (`stored_identity`)."""
     from ..loaders.user.dataset import from_file, from_spec, read_families
     from .prompting import PromptSpec
 
     if (file is None) == (spec is None):
         raise UsageError("give one of: file (with name) or spec")
+    keyed = {} if db is None else {"identity": partial(stored_identity, db)}
     if spec is not None:
         for flag, value in (("--protocols", protocols), ("--prompt", prompt), ("--families", families)):
             if value is not None:
                 raise UsageError(f"{flag} belongs to --file; a spec declares it (`{flag[2:]}:`)")
-        dataset = from_spec(spec, name, **({"max_stimuli": max_stimuli} if max_stimuli else {}))
+        dataset = from_spec(spec, name, **keyed, **({"max_stimuli": max_stimuli} if max_stimuli else {}))
     else:
         declared = read_families(families) if families else None
         dataset = from_file(file, name, protocols=protocols, prompt=prompt, pronouns=declared, progress=progress,
-                            **({"max_stimuli": max_stimuli} if max_stimuli else {}))
+                            **keyed, **({"max_stimuli": max_stimuli} if max_stimuli else {}))
     if dataset.declaration.prompt is not None:
         where = str(prompt or f"{spec}: prompt")
         try:
@@ -152,15 +159,29 @@ def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | Non
     from ..warehouse.user_datasets import store
 
     dataset = read_user(file=file, spec=spec, name=name, protocols=protocols, prompt=prompt, families=families,
-                        max_stimuli=max_stimuli, progress=progress)
+                        max_stimuli=max_stimuli, progress=progress, db=db)
     decl = dataset.declaration
     command = (f"biaslab data load --spec {spec}" if spec is not None else
                f"biaslab data load --file {file} --name {decl.name}")
     try:
         with Warehouse.open(db) as wh:
-            added, version, changed = store(wh, decl, dataset.ids, dataset.row_batches(), command)
+            done = store(wh, decl, dataset.ids, dataset.row_batches(), command)
     finally:
         dataset.close()
-    return LoadResult(decl.name, len(dataset.stimuli), added, len(dataset.stimuli), str(db), version=version,
-                      changed=changed, protocols=tuple(decl.protocols))
+    return LoadResult(decl.name, len(dataset.stimuli), done.added, len(dataset.stimuli), str(db),
+                      version=done.version, changed=done.changed, protocols=tuple(decl.protocols), edited=done.edited)
+
+
+def stored_identity(db: PathLike, name: str) -> str:
+    """What the stimulus ids of the user dataset `name` hash in the warehouse `db` (`DatasetDeclaration.identity`):
+    its stored declaration's, so a dataset first loaded before issue 44 ("all": every field) keeps its ids and its
+    evidence; "seen" (attributes left out) for a dataset the warehouse does not hold, or no warehouse (none is
+    created here: a refused load leaves nothing behind)."""
+    from ..warehouse.user_datasets import current
+
+    if not Path(db).is_file():
+        return "seen"
+    with Warehouse.open(db) as wh:  # a writer: an older warehouse is migrated, as the load's store would
+        stored = current(wh, name)
+    return stored.declaration.identity if stored is not None else "seen"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import errors, loaders
 from ..loaders.errors import DataError
-from ..schema import Stimulus
+from ..schema import Stimulus, stimulus_type
 
 
 def shard_of(stimulus_id: str, count: int) -> int:
@@ -20,9 +20,11 @@ def shard_stimuli(stimuli: list[Stimulus], index: int, count: int) -> list[Stimu
     return [s for s in stimuli if shard_of(s.stimulus_id, count) == index]
 
 
-def stimuli_from_warehouse(wh, dataset: str, ids: list[str] | None = None) -> list[Stimulus]:
-    """Rebuild `Stimulus` objects from stored rows (same content, hence the same stimulus_id), in canonical order;
-    with `ids`, only those stimuli (a user dataset's current version)."""
+def stimuli_from_warehouse(wh, dataset: str, ids: list[str] | None = None,
+                           kind: type[Stimulus] = Stimulus) -> list[Stimulus]:
+    """Rebuild `Stimulus` objects (of class `kind`: a user dataset's, `schema.stimulus_type`) from stored rows (same
+    content, hence the same stimulus_id), in canonical order; with `ids`, only those stimuli (a user dataset's
+    current version)."""
     names = wh.columns("stimuli")
     out = []
     if ids is None:
@@ -35,7 +37,7 @@ def stimuli_from_warehouse(wh, dataset: str, ids: list[str] | None = None) -> li
         sid = record.pop("stimulus_id")
         record["attrs"] = json.loads(record["attrs"]) if record["attrs"] else {}
         record = {k: v for k, v in record.items() if v is not None}
-        stimulus = Stimulus.model_validate(record)
+        stimulus = kind.model_validate(record)
         if stimulus.stimulus_id != sid:
             raise DataError(wh.path, f"stored stimulus {sid} does not round-trip (got {stimulus.stimulus_id})",
                             field="stimulus_id")
@@ -72,14 +74,15 @@ def user_stimuli(wh, config, ref) -> list[Stimulus]:
     """A user dataset's current version, read from --db (where `biaslab data load` put it); when this collection
     writes a shard file, the stimuli and the dataset's version are copied into it (merging brings them back)."""
     ids = list(ref.stored.stimulus_ids)
+    kind = stimulus_type(ref.stored.declaration.identity)
     if Path(config.database()).resolve() == Path(config.db).resolve():
-        stimuli = stimuli_from_warehouse(wh, ref.name, ids)
+        stimuli = stimuli_from_warehouse(wh, ref.name, ids, kind)
     else:
         from ..warehouse import Warehouse
         from ..warehouse.user_datasets import copy
 
         with Warehouse.open(config.db, read_only=True) as main:
-            stimuli = stimuli_from_warehouse(main, ref.name, ids)
+            stimuli = stimuli_from_warehouse(main, ref.name, ids, kind)
         copy(wh, ref.stored, stimuli)
     if len(stimuli) != len(set(ids)):
         raise DataError(config.db, f"dataset {ref.name}: {len(set(ids)) - len(stimuli)} of its stimuli are missing "

@@ -2,8 +2,9 @@
 
 from .identity import content_hash, request_id
 from .records import ModelSpec
-from .stimulus import CASES, CHOICE_OPTIONS, CONTEXTS, FORMS, STIMULUS_COLUMNS, Stimulus
+from .stimulus import (ATTRIBUTES, CASES, CHOICE_OPTIONS, CONTEXTS, FORMS, STIMULUS_COLUMNS, SeenStimulus, Stimulus,
+                       stimulus_type)
 from .user_dataset import DatasetDeclaration
 
-__all__ = ["CASES", "CHOICE_OPTIONS", "CONTEXTS", "FORMS", "STIMULUS_COLUMNS", "DatasetDeclaration", "ModelSpec",
-           "Stimulus", "content_hash", "request_id"]
+__all__ = ["ATTRIBUTES", "CASES", "CHOICE_OPTIONS", "CONTEXTS", "FORMS", "STIMULUS_COLUMNS", "DatasetDeclaration",
+           "ModelSpec", "SeenStimulus", "Stimulus", "content_hash", "request_id", "stimulus_type"]

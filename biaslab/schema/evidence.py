@@ -91,6 +91,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         _f("dataset", S, KEY), _f("version", S, KEY), _f("loaded_at", TS, KEY), _f("source", S, KEY),
         _f("path", S), _f("file_sha256", S, KEY), _f("declaration", S, KEY, json=True),
         _f("stimulus_ids", pa.list_(S), KEY), _f("run_id", S)]),
+    "attribute_edits": pa.schema([
+        _f("dataset", S, KEY), _f("version", S, KEY), _f("loaded_at", TS, KEY), _f("stimulus_id", S, KEY),
+        _f("attrs_before", S, json=True), _f("attrs_after", S, json=True), _f("rating_before", F64),
+        _f("rating_after", F64), _f("run_id", S)]),
     "api_batches": pa.schema([
         _f("model_key", S, KEY), _f("batch_id", S, KEY), _f("provider", S, KEY), _f("custom_ids", pa.list_(S), KEY),
         _f("submitted_at", TS, KEY), _f("run_id", S)]),
@@ -144,6 +148,7 @@ _SAMPLING = {"temperature": "temperature", "top_k": "top_k", "top_p": "top_p"}
 ROLES: dict[str, Role] = {
     "stimuli": Role(("stimulus_id",)),
     "user_datasets": Role(("dataset", "version", "loaded_at")),
+    "attribute_edits": Role(("dataset", "version", "loaded_at", "stimulus_id"), names_stimulus=True),
     "models": Role(("model_key",)),
     "runs": Role(("run_id",)),
     "sequence_scores": Role(("model_key", "request_id"), evidence=True, names_stimulus=True,

@@ -18,7 +18,7 @@ Conventions
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -49,6 +49,9 @@ CASES: tuple[str, ...] = Case.__args__  # type: ignore[attr-defined]
 
 #: the fewest and the most options the forced-choice protocol shows (2 to 8: studies of they, xe or ze need 3 to 5)
 CHOICE_OPTIONS = (2, 8)
+#: a stimulus's attributes: data about it that no protocol shows the model (a file's extra columns and a spec's
+#: filler attributes in `attrs`, a rating). A user stimulus's id leaves them out (`SeenStimulus`, issue 44).
+ATTRIBUTES = ("attrs", "stereotype_rating")
 
 
 class Stimulus(BaseModel):
@@ -110,10 +113,23 @@ class Stimulus(BaseModel):
             raise DataError(f"gold: {self.gold!r} is not among options {list(self.options)}")
         return self
 
+    #: whether the id hashes the attributes too (`ATTRIBUTES`): every built-in stimulus, and a user dataset's first
+    #: loaded before issue 44 (its declaration's `identity` "all"); `SeenStimulus` says False
+    keys_attributes: ClassVar[bool] = True
+
+    @property
+    def content_id(self) -> str:
+        """Content hash of every field, attributes included (the id of a stimulus that `keys_attributes`)."""
+        return content_hash(self.model_dump(mode="json"))
+
     @property
     def stimulus_id(self) -> str:
-        """Content hash of every field (docs/design.md section 3): same content, same id, across runs and machines."""
-        return content_hash(self.model_dump(mode="json"))
+        """Content hash of every field (docs/design.md section 3): same content, same id, across runs and machines.
+        Where the class does not key its attributes (`SeenStimulus`), they hash as absent (`attrs` {}, no rating),
+        so a stimulus without attributes has the same id either way."""
+        if self.keys_attributes:
+            return self.content_id
+        return content_hash({**self.model_dump(mode="json"), "attrs": {}, "stereotype_rating": None})
 
     def fill(self, option: str) -> str:
         """The realized text with `option` in the slot (with its agreement, when `option_texts` is set)."""
@@ -135,8 +151,25 @@ class Stimulus(BaseModel):
         row["option_labels"] = list(self.option_labels) if self.option_labels is not None else None
         row["option_texts"] = list(self.option_texts) if self.option_texts is not None else None
         row["attrs"] = json.dumps(self.attrs, sort_keys=True, ensure_ascii=False)
-        row["stimulus_id"] = content_hash(self.model_dump(mode="json"))
+        row["stimulus_id"] = self.stimulus_id
         return row
+
+
+class SeenStimulus(Stimulus):
+    """A user's stimulus, keyed by what the model sees and what the stimulus tests, not by its attributes
+    (`ATTRIBUTES`: `attrs` and `stereotype_rating`, issue 44): editing a rating keeps the stimulus, its id and its
+    evidence (`biaslab data load` updates its row and records the edit, `attribute_edits`); editing its text, prime,
+    options, labels, gold, condition or pronoun family makes a new stimulus. Every field is still stored."""
+
+    keys_attributes: ClassVar[bool] = False
+
+
+def stimulus_type(identity: str) -> type[Stimulus]:
+    """The stimulus class of a user dataset's identity scheme (`DatasetDeclaration.identity`): "seen" keys what the
+    model sees (`SeenStimulus`), "all" every field (`Stimulus`)."""
+    if identity not in ("all", "seen"):
+        raise ValueError(f"identity {identity!r}: use 'all' or 'seen'")
+    return SeenStimulus if identity == "seen" else Stimulus
 
 
 STIMULUS_COLUMNS: tuple[str, ...] = ("stimulus_id", *Stimulus.model_fields.keys())

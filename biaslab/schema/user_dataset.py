@@ -47,6 +47,10 @@ class DatasetDeclaration(BaseModel):
     pronouns: dict[str, dict[str, tuple[str, ...]]] | None = None
     #: the study's unit for correlations (a stimuli column or attrs key, e.g. name); None: the item
     unit: str | None = None
+    #: what a stimulus id hashes (`schema.stimulus.stimulus_type`): "seen" leaves out the attributes (a rating, a
+    #: filler attribute: issue 44), "all" every field: a dataset first loaded before keeps "all" (its stored
+    #: declaration has no `identity`), so its stored stimuli keep their ids and their evidence
+    identity: Literal["all", "seen"] = "all"
 
     @field_validator("name")
     @classmethod
@@ -63,7 +67,8 @@ class DatasetDeclaration(BaseModel):
         return value
 
     def version(self, stimulus_ids: list[str]) -> str:
-        """The version key: a hash of the declaration (without the path; without `unit` where none is declared, so
-        every version stored before `unit` existed keeps its key) and the ordered stimulus ids."""
-        exclude = {"path"} if self.unit is not None else {"path", "unit"}
+        """The version key: a hash of the declaration (without the path; without `unit` where none is declared and
+        without `identity` where it is "all", so every version stored before they existed keeps its key) and the
+        ordered stimulus ids."""
+        exclude = {"path"} | {k for k, before in (("unit", None), ("identity", "all")) if getattr(self, k) == before}
         return content_hash({"declaration": self.model_dump(mode="json", exclude=exclude), "stimuli": stimulus_ids})

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..schema import DatasetDeclaration, evidence
+from .errors import WarehouseError
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,21 @@ def copy(wh, stored: StoredDataset, stimuli: list) -> None:
                                         stored.loaded_at, None))
 
 
-def store(wh, declaration: DatasetDeclaration, ids: list[str], batches: Iterable,
-          command: str) -> tuple[int, str, bool]:
-    """Store a loaded user dataset in one transaction: a `runs` row, the stimuli (new ones only) and, when the
-    dataset's current version is another, a `user_datasets` row.
+@dataclass(frozen=True)
+class Stored:
+    """What `store` did: stimuli added, the version key, whether that version became current now, and how many
+    stored stimuli had their attributes edited (rows updated, evidence kept: `attribute_edits`)."""
+
+    added: int
+    version: str
+    changed: bool
+    edited: int = 0
+
+
+def store(wh, declaration: DatasetDeclaration, ids: list[str], batches: Iterable, command: str) -> Stored:
+    """Store a loaded user dataset in one transaction: a `runs` row, the stimuli (new ones only), the attributes of
+    stored ones that changed (`edit_attributes`) and, when the dataset's current version is another, a
+    `user_datasets` row.
 
     Parameters
     ----------
@@ -81,19 +93,105 @@ def store(wh, declaration: DatasetDeclaration, ids: list[str], batches: Iterable
 
     Returns
     -------
-    (stimuli added, version, whether the version became current now).
+    `Stored` (stimuli added, version, whether the version became current now, attributes edited).
     """
     version = declaration.version(ids)
     with wh.memory_limit(LOAD_MEMORY), wh.transaction():
+        before = current(wh, declaration.name)
+        if before is not None and before.declaration.identity != declaration.identity:
+            raise WarehouseError(f"dataset {declaration.name}: stored with identity {before.declaration.identity!r} "
+                                 f"meanwhile; load it again")
         run_id = wh.start_run(command, {"dataset": declaration.name, "source": declaration.source,
                                         "path": declaration.path, "file_sha256": declaration.file_sha256,
                                         "version": version})
-        added = sum(wh.append_file("stimuli", batch) if isinstance(batch, Path) else wh.append("stimuli", batch)
-                    for batch in batches)
-        before = current(wh, declaration.name)
         changed = before is None or before.version != version
+        loaded_at = datetime.now(timezone.utc).replace(tzinfo=None) if changed else before.loaded_at
+        added = edited = 0
+        for batch in batches:
+            if declaration.identity == "seen":  # "all": a changed attribute is a new stimulus
+                edited += edit_attributes(wh, declaration.name, (version, loaded_at, run_id), batch)
+            added += wh.append_file("stimuli", batch) if isinstance(batch, Path) else wh.append("stimuli", batch)
         if changed:
-            wh.append("user_datasets", _row(declaration, version, ids,
-                                            datetime.now(timezone.utc).replace(tzinfo=None), run_id))
+            wh.append("user_datasets", _row(declaration, version, ids, loaded_at, run_id))
         wh.finish_run(run_id, rows_added=added)
-    return added, version, changed
+    return Stored(added, version, changed, edited)
+
+
+#: the stored rows of a dataset whose attributes differ from the incoming ones (`{source}`: a Parquet file or a
+#: registered Arrow table of `stimuli` rows)
+_EDITED = """
+    SELECT s.stimulus_id, s.attrs AS attrs_before, i.attrs AS attrs_after, s.stereotype_rating AS rating_before,
+           i.stereotype_rating AS rating_after
+    FROM {source} i JOIN stimuli s USING (stimulus_id)
+    WHERE s.dataset = ? AND (s.attrs::VARCHAR IS DISTINCT FROM i.attrs::VARCHAR
+                             OR s.stereotype_rating IS DISTINCT FROM i.stereotype_rating)"""
+
+
+def edit_attributes(wh, dataset: str, made_by: tuple[str, datetime, str], batch) -> int:
+    """Give stored stimuli of `dataset` the attributes (`schema.ATTRIBUTES`) of `batch`'s rows with the same id, and
+    record each change in `attribute_edits` (before, after, and `made_by`: the version, its `loaded_at` and the
+    load's run id). A user stimulus's id leaves its attributes out (`schema.SeenStimulus`), so an edited rating
+    keeps the stimulus and its evidence. Returns the stimuli edited.
+
+    `batch`: the path of a Parquet file of `stimuli` rows, or a list of row dicts / an Arrow table of them."""
+    import pyarrow as pa
+
+    version, loaded_at, run_id = made_by
+    if isinstance(batch, Path):
+        source, params = "read_parquet(?)", [str(batch)]
+    else:
+        table = batch if isinstance(batch, pa.Table) else evidence.arrow(
+            "stimuli", {c: [r.get(c) for r in batch] for c in evidence.SCHEMAS["stimuli"].names})
+        wh.con.register("incoming_stimuli", table)
+        source, params = "incoming_stimuli", []
+    try:
+        edited = _EDITED.format(source=source)
+        made = "SELECT ? AS dataset, ? AS version, ? AS loaded_at, e.*, ? AS run_id FROM ({edited}) e"
+        n = wh.con.execute(f"INSERT INTO attribute_edits BY NAME SELECT * FROM ({made.format(edited=edited)}) "
+                           f"ANTI JOIN attribute_edits USING (dataset, version, loaded_at, stimulus_id)",
+                           [dataset, version, loaded_at, run_id, *params, dataset]).fetchone()[0]
+        wh.con.execute(f"UPDATE stimuli SET attrs = e.attrs_after, stereotype_rating = e.rating_after "
+                       f"FROM ({edited}) e WHERE stimuli.stimulus_id = e.stimulus_id", [*params, dataset])
+    finally:
+        if source == "incoming_stimuli":
+            wh.con.unregister("incoming_stimuli")
+    return n
+
+
+def history(wh, name: str) -> list[dict]:
+    """The versions of the user dataset `name`, oldest first: when each was loaded, its key, source path and
+    sha256, its stimuli, how many were new and how many gone against the version before, and how many stored
+    stimuli it edited the attributes of (`attribute_edits`). Empty for a dataset the warehouse does not hold."""
+    if "user_datasets" not in wh.tables():
+        return []
+    rows = wh.rows("SELECT loaded_at, version, path, file_sha256, stimulus_ids FROM user_datasets WHERE dataset = ? "
+                   "ORDER BY loaded_at", [name])
+    edits = dict(wh.rows("SELECT loaded_at, count(*) FROM attribute_edits WHERE dataset = ? GROUP BY loaded_at",
+                         [name])) if "attribute_edits" in wh.tables() else {}
+    out, before = [], set()
+    for loaded_at, version, path, sha, ids in rows:
+        now = set(ids)
+        out.append({"loaded_at": loaded_at, "version": version, "path": path, "file_sha256": sha,
+                    "stimuli": len(now), "new": len(now - before), "gone": len(before - now),
+                    "attributes_edited": edits.get(loaded_at, 0)})
+        before = now
+    return out
+
+
+def attribute_changes(wh, name: str) -> list[tuple]:
+    """Every attribute edit of the user dataset `name`, oldest first, one row per changed attribute: (loaded_at,
+    version, stimulus_id, item_id, attribute, before, after); `stereotype_rating` and each key of `attrs`."""
+    if "attribute_edits" not in wh.tables():
+        return []
+    rows = wh.rows("SELECT e.loaded_at, e.version, e.stimulus_id, s.item_id, e.attrs_before, e.attrs_after, "
+                   "e.rating_before, e.rating_after FROM attribute_edits e LEFT JOIN stimuli s USING (stimulus_id) "
+                   "WHERE e.dataset = ? ORDER BY e.loaded_at, s.item_id, e.stimulus_id", [name])
+    out = []
+    for loaded_at, version, sid, item, attrs_before, attrs_after, rating_before, rating_after in rows:
+        head = (loaded_at, version, sid, item)
+        if rating_before != rating_after:
+            out.append((*head, "stereotype_rating", rating_before, rating_after))
+        old, new = json.loads(attrs_before or "{}"), json.loads(attrs_after or "{}")
+        out += [(*head, key, old.get(key), new.get(key)) for key in sorted(old.keys() | new.keys())
+                if old.get(key) != new.get(key)]
+    return out

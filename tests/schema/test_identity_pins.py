@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from biaslab import loaders
-from biaslab.schema import Stimulus, request_id
+from biaslab.schema import SeenStimulus, Stimulus, request_id
 from biaslab.schema.records import ModelSpec
 
 
@@ -27,6 +27,17 @@ def test_stimulus_ids():
     sentence = Stimulus(dataset="negation-examples", upstream_version="v1", item_id="n1",
                         text="The junkie is not sneaky.")
     assert sentence.stimulus_id == "aab0aacd5791fdb6"
+
+
+def test_user_stimulus_ids_leave_out_the_attributes():
+    """A user stimulus (`SeenStimulus`, issue 44) hashes its attributes as absent: the id of the same fields without
+    them, pinned; with no attributes it is the `Stimulus` id, so every stored user stimulus without attributes and
+    every built-in id keep theirs."""
+    fields = _slot_stimulus().model_dump(exclude={"attrs"})
+    assert SeenStimulus(**fields, attrs={"k": 1, "rating": 0.3}).stimulus_id == "d17c9f210b1b2079"
+    assert SeenStimulus(**{**fields, "stereotype_rating": 4.5}).stimulus_id == "d17c9f210b1b2079"
+    assert Stimulus(**fields).stimulus_id == "d17c9f210b1b2079"
+    assert SeenStimulus(**fields, attrs={"k": 1}).content_id == _slot_stimulus().stimulus_id == "57b62915f934ea23"
 
 
 def test_model_keys():

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ... import errors
 from ...lexicon.pronoun_detection import form_index
-from ...schema import CHOICE_OPTIONS, DatasetDeclaration, Stimulus
+from ...schema import CHOICE_OPTIONS, DatasetDeclaration, Stimulus, stimulus_type
 from ...schema.errors import first_error
 from ...schema.user_dataset import USER_PROTOCOLS, check_name
 from ..errors import DataError
@@ -156,14 +156,22 @@ def _protocols(value) -> tuple[str, ...]:
     return tuple(items)
 
 
+def _seen(name: str) -> str:
+    return "seen"
+
+
 def from_file(path: Path, name: str | None, *, protocols=None, prompt: str | None = None,
               pronouns: dict | None = None, description: str = "", max_stimuli: int = MAX_STIMULI,
-              progress: Callable[[int, int], Callable[[int], None]] | None = None) -> UserDataset:
+              progress: Callable[[int, int], Callable[[int], None]] | None = None,
+              identity: Callable[[str], str] = _seen) -> UserDataset:
     """A user dataset from a table file (`files.iter_stimuli`), staged on disk; protocols default to prob. A file
     of more than `max_stimuli` rows is refused before any row is read (`files.check_size`). `progress(total, 0)`,
-    when given, returns the callback told of every batch of rows read (a progress bar's factory)."""
+    when given, returns the callback told of every batch of rows read (a progress bar's factory). `identity(name)`
+    gives the dataset's identity scheme (`DatasetDeclaration.identity`; default "seen": the attributes are not
+    identity; a dataset stored before keeps its own, `runners.load.load_user`)."""
     path = Path(path)
     name = user_name(name, path)
+    scheme = identity(name)
     try:
         declared = _protocols(protocols or ("prob",))
     except ValueError as exc:
@@ -171,10 +179,11 @@ def from_file(path: Path, name: str | None, *, protocols=None, prompt: str | Non
     rows = check_size(path, max_stimuli)
     decl = _declaration(path, name=name, source="file", path=str(path), file_sha256=_sha(path),
                         description=description, protocols=declared, pronouns=pronouns,
-                        prompt=read_prompt(prompt, Path.cwd(), path))
+                        prompt=read_prompt(prompt, Path.cwd(), path), identity=scheme)
     check = ProtocolCheck(decl, path)
-    staged = Staged(iter_stimuli(path, name), check,
-                    advance=progress(rows, 0) if progress is not None else None)
+    kind = stimulus_type(scheme)
+    staged = Staged(iter_stimuli(path, name, kind), check,
+                    advance=progress(rows, 0) if progress is not None else None, kind=kind)
     try:
         check_pronouns(decl, path)
     except DataError:
@@ -183,21 +192,25 @@ def from_file(path: Path, name: str | None, *, protocols=None, prompt: str | Non
     return UserDataset(decl, staged, frozenset(check.option_counts))
 
 
-def from_spec(path: Path, name: str | None = None, max_stimuli: int = MAX_STIMULI) -> UserDataset:
+def from_spec(path: Path, name: str | None = None, max_stimuli: int = MAX_STIMULI,
+              identity: Callable[[str], str] = _seen) -> UserDataset:
     """A user dataset from a template spec (`spec.read_spec`, `expand.expand`); --name overrides `name:`; a spec
-    that expands to more than `max_stimuli` stimuli is refused before anything is expanded."""
+    that expands to more than `max_stimuli` stimuli is refused before anything is expanded. `identity`: as
+    `from_file`'s."""
     path = Path(path)
     spec, raw = read_spec(path)
     name = user_name(name or spec.name, path)
+    scheme = identity(name)
     try:
         declared = _protocols(spec.protocols)
     except ValueError as exc:
         raise DataError(path, str(exc), field="protocols") from None
     decl = _declaration(path, name=name, source="spec", path=str(path), file_sha256=hashlib.sha256(raw).hexdigest(),
                         description=spec.description, protocols=declared, pronouns=spec_pronouns(spec),
-                        prompt=read_prompt(spec.prompt, path.parent, path, confined=True), unit=spec.unit)
+                        prompt=read_prompt(spec.prompt, path.parent, path, confined=True), unit=spec.unit,
+                        identity=scheme)
     check = ProtocolCheck(decl, path)
-    stimuli = expand(spec, name, path, max_stimuli=max_stimuli)
+    stimuli = expand(spec, name, path, max_stimuli=max_stimuli, kind=stimulus_type(scheme))
     for stimulus in stimuli:
         check(stimulus)
     check_pronouns(decl, path)

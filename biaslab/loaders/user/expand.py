@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ... import errors
 from ...lexicon.pronouns import agreement_texts, capitalize, sentence_case, starts_sentence
-from ...schema import CONTEXTS, Stimulus
+from ...schema import CONTEXTS, SeenStimulus, Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
 from .files import UPSTREAM_VERSION
@@ -41,10 +41,12 @@ def expansion_size(spec: Spec) -> int:
     return total
 
 
-def expand(spec: Spec, name: str, path: Path, max_stimuli: int = MAX_STIMULI) -> list[Stimulus]:
-    """Every stimulus of the spec, in template, filler, context and order order; DataError naming the spec and the
-    template (or context) for a problem, and, before anything is expanded, for a spec that comes to more than
-    `max_stimuli` stimuli (`expansion_size`)."""
+def expand(spec: Spec, name: str, path: Path, max_stimuli: int = MAX_STIMULI,
+           kind: type[Stimulus] = SeenStimulus) -> list[Stimulus]:
+    """Every stimulus of the spec (of class `kind`: `SeenStimulus` keys what the model sees), in template, filler,
+    context and order order; DataError naming the spec and the template (or context) for a problem, for two
+    stimuli with one id, and, before anything is expanded, for a spec that comes to more than `max_stimuli`
+    stimuli (`expansion_size`)."""
     size = expansion_size(spec)
     if size > max_stimuli:
         raise DataError(path, f"expands to {size:,} stimuli (templates x fillers x contexts x orders), above the bound "
@@ -53,13 +55,17 @@ def expand(spec: Spec, name: str, path: Path, max_stimuli: int = MAX_STIMULI) ->
     for index, template in enumerate(spec.templates):
         where = f"templates[{index}]"
         try:
-            out.extend(_template_stimuli(spec, template, template.id or f"t{index + 1}", name, where))
+            out.extend(_template_stimuli(spec, template, template.id or f"t{index + 1}", name, where, kind))
         except ValueError as exc:
             raise DataError(path, str(exc).removeprefix(f"{where}: "), field=where) from None
-    ids = [s.stimulus_id for s in out]
-    if len(set(ids)) != len(ids):
-        raise DataError(path, "two templates expand to the same stimulus (same text, item id and options); give "
-                        "them different ids or texts", field="templates")
+    first: dict[str, Stimulus] = {}
+    for s in out:
+        other = first.setdefault(s.stimulus_id, s)
+        if other is not s:
+            what = "differ only in attributes (which are not part of a stimulus's identity)" \
+                if other.content_id != s.content_id else "are the same stimulus"
+            raise DataError(path, f"two stimuli of item {s.item_id!r} show the model the same text, prime and options "
+                                  f"and {what}; give them different item ids or texts", field="templates")
     return out
 
 
@@ -114,7 +120,8 @@ def _filler_fields(spec: Spec, template: Template, slots: list[str], combo) -> t
     return values, fields, attrs
 
 
-def _template_stimuli(spec: Spec, template: Template, tid: str, name: str, where: str) -> list[Stimulus]:
+def _template_stimuli(spec: Spec, template: Template, tid: str, name: str, where: str,
+                      kind: type[Stimulus]) -> list[Stimulus]:
     slots = _slots(spec, template, where)
     varying = [n for n in slots if n not in template.fill]
     marks = any(AGREE in n for n, _ in placeholders(template.text, where))  # a literal "|" is no mark
@@ -130,7 +137,7 @@ def _template_stimuli(spec: Spec, template: Template, tid: str, name: str, where
             prime = _prime(spec, context.prime, values, forms) if context.prime else None
             for order in spec.orders or [[o.label for o in spec.options]]:
                 out.append(_stimulus(spec, template, name, item, text, prime, context.name, order, forms,
-                                     fields, {**attrs, "template_id": tid}, where, marked))
+                                     fields, {**attrs, "template_id": tid}, where, marked, kind))
     return out
 
 
@@ -163,7 +170,7 @@ def _marked_texts(spec: Spec, template: str, values: dict[str, str], forms: dict
 
 def _stimulus(spec: Spec, template: Template, name: str, item: str, text: str, prime: str | None, context: str,
               order: list[str], forms: dict[str, str], fields: dict[str, Any], attrs: dict[str, Any],
-              where: str, marked: dict[str, str] | None = None) -> Stimulus:
+              where: str, marked: dict[str, str] | None = None, kind: type[Stimulus] = Stimulus) -> Stimulus:
     labels = tuple(order)
     options = tuple(forms[label] for label in labels)
     if spec.capitalize:
@@ -191,7 +198,7 @@ def _stimulus(spec: Spec, template: Template, name: str, item: str, text: str, p
         attrs["option_order"] = ",".join(labels)
     row["attrs"] = attrs
     try:
-        return Stimulus(**row)
+        return kind(**row)
     except ValidationError as exc:
         error = first_error(exc)
         raise errors.DataError(f"{where}: {error.field or 'stimulus'}: {error.message}") from None

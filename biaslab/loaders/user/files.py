@@ -15,9 +15,11 @@ Every row is validated with the pydantic schema as it is read (a block at a time
 first bad row raises `DataError` naming the file, its line (CSV / TSV / JSONL) or row (Parquet), the field and the
 reason.
 
-Stimulus ids hash each row's content, so loading the same file twice adds nothing, and an edited file gives new
-stimuli only for the rows that changed (the old ones keep their evidence). The file's sha256 is the version stored
-with the dataset (`user_datasets.file_sha256`), not part of the ids (docs/decisions.md, "Your own study").
+Stimulus ids hash each row's content but its attributes (`SeenStimulus`: `attrs`, `stereotype_rating`), so loading
+the same file twice adds nothing, an edited file gives new stimuli only for the rows whose text, options, labels or
+condition changed (the others keep their evidence), and a row whose attributes alone changed keeps its id and its
+evidence (its stored row is updated and the edit recorded, `attribute_edits`). The file's sha256 is the version
+stored with the dataset (`user_datasets.file_sha256`), not part of the ids (docs/decisions.md, "Your own study").
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ...errors import UsageError
-from ...schema import Stimulus
+from ...schema import SeenStimulus, Stimulus
 from ...schema.errors import first_error
 from ..errors import DataError
 from .bounded import MAX_DEPTH, check_depth, guarded
@@ -269,11 +271,12 @@ def _condition_key(stimulus: Stimulus) -> int:
     return int.from_bytes(hashlib.blake2b(values.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
 
 
-def iter_stimuli(path: Path, name: str) -> Iterator[Stimulus]:
-    """The stimuli of a user's file, in file order (see the module docstring), read a block at a time: memory stays
-    bounded whatever the file's size (a condition seen is kept as a 64-bit digest, about 120 bytes a row; two
-    conditions share one with a chance of 2^-64 a pair). A bad row raises `DataError` when it is reached; a file
-    without data rows raises it at the end."""
+def iter_stimuli(path: Path, name: str, cls: type[Stimulus] = SeenStimulus) -> Iterator[Stimulus]:
+    """The stimuli of a user's file, of class `cls` (`SeenStimulus` keys what the model sees), in file order (see
+    the module docstring), read a block at a time: memory stays bounded whatever the file's size (a condition seen
+    is kept as a 64-bit digest, about 120 bytes a row; two conditions share one with a chance of 2^-64 a pair).
+    Two rows of one condition must be the same row, attributes included. A bad row raises `DataError` when it is
+    reached; a file without data rows raises it at the end."""
     path = Path(path)
     kind = file_format(path)  # a missing file, a folder, a FIFO or a device: refused by `_rows` (`LineStream`)
     seen: dict[int, int] = {}  # condition digest -> the first row's stimulus id (as a number) << 32 | its line or row
@@ -287,11 +290,11 @@ def iter_stimuli(path: Path, name: str) -> Iterator[Stimulus]:
                 raise error("empty value" if required in raw else "missing column", required)
         fields = stimulus_fields(raw, name, error)
         try:
-            stimulus = Stimulus(**fields)
+            stimulus = cls(**fields)
         except ValidationError as exc:
             field, message = located(first_error(exc))
             raise error(message, field) from None
-        identity = int(stimulus.stimulus_id, 16)
+        identity = int(stimulus.content_id, 16)  # every field: two rows differing only in a rating are refused
         earlier = seen.setdefault(_condition_key(stimulus), identity << 32 | number)
         if earlier >> 32 != identity:
             raise error(f"item {stimulus.item_id!r} already has a stimulus for the same condition ({unit} "

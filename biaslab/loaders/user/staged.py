@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ...schema import Stimulus
+from ...schema import SeenStimulus, Stimulus
 from ...schema.evidence import SCHEMAS, arrow
 from ...schema.identity import ID_LENGTH
 
@@ -40,9 +40,11 @@ class Staged:
     """
 
     def __init__(self, stimuli: Iterable[Stimulus], check: Callable[[Stimulus], None] | None = None,
-                 batch_rows: int = BATCH_ROWS, advance: Callable[[int], None] | None = None):
+                 batch_rows: int = BATCH_ROWS, advance: Callable[[int], None] | None = None,
+                 kind: type[Stimulus] = SeenStimulus):
         import pyarrow.parquet as pq
 
+        self.kind = kind  # the class iteration gives back (the stimuli's own: `SeenStimulus` keys what is seen)
         self._folder = tempfile.TemporaryDirectory(prefix="biaslab-staged-")
         self.path = Path(self._folder.name) / "stimuli.parquet"
         self._ids = array("Q")
@@ -92,7 +94,7 @@ class Staged:
             for row in table.to_pylist():
                 row.pop("stimulus_id")
                 row["attrs"] = json.loads(row["attrs"])
-                yield Stimulus(**{k: v for k, v in row.items() if v is not None})
+                yield self.kind(**{k: v for k, v in row.items() if v is not None})
 
     def close(self) -> None:
         """Remove the temporary file."""

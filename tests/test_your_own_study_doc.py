@@ -63,7 +63,8 @@ def run(command: str, cwd: Path) -> str:
 
 def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
     specs = fenced("yaml")
-    assert [info for info, _ in specs] == ["file=occupations.yaml", "file=pronouns.yaml", "file=names.yaml"]
+    assert [info for info, _ in specs] == ["file=occupations.yaml", "file=pronouns.yaml", "file=names.yaml",
+                                           "file=keeps.yaml"]
     for info, spec in specs:
         (tmp_path / info.removeprefix("file=")).write_text(spec, encoding="utf-8")
     steps = commands()
@@ -106,6 +107,7 @@ def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
     check_three_options(db, out[next(s for s in steps if "--dataset pronouns" in s and "metrics" in s)])
     check_names(tmp_path / "names-report", tmp_path)
     check_rating_edit(db, done)
+    check_gen(out, tmp_path)
 
 
 def check_three_options(db: Path, metrics: str) -> None:
@@ -149,6 +151,34 @@ def check_rating_edit(db: Path, done: list[tuple[str, str]]) -> None:
         assert wh.count("stimuli", "dataset = 'names'") == 48
         assert wh.count("stimuli", "dataset = 'names' AND json_extract_string(attrs, '$.name') = 'Robin' AND "
                                    "CAST(json_extract_string(attrs, '$.name_rating') AS DOUBLE) = 0.6") == 4
+
+
+def csv_table(printed: str, name: str) -> list[dict]:
+    """The rows of table `name` in a `--format csv` output of several tables (`# name` above each)."""
+    import csv
+
+    block = printed.split(f"# {name}\n")[1].split("\n# ")[0]
+    return list(csv.DictReader(io.StringIO(block)))
+
+
+def check_gen(out: dict[str, str], tmp_path: Path) -> None:
+    """Section 8: gen rates per context and declared family over 8 continuations each, shares summing to 1; the
+    misgendering correctness of the user study with its 4 loaded stimuli per family; every family in the report."""
+    gen = csv_table(out["biaslab metrics options --dataset keeps --db study.duckdb --format csv"], "gen")
+    assert len(gen) == 2 * 3 * 4 and {r["family"] for r in gen} == {"female", "male", "neo", "(no pronoun)"}
+    assert all(int(r["n"]) == 8 and float(r["ci_low"]) <= float(r["share"]) <= float(r["ci_high"]) for r in gen)
+    for context in ("pre", "post"):
+        for declared in ("female", "male", "neo"):
+            shares = [float(r["share"]) for r in gen if (r["context"], r["declared"]) == (context, declared)]
+            assert abs(sum(shares) - 1) < 1e-9 and {r["n"] for r in gen} == {"8"}
+    correctness = [r for r in csv_table(out["biaslab metrics misgendering --db study.duckdb --format csv"],
+                                        "correctness") if r["dataset"] == "keeps"]
+    assert {(r["method"], r["declared"]) for r in correctness} == {
+        (m, f) for m in ("prob", "gen") for f in ("female", "male", "neo")}
+    assert {r["n_loaded"] for r in correctness} == {"4"}  # the user study's stimuli per family
+    page = (tmp_path / "keeps-report" / "index.html").read_text(encoding="utf-8")
+    assert all(f">{family}<" in page for family in ("female", "male", "neo"))
+    check_report(tmp_path / "keeps-report", tmp_path, sorted(re.findall(r"<img src=\"([^\"]+)\"", page)))
 
 
 def check_report(report: Path, tmp_path: Path, expected: list[str]) -> None:

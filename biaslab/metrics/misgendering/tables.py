@@ -439,16 +439,15 @@ def misgendering_tables(prob: pd.DataFrame, gen: pd.DataFrame, no_pronoun: NoPro
 def correctness_with_coverage(handle, tables: dict[str, pd.DataFrame], min_coverage: float
                               ) -> dict[str, pd.DataFrame]:
     """`correctness` with `biaslab.metrics.coverage.COVERAGE_COLUMNS`, the unit being the stimulus: the loaded
-    stimuli of the row's dataset that declare its pronoun set, against those scored (prob) or with a continuation
-    (gen, per context)."""
+    stimuli of the row's dataset (built-in or a user's) that declare its pronoun set, against those scored (prob)
+    or with a continuation (gen, per context)."""
     from ..coverage import annotate
-    from ..registry import get_study
 
     table = tables["correctness"]
     if table.empty:
         return tables
     st = handle.table("stimuli")
-    st = st.filter(st.dataset.isin(list(get_study("misgendering").dataset_names)) & st.pronoun_set.notnull())
+    st = st.filter(st.dataset.isin(sorted(table["dataset"].dropna().unique())) & st.pronoun_set.notnull())
     loaded = handle.fetch(st.group_by(["dataset", st.pronoun_set.name("declared")])
                           .aggregate(n_loaded=st.stimulus_id.nunique()))
     gen = tables.get("_gen")

@@ -218,12 +218,16 @@ def history_command(name: str, db: str, fmt: str, edits: bool) -> None:
     if edits:
         emit(["loaded_at", "version", "stimulus_id", "item_id", "attribute", "before", "after"],
              [(str(r[0]), r[1][:12], *r[2:]) for r in changes], fmt,
-             title=f"{name}: {len(changes)} attribute edits over {len(versions)} versions")
+             title=f"{name}: {_count(len(changes), 'attribute edit')} over {_count(len(versions), 'version')}")
         return
     emit(["loaded_at", "version", "file", "sha256", "stimuli", "new", "gone", "attributes edited"],
          [(str(v["loaded_at"]), v["version"][:12], v["path"], v["file_sha256"][:12], v["stimuli"], v["new"],
            v["gone"], v["attributes_edited"]) for v in versions], fmt,
-         title=f"{name}: {len(versions)} versions (the last is current)")
+         title=f"{name}: {_count(len(versions), 'version')} (the last is current)")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 @data_group.command("fetch")

@@ -168,7 +168,7 @@ def stimulus_type(identity: str) -> type[Stimulus]:
     """The stimulus class of a user dataset's identity scheme (`DatasetDeclaration.identity`): "seen" keys what the
     model sees (`SeenStimulus`), "all" every field (`Stimulus`)."""
     if identity not in ("all", "seen"):
-        raise ValueError(f"identity {identity!r}: use 'all' or 'seen'")
+        raise DataError(f"identity {identity!r}: use 'all' or 'seen'")
     return SeenStimulus if identity == "seen" else Stimulus
 
 

@@ -117,14 +117,19 @@ def store(wh, declaration: DatasetDeclaration, ids: list[str], batches: Iterable
     return Stored(added, version, changed, edited)
 
 
-#: the stored rows of a dataset whose attributes differ from the incoming ones (`{source}`: a Parquet file or a
-#: registered Arrow table of `stimuli` rows)
+#: the stored rows of a dataset whose attributes differ from the incoming ones (the temporary view
+#: `incoming_stimuli`: a Parquet file or an Arrow table of `stimuli` rows)
 _EDITED = """
     SELECT s.stimulus_id, s.attrs AS attrs_before, i.attrs AS attrs_after, s.stereotype_rating AS rating_before,
            i.stereotype_rating AS rating_after
-    FROM {source} i JOIN stimuli s USING (stimulus_id)
+    FROM incoming_stimuli i JOIN stimuli s USING (stimulus_id)
     WHERE s.dataset = ? AND (s.attrs::VARCHAR IS DISTINCT FROM i.attrs::VARCHAR
                              OR s.stereotype_rating IS DISTINCT FROM i.stereotype_rating)"""
+_RECORD = ("INSERT INTO attribute_edits BY NAME SELECT * FROM (SELECT ? AS dataset, ? AS version, ? AS loaded_at, "
+           "e.*, ? AS run_id FROM (" + _EDITED + ") e) ANTI JOIN attribute_edits USING (dataset, version, loaded_at, "
+           "stimulus_id)")
+_UPDATE = ("UPDATE stimuli SET attrs = e.attrs_after, stereotype_rating = e.rating_after FROM (" + _EDITED + ") e "
+           "WHERE stimuli.stimulus_id = e.stimulus_id")
 
 
 def edit_attributes(wh, dataset: str, made_by: tuple[str, datetime, str], batch) -> int:
@@ -138,23 +143,16 @@ def edit_attributes(wh, dataset: str, made_by: tuple[str, datetime, str], batch)
 
     version, loaded_at, run_id = made_by
     if isinstance(batch, Path):
-        source, params = "read_parquet(?)", [str(batch)]
+        incoming = wh.con.read_parquet(str(batch))
     else:
-        table = batch if isinstance(batch, pa.Table) else evidence.arrow(
-            "stimuli", {c: [r.get(c) for r in batch] for c in evidence.SCHEMAS["stimuli"].names})
-        wh.con.register("incoming_stimuli", table)
-        source, params = "incoming_stimuli", []
+        incoming = wh.con.from_arrow(batch if isinstance(batch, pa.Table) else evidence.arrow(
+            "stimuli", {c: [r.get(c) for r in batch] for c in evidence.SCHEMAS["stimuli"].names}))
+    incoming.create_view("incoming_stimuli", replace=True)
     try:
-        edited = _EDITED.format(source=source)
-        made = "SELECT ? AS dataset, ? AS version, ? AS loaded_at, e.*, ? AS run_id FROM ({edited}) e"
-        n = wh.con.execute(f"INSERT INTO attribute_edits BY NAME SELECT * FROM ({made.format(edited=edited)}) "
-                           f"ANTI JOIN attribute_edits USING (dataset, version, loaded_at, stimulus_id)",
-                           [dataset, version, loaded_at, run_id, *params, dataset]).fetchone()[0]
-        wh.con.execute(f"UPDATE stimuli SET attrs = e.attrs_after, stereotype_rating = e.rating_after "
-                       f"FROM ({edited}) e WHERE stimuli.stimulus_id = e.stimulus_id", [*params, dataset])
+        n = wh.con.execute(_RECORD, [dataset, version, loaded_at, run_id, dataset]).fetchone()[0]
+        wh.con.execute(_UPDATE, [dataset])
     finally:
-        if source == "incoming_stimuli":
-            wh.con.unregister("incoming_stimuli")
+        wh.con.execute("DROP VIEW IF EXISTS incoming_stimuli")
     return n
 
 

@@ -80,10 +80,13 @@ def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
 @click.option("--by", "by", multiple=True, metavar="COL",
               help="compare options: group by this stimuli column or attrs key (repeatable); --within compares "
                    "the values of the first one.")
+@click.option("--unit", default=None, metavar="COL",
+              help="compare options: the study's unit, a stimuli column or attrs key holding whole items (default: "
+                   "the spec's `unit:`, else the item); the bootstrap and the permutations resample it.")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=DEFAULT_MIN_COVERAGE, show_default=True,
               help="Mark rows resting on less than this share of the items either side has.")
 def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | None, within: bool, bootstrap: int,
-                    permutations: int, seed: int, dataset: str | None, by: tuple[str, ...],
+                    permutations: int, seed: int, dataset: str | None, by: tuple[str, ...], unit: str | None,
                     min_coverage: float) -> None:
     """Paired comparisons of a STUDY's headline measures between two collection settings (two models, or one model
     under two dtypes, backends or sampler settings), or with --within between the study's conditions.
@@ -95,7 +98,8 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     Studies with comparisons: contextuality (p(f), validity, KL, Spearman, CbD per context); misgendering (prob and
     gen correctness, their agreement); negation (the context x form interaction, the main effects, perplexity per
     condition); calibration (ECE, Gender-ECE, Brier, p(male) per dataset); options (any dataset with options:
-    per-option p, valid mass, and accuracy, Brier and ECE where a gold option exists).
+    per-option p, valid mass, and accuracy, Brier and ECE where a gold option exists; the unit is the spec's
+    `unit:` or --unit, else the item).
     """
     from ..errors import UsageError
     from ..metrics.studies import compare
@@ -104,7 +108,7 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     if study not in _studies_with_comparisons():
         raise UsageError(f"study {study!r} has no comparisons; studies with comparisons: "
                          f"{', '.join(_studies_with_comparisons())}")
-    options = {k: v for k, v in (("dataset", dataset), ("by", list(by))) if v}
+    options = {k: v for k, v in (("dataset", dataset), ("by", list(by)), ("unit", unit)) if v}
     with open_warehouse(db) as handle:
         table = compare(handle, study, between=list(between) if between else None, within=within,
                         bootstrap=bootstrap, permutations=permutations, seed=seed, min_coverage=min_coverage,

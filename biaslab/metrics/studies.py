@@ -319,7 +319,7 @@ def compare(handle, study: str, *, between: Sequence[str] | None = None, within:
     bootstrap, permutations, seed : resamples of units, permutations, and their seed.
     min_coverage : rows resting on less than this share of the items either side has are marked `low_coverage`.
     output : 'pandas' or 'polars'.
-    options : the study's own (options: `dataset`, `by`, `all_versions`).
+    options : the study's own (options: `dataset`, `by`, `all_versions`, `unit`).
 
     Returns
     -------

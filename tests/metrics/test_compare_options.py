@@ -98,3 +98,73 @@ def test_options_needs_a_dataset_and_contextuality_takes_none(db):
     assert result.exit_code == 2 and "compare options needs --dataset NAME" in result.output
     result = CliRunner().invoke(cli, ["compare", "contextuality", "--db", str(db), "--dataset", "x"])
     assert result.exit_code == 2 and "compare contextuality takes no dataset" in result.output
+
+
+NAMES_SPEC = """
+name: names-compare
+protocols: [choice, prob]
+unit: name
+options:
+  - {label: female, forms: {nom: she}}
+  - {label: male, forms: {nom: he}}
+orders: [[female, male], [male, female]]
+fillers:
+  name: [{value: Mary, rating: 0.9}, {value: Robin, rating: 0.5}, {value: John, rating: 0.1},
+         {value: Emma, rating: 0.95}, {value: Alex, rating: 0.45}]
+templates:
+  - {id: late, text: "{name} said that {pronoun} was late.", case: nom}
+  - {id: home, text: "{name} went home because {pronoun} was tired.", case: nom}
+"""
+
+
+@pytest.fixture(scope="module")
+def names_db(tmp_path_factory, tiny_gpt2):
+    return spec_warehouse(tmp_path_factory.mktemp("compare-names"), NAMES_SPEC, "names-compare", tiny_gpt2,
+                          [{"protocol": "prob"}, {"protocol": "choice"}])
+
+
+def test_the_declared_unit_is_resampled_and_permuted_whole(names_db):
+    """`unit: name`: the 10 items (2 templates x 5 names) belong to 5 units. The permutation p is the exact share of
+    the sign assignments per name (2^names), by hand; with --unit item_id it is the share of those per item."""
+    import itertools
+
+    import numpy as np
+
+    with biaslab.open(names_db) as wh:
+        prob, exact = _labels(biaslab.compare(wh, "options", dataset="names-compare", bootstrap=50, permutations=50))
+        by_name = biaslab.compare(wh, "options", dataset="names-compare", between=[prob, exact], bootstrap=200,
+                                  permutations=5000)
+        by_item = biaslab.compare(wh, "options", dataset="names-compare", between=[prob, exact], bootstrap=200,
+                                  permutations=5000, unit="item_id")
+        probs = wh.sql("SELECT o.method, o.option_label, o.p, s.item_id, s.attrs->>'name' AS name FROM option_probs o "
+                       "JOIN stimuli s USING (stimulus_id) WHERE s.dataset = 'names-compare'").execute()
+    female = probs[probs["option_label"] == "female"]
+    per_item = female.groupby(["method", "item_id"])["p"].mean().unstack("method").dropna()
+    d = (per_item["prob"] - per_item["choice-exact"]).to_numpy()
+    names = female.drop_duplicates("item_id").set_index("item_id")["name"].loc[per_item.index].to_numpy()
+
+    def exact_p(units: np.ndarray) -> float:
+        codes = {u: i for i, u in enumerate(sorted(set(units)))}
+        index = np.array([codes[u] for u in units])
+        observed = abs(d.mean())
+        signs = np.array(list(itertools.product([1.0, -1.0], repeat=len(codes))))
+        stats = np.abs((signs[:, index] * d).mean(axis=1))
+        return float((stats >= observed - 1e-9 * max(1.0, observed)).mean())
+
+    row = by_name[(by_name["measure"] == "p") & (by_name["group"] == "all · female")].iloc[0]
+    # items where the tiny model's forced choice has no valid answer are left out (counted in n_excluded)
+    assert (row["unit"], row["n_units"], row["n_items"]) == ("name", len(set(names)), len(d))
+    assert len(set(names)) >= 3 and len(d) > len(set(names)) and row["n_items"] + row["n_excluded"] == 10
+    assert row["estimate"] == pytest.approx(d.mean(), abs=1e-12)
+    assert row["p_value"] == pytest.approx(exact_p(names), abs=1e-12)
+    item_row = by_item[(by_item["measure"] == "p") & (by_item["group"] == "all · female")].iloc[0]
+    assert (item_row["unit"], item_row["n_units"]) == ("item", len(d))
+    assert item_row["p_value"] == pytest.approx(exact_p(per_item.index.to_numpy()), abs=1e-12)
+
+
+def test_a_unit_that_splits_an_item_is_refused(names_db):
+    result = CliRunner().invoke(cli, ["compare", "options", "--db", str(names_db), "--dataset", "names-compare",
+                                      "--unit", "option_order"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "unit 'option_order' of dataset names-compare: item" in result.output and "has several values" in \
+        result.output

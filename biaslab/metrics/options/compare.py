@@ -2,7 +2,9 @@
 measures of any dataset with options, from the same rows as `biaslab metrics options` (`tables.read_probs`).
 
 Measures (item = the dataset's item_id: a stimulus's options renormalized, averaged over the item's stimuli in the
-group, `stats.item_means`; unit = item):
+group, `stats.item_means`; unit = the study's unit: the one a user spec declares (`unit:`, e.g. name: items of one
+name are not independent observations, so the bootstrap and the permutations resample names), `unit=` when given,
+else the item):
 - p per group and option label: the item's mean probability of that option (the `means` table's mean_p).
 - valid_mass per group: the item's mean share of valid answers (1 - the `means` table's invalid_mass).
 - accuracy per group (stimuli with a gold option; item = stimulus, unit = item): whether the most probable option
@@ -17,6 +19,7 @@ column): p of every option label between each two values of the first --by colum
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from itertools import combinations
 
 import numpy as np
@@ -74,8 +77,8 @@ def _long(frame: pd.DataFrame, measure: str, group: pd.Series, item: pd.Series, 
     return out
 
 
-def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all_versions: bool = False
-                 ) -> Observations:
+def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all_versions: bool = False,
+                 unit: str | None = None) -> Observations:
     """The option measures per item and collection setting (see the module docstring).
 
     Parameters
@@ -84,28 +87,34 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
     dataset : the dataset (required).
     by : grouping columns (stimuli columns or attrs keys), as `biaslab metrics options --by`.
     all_versions : a user dataset at every loaded version.
+    unit : the study's unit, a stimuli column or attrs key with one value per item (default: the spec's `unit:`,
+        else the item).
     """
-    from .tables import read_probs
+    from .tables import declared_unit, read_probs
 
     if not dataset:
         raise UsageError("compare options needs --dataset NAME (the dataset whose options are compared)")
     by = list(dict.fromkeys(by))
-    probs = read_probs(handle, dataset, by, (), all_versions)
+    unit = unit or declared_unit(handle, dataset) or "item_id"
+    extra = [] if unit in (*by, "item_id") else [unit]
+    probs = read_probs(handle, dataset, [*by, *extra], (), all_versions)
+    unit_of = _unit_of_item(probs, unit, dataset)
     items = stats.item_means(probs, by)
     group = _group_text(items, by)
-    parts = [_long(items, "p", group + " · " + items["option_label"].astype(str), items["item_id"], items["item_id"],
-                   items["p"])]
+    parts = [_long(items, "p", group + " · " + items["option_label"].astype(str), items["item_id"],
+                   items["item_id"].map(unit_of), items["p"])]
     valid = items.drop_duplicates([*KEY, *by, "item_id"])
-    parts.append(_long(valid, "valid_mass", _group_text(valid, by), valid["item_id"], valid["item_id"],
+    parts.append(_long(valid, "valid_mass", _group_text(valid, by), valid["item_id"], valid["item_id"].map(unit_of),
                        valid["valid_mass"]))
     if probs["gold_label"].notna().any():
         scores = stats.stimulus_scores(probs, by)
-        unit = scores["stimulus_id"].map(probs.drop_duplicates("stimulus_id").set_index("stimulus_id")["item_id"])
+        item = scores["stimulus_id"].map(probs.drop_duplicates("stimulus_id").set_index("stimulus_id")["item_id"])
+        cluster = item.map(unit_of)
         signed = np.where(scores["correct"], 1.0, -1.0) * scores["confidence"].to_numpy(float)
         text = _group_text(scores, by)
-        parts += [_long(scores, "accuracy", text, scores["stimulus_id"], unit, scores["correct"].astype(float)),
-                  _long(scores, "brier", text, scores["stimulus_id"], unit, scores["brier"]),
-                  _long(scores, "ece", text, scores["stimulus_id"], unit, signed)]
+        parts += [_long(scores, "accuracy", text, scores["stimulus_id"], cluster, scores["correct"].astype(float)),
+                  _long(scores, "brier", text, scores["stimulus_id"], cluster, scores["brier"]),
+                  _long(scores, "ece", text, scores["stimulus_id"], cluster, signed)]
     values = pd.concat(parts, ignore_index=True)
     values, settings = with_settings(values, KEY, handle.models())
     within = []
@@ -117,4 +126,24 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
                 for a, b in combinations(levels, 2):
                     name = [" · ".join(x for x in (v, other) if x) + f" · {label}" for v in (a, b)]
                     within.append(("p", name[0], name[1]))
-    return Observations("options", values, settings, dict(MEASURES), within)
+    named = "item" if unit == "item_id" else unit
+    measures = {name: replace(m, unit=named) for name, m in MEASURES.items()}
+    return Observations("options", values, settings, measures, within)
+
+
+def _unit_of_item(probs: pd.DataFrame, unit: str, dataset: str) -> pd.Series:
+    """item_id -> the item's value of `unit` (the item itself for "item_id"); UsageError when an item has several:
+    a unit groups whole items, so that the items of one unit are resampled and permuted together."""
+    if unit == "item_id":
+        ids = probs["item_id"].drop_duplicates()
+        return pd.Series(ids.astype(str).to_numpy(), index=ids.to_numpy())
+    pairs = probs[["item_id", unit]].drop_duplicates()
+    pairs = pairs.assign(**{unit: pairs[unit].astype(str)}).drop_duplicates()
+    several = pairs["item_id"][pairs["item_id"].duplicated()]
+    if len(several):
+        first = several.iloc[0]
+        values = sorted(pairs.loc[pairs["item_id"] == first, unit])
+        raise UsageError(f"unit {unit!r} of dataset {dataset}: item {first!r} has several values "
+                         f"({', '.join(values)}); a unit must hold whole items (e.g. a name asked in several "
+                         f"templates)")
+    return pairs.set_index("item_id")[unit]

@@ -134,16 +134,13 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
 def _unit_of_item(probs: pd.DataFrame, unit: str, dataset: str) -> pd.Series:
     """item_id -> the item's value of `unit` (the item itself for "item_id"); UsageError when an item has several:
     a unit groups whole items, so that the items of one unit are resampled and permuted together."""
-    if unit == "item_id":
-        ids = probs["item_id"].drop_duplicates()
-        return pd.Series(ids.astype(str).to_numpy(), index=ids.to_numpy())
-    pairs = probs[["item_id", unit]].drop_duplicates()
-    pairs = pairs.assign(**{unit: pairs[unit].astype(str)}).drop_duplicates()
+    pairs = pd.DataFrame({"item_id": probs["item_id"].to_numpy(),
+                          "unit": probs[unit].astype(str).to_numpy()}).drop_duplicates()
     several = pairs["item_id"][pairs["item_id"].duplicated()]
     if len(several):
         first = several.iloc[0]
-        values = sorted(pairs.loc[pairs["item_id"] == first, unit])
+        values = sorted(pairs.loc[pairs["item_id"] == first, "unit"])
         raise UsageError(f"unit {unit!r} of dataset {dataset}: item {first!r} has several values "
                          f"({', '.join(values)}); a unit must hold whole items (e.g. a name asked in several "
                          f"templates)")
-    return pairs.set_index("item_id")[unit]
+    return pairs.set_index("item_id")["unit"]

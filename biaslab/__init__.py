@@ -2,7 +2,8 @@
 
 Python API (docs/python-api.md): ``wh = biaslab.open("warehouse/biaslab.duckdb")``; ``wh.tables()``,
 ``wh.table(name)`` and ``wh.sql(query)`` give Ibis expressions; ``biaslab.contextuality(wh)``,
-``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)``, ``biaslab.metaprompt(wh)`` and
+``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)``, ``biaslab.metaprompt(wh)``,
+``biaslab.bbq(wh)``, ``biaslab.crows_pairs(wh)`` and
 ``biaslab.options(wh, "my-study", by=["context"])`` return a study's tables (the same functions the `biaslab metrics`
 commands call); ``biaslab.compare(wh, "contextuality", between=["model-a", "model-b"])`` tests the
 differences between two settings (`biaslab compare`). ``biaslab.load("winopron", db)``,
@@ -29,6 +30,8 @@ _LAZY = {
     "calibration": ("biaslab.metrics.studies", "calibration"),
     "metaprompt": ("biaslab.metrics.studies", "metaprompt"),
     "options": ("biaslab.metrics.studies", "options"),
+    "bbq": ("biaslab.metrics.studies", "bbq"),
+    "crows_pairs": ("biaslab.metrics.studies", "crows_pairs"),
     "compare": ("biaslab.metrics.studies", "compare"),
     "load": ("biaslab.runners.load", "load"),
     "load_user": ("biaslab.runners.load", "load_user"),

@@ -127,7 +127,10 @@ def _report_command(study) -> click.Command:
         with _report_of(out, db, study.heading or study.description), _open(db) as handle:
             tables = study.function(handle, **kwargs)
             names = handle.models()
-        click.echo(f"wrote {study.report_writer(tables, Path(out), db, names)}")
+        index = study.report_writer(tables, Path(out), db, names)
+        if study.compare is not None:
+            _add_comparison(Path(index), db, study.name)
+        click.echo(f"wrote {index}")
 
     command = _study_options(study, command)
     command = click.option("--out", "out", type=click.Path(file_okay=False), required=True,

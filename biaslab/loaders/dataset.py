@@ -7,20 +7,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from ..errors import UsageError
 from ..schema import Stimulus
 from .errors import DataError
 from .options import parse_bool
-from .readers import sha256_file
-from .verify import FileCheck, Verification, hash_prefix, modified_version, verifying
+from .verify import FileCheck, Verification, hash_prefix, modified_version, pin_matches, verifying
 
 Loader = Callable[..., list[Stimulus]]
 
 
 def github_raw(repo: str, commit: str, path: str) -> str:
-    """Commit-pinned raw URL of `path` in the GitHub repository `repo` ("owner/name")."""
-    return f"https://raw.githubusercontent.com/{repo}/{commit}/{path}"
+    """Commit-pinned raw URL of `path` in the GitHub repository `repo` ("owner/name"), the path percent-encoded
+    (BBQ's template files have spaces in their names)."""
+    return f"https://raw.githubusercontent.com/{repo}/{commit}/{quote(path, safe='/')}"
 
 
 def github_blob(repo: str, commit: str, path: str) -> str:
@@ -88,6 +89,15 @@ class DatasetInfo:
     #: the first-pronoun detector's vocabulary for the gen protocol (`lexicon.pronoun_detection.vocabulary`; None:
     #: the dataset has no gen protocol, or a user dataset declares its own families)
     pronoun_vocabulary: str | None = None
+    #: files of `files` that may be absent: the loader reads those present (BBQ's categories beyond the ones a copy
+    #: holds, its metadata file); `present` does not need them and a load names the absent ones (`Loaded.notes`)
+    optional: frozenset[str] = frozenset()
+    #: the packaged forced-choice prompt its stimuli are asked with (`runners/prompts/NAME.json`; None: the
+    #: built-in forced-choice prompt)
+    prompt: str | None = None
+    #: protocol -> its settings' defaults for this dataset, where `runners collect` is not given them (BBQ's answers
+    #: need up to 14 tokens, more than the forced choice's 6)
+    settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.folder:
@@ -103,7 +113,13 @@ class DatasetInfo:
         return Path(data_dir) / self.folder
 
     def present(self, data_dir: Path) -> bool:
-        return all((self.path(data_dir) / rel).is_file() for rel in self.files) and self.path(data_dir).is_dir()
+        """Whether every file the dataset needs (all of `files` but the `optional` ones) is there."""
+        return (all((self.path(data_dir) / rel).is_file() for rel in self.files if rel not in self.optional)
+                and self.path(data_dir).is_dir())
+
+    def absent_optional(self, data_dir: Path) -> tuple[str, ...]:
+        """The `optional` files that are not there."""
+        return tuple(rel for rel in self.files if rel in self.optional and not (self.path(data_dir) / rel).is_file())
 
     def verify(self, data_dir: Path) -> dict[str, str]:
         """Per file: 'ok', 'missing', 'mismatch' or 'unpinned'."""
@@ -115,7 +131,7 @@ class DatasetInfo:
             elif pinned is None:
                 status[rel] = "unpinned"
             else:
-                status[rel] = "ok" if sha256_file(p) == pinned else "mismatch"
+                status[rel] = "ok" if pin_matches(pinned, p.read_bytes()) else "mismatch"
         return status
 
     def load(self, data_dir: Path, *, accept_modified: Any = False, **options: Any) -> list[Stimulus]:
@@ -147,7 +163,8 @@ class DatasetInfo:
         if modified:  # the pinned digest no longer names these data: stamp the modified files' own hashes
             version = modified_version(list(modified))
             stimuli = [s.model_copy(update={"upstream_version": version}) for s in stimuli]
-        return Loaded(self.name, stimuli, tuple(checked.checks.values()), modified, version)
+        return Loaded(self.name, stimuli, tuple(checked.checks.values()), modified, version,
+                      self.absent_optional(data_dir))
 
 
 @dataclass(frozen=True)
@@ -159,9 +176,15 @@ class Loaded:
     files: tuple[FileCheck, ...]          # every file read, in reading order ("ok", "modified", "unpinned")
     modified: tuple[FileCheck, ...]       # accepted pinned files whose bytes differ from the pin
     upstream_version: str | None          # stamped on every stimulus when `modified`, else None (as loaded)
+    absent: tuple[str, ...] = ()          # optional files that were not there (`DatasetInfo.optional`)
 
     def notes(self) -> list[str]:
-        """One line per accepted modified file, for the command output."""
-        return [f"{self.dataset}: {c.rel} differs from the pinned upstream file (sha256 {hash_prefix(c.sha256)}, "
-                f"pinned {hash_prefix(c.pinned or '')}); stimuli record upstream_version {self.upstream_version}"
-                for c in self.modified]
+        """One line per accepted modified file, and one naming the absent optional files, for the command output."""
+        lines = [f"{self.dataset}: {c.rel} differs from the pinned upstream file (sha256 {hash_prefix(c.sha256)}, "
+                 f"pinned {hash_prefix(c.pinned or '')}); stimuli record upstream_version {self.upstream_version}"
+                 for c in self.modified]
+        if self.absent:
+            named = ", ".join(self.absent[:3]) + (f" and {len(self.absent) - 3} more" if len(self.absent) > 3 else "")
+            lines.append(f"{self.dataset}: {len(self.absent)} optional file{'s' if len(self.absent) != 1 else ''} "
+                         f"not in this copy ({named}); `biaslab data fetch {self.dataset}` gets them")
+        return lines

@@ -2,8 +2,9 @@
 
 Each `DatasetInfo.sources` maps a local relative path (as in `DatasetInfo.files`; "../other/x" reaches a sibling
 folder, e.g. WinoPron's Misersky norms) to an `Upstream`: a commit-pinned raw GitHub URL, optionally a member of a
-(password-protected) zip at that URL. Every file is checked against its pinned sha256 (and a zip against the pinned
-sha256 of the archive) before anything is put in place.
+(password-protected) zip at that URL. Every file is checked against its pinned sha256 (or its git blob id at the
+pinned commit where only that is known: `verify.pin_matches`), and a zip against the pinned sha256 of the archive,
+before anything is put in place.
 
 All or nothing: everything is downloaded into a temporary folder next to each target folder
 (`<data-dir>/.<folder>.fetch-XXXX/`), verified, then moved into place: a target folder that does not exist yet is
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import BiaslabError
-from .readers import sha256_file
+from .verify import GIT_BLOB, git_blob_id, pin_matches
 from .dataset import DatasetInfo, Upstream
 
 DEFAULT_TIMEOUT = 30.0
@@ -105,8 +106,8 @@ def plan(info: DatasetInfo, data_dir: Path) -> list[Planned]:
     return planned
 
 
-def _fetch_url(url: str, dest: Path, timeout: float, downloader: Callable[..., None]) -> str:
-    """Download `url` to `dest`; returns the sha256 of the bytes. Failures become a one-line FetchError."""
+def _fetch_url(url: str, dest: Path, timeout: float, downloader: Callable[..., None]) -> None:
+    """Download `url` to `dest`. Failures become a one-line FetchError."""
     try:
         with open(dest, "wb") as out:
             downloader(url, out, timeout=timeout)
@@ -114,7 +115,6 @@ def _fetch_url(url: str, dest: Path, timeout: float, downloader: Callable[..., N
         raise
     except Exception as exc:  # network, HTTP, timeout, disk: all end the fetch
         raise FetchError(f"{url}: {reason(exc, timeout)}") from exc
-    return sha256_file(dest)
 
 
 def _extract(url: str, archive: Path, member: str, password: str | None) -> bytes:
@@ -127,9 +127,14 @@ def _extract(url: str, archive: Path, member: str, password: str | None) -> byte
         raise FetchError(f"{url}: cannot extract {member!r} ({' '.join(str(exc).split())})") from None
 
 
-def _check(url: str, what: str, got: str, pinned: str) -> None:
-    if got != pinned:
-        raise FetchError(f"{url}: sha256 mismatch for {what} (got {got[:16]}..., pinned {pinned[:16]}...)")
+def _check(url: str, what: str, raw: bytes, pinned: str) -> None:
+    """Refuse bytes that are not the pinned file (a sha256 pin, or a "git-blob:" one: `verify.pin_matches`)."""
+    if not pin_matches(pinned, raw):
+        if pinned.startswith(GIT_BLOB):
+            got, kind, pinned = git_blob_id(raw), "git blob id", pinned[len(GIT_BLOB):]
+        else:
+            got, kind = hashlib.sha256(raw).hexdigest(), "sha256"
+        raise FetchError(f"{url}: {kind} mismatch for {what} (got {got[:16]}..., pinned {pinned[:16]}...)")
 
 
 def _stage(items: list[Planned], staging: dict[str, Path], timeout: float,
@@ -140,19 +145,19 @@ def _stage(items: list[Planned], staging: dict[str, Path], timeout: float,
         by_url.setdefault(item.source.url, []).append(item)
     for n, (url, group) in enumerate(by_url.items()):
         download_path = staging[group[0].root] / f".download-{n}"
-        got = _fetch_url(url, download_path, timeout, downloader)
+        _fetch_url(url, download_path, timeout, downloader)
+        raw = download_path.read_bytes()
         for item in group:
             dest = staging[item.root] / item.inner
             dest.parent.mkdir(parents=True, exist_ok=True)
             if item.source.member is None:
-                _check(url, item.rel, got, item.sha256)
+                _check(url, item.rel, raw, item.sha256)
                 shutil.copyfile(download_path, dest)
             else:
                 if item.source.archive_sha256 is not None:
-                    _check(url, "the zip archive", got, item.source.archive_sha256)
+                    _check(url, "the zip archive", raw, item.source.archive_sha256)
                 data = _extract(url, download_path, item.source.member, item.source.password)
-                _check(url, f"{item.rel} (zip member {item.source.member})", hashlib.sha256(data).hexdigest(),
-                       item.sha256)
+                _check(url, f"{item.rel} (zip member {item.source.member})", data, item.sha256)
                 dest.write_bytes(data)
         download_path.unlink()
 
@@ -182,10 +187,11 @@ def fetch(info: DatasetInfo, data_dir: Path, *, timeout: float = DEFAULT_TIMEOUT
     todo, present = [], []
     for item in planned:
         dest = data_dir / item.root / item.inner
-        if dest.is_file() and sha256_file(dest) == item.sha256:
+        if dest.is_file() and pin_matches(item.sha256, dest.read_bytes()):
             present.append(item.rel)
         elif dest.exists() and not force:
-            raise FetchError(f"{dest}: exists but does not match the pinned sha256; move it away or use --force")
+            raise FetchError(f"{dest}: exists but does not match the pinned sha256 (or git blob id); move it away or "
+                             "use --force")
         else:
             todo.append(item)
     if not todo:

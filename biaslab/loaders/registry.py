@@ -29,6 +29,9 @@ MODULES: dict[str, str] = {
     "negation-examples": "negation",
     "negation": "negation",
     "winoqueer": "winoqueer",
+    "bbq": "bbq",
+    "crows-pairs": "crows_pairs",
+    "crows-pairs-revised": "crows_pairs",
 }
 
 

@@ -14,6 +14,10 @@ pin, before anything is parsed:
 
 Files a loader does not read (e.g. Winogender's `all_sentences.tsv`) are not checked by `load`; `biaslab data list`
 still shows their status. Outside a `Verification` (a loader function called directly) nothing is checked.
+
+A pin is a sha256 in hex, or, for an upstream file whose bytes were never seen here (BBQ's five largest category
+files), its git blob id at the pinned commit, written "git-blob:<40 hex digits>" (`GIT_BLOB`): the sha1 of
+"blob <size>\\0" followed by the bytes, which names exactly the bytes git holds at that commit (`pin_matches`).
 """
 
 from __future__ import annotations
@@ -34,6 +38,23 @@ PREFIX = 12
 
 def hash_prefix(sha: str) -> str:
     return sha[:PREFIX] + "..."
+
+
+#: the prefix of a pin that is a git blob id rather than a sha256
+GIT_BLOB = "git-blob:"
+
+
+def git_blob_id(raw: bytes) -> str:
+    """The git blob id of `raw`: sha1 over b"blob <len>\\0" + raw (what `git hash-object` prints)."""
+    return hashlib.sha1(b"blob %d\0" % len(raw) + raw, usedforsecurity=False).hexdigest()
+
+
+def pin_matches(pin: str, raw: bytes, sha256: str | None = None) -> bool:
+    """Whether the bytes `raw` (whose sha256 is `sha256`, computed when not given) are the pinned file: a sha256
+    pin compares the sha256, a "git-blob:" pin the git blob id."""
+    if pin.startswith(GIT_BLOB):
+        return git_blob_id(raw) == pin[len(GIT_BLOB):]
+    return (sha256 if sha256 is not None else hashlib.sha256(raw).hexdigest()) == pin
 
 
 def _key(path: str | os.PathLike) -> str:
@@ -69,21 +90,25 @@ class Verification:
         pins = {_key(Path(folder) / rel): (rel, sha) for rel, sha in files.items()}
         return cls(dataset, pins, accept_modified, fetchable, upstream)
 
-    def observe(self, path: Path, sha: str) -> FileCheck:
-        """Record the sha256 of a file just read; a pinned file that differs is refused unless accepted."""
+    def observe(self, path: Path, sha: str, raw: bytes | None = None) -> FileCheck:
+        """Record the sha256 of a file just read (`raw`, its bytes, for a git blob pin); a pinned file that differs
+        is refused unless accepted."""
         key = _key(path)
         rel, pinned = self.pins.get(key, (None, None))
         if pinned is None:
             status = "unpinned"
-        elif sha == pinned:
+        elif sha == pinned or (raw is not None and pinned.startswith(GIT_BLOB) and pin_matches(pinned, raw, sha)):
             status = "ok"
         elif self.accept_modified:
             status = "modified"
         else:
             restore = (f"restore it (biaslab data fetch {self.dataset} --force)" if self.fetchable
                        else "restore the original")
-            raise DataError(path, f"differs from the pinned upstream file (expected sha256 {hash_prefix(pinned)}, "
-                                  f"found {hash_prefix(sha)}): modified or damaged; {restore}, or pass "
+            kind = "git blob" if pinned.startswith(GIT_BLOB) else "sha256"
+            pinned_hex = pinned.removeprefix(GIT_BLOB)
+            found = git_blob_id(raw) if kind == "git blob" and raw is not None else sha
+            raise DataError(path, f"differs from the pinned upstream file (expected {kind} {hash_prefix(pinned_hex)}, "
+                                  f"found {hash_prefix(found)}): modified or damaged; {restore}, or pass "
                                   f"--accept-modified to load it as a modified copy")
         check = FileCheck(Path(path), rel, sha, pinned, status)
         self.checks[key] = check
@@ -119,7 +144,7 @@ def observe(path: Path, raw: bytes) -> tuple[str, FileCheck | None]:
     """(sha256 of `raw`, the check of the current verification or None outside one). Raises on a refused file."""
     sha = hashlib.sha256(raw).hexdigest()
     current = _CURRENT.get()
-    return sha, (current.observe(path, sha) if current is not None else None)
+    return sha, (current.observe(path, sha, raw) if current is not None else None)
 
 
 #: every pinned upstream sha256 of the built-in datasets, provided by the registry (`use_pins`), which imports

@@ -132,6 +132,27 @@ for _study in (
     Study("options", f"{_S}:options", "Generic metrics of any dataset with options.",
           report="biaslab.metrics.options.report:write_report", datasets=(), builtin=True,
           compare="biaslab.metrics.options.compare:observations"),
+    Study("bbq", f"{_S}:bbq",
+          "BBQ (Parrish et al. 2022): accuracy and bias scores (s_DIS, s_AMB) per category and context condition, "
+          "from expected answer probabilities (argmax beside them), 95% intervals over templates, coverage.",
+          report="biaslab.metrics.bbq.report:write_report", heading="BBQ: bias in question answering",
+          compare="biaslab.metrics.bbq.compare:observations", options=(
+              StudyOption("bootstrap", 1000, "Bootstrap resamples of templates (the 95% intervals).", int),
+              StudyOption("seed", 0, "Seed of the bootstrap.", int),
+              StudyOption("variant", "paper", "paper (every example scored) or r-script (the authors' R script: "
+                          "examples without a biased answer dropped, proper-name templates apart).", str),
+              StudyOption("min_coverage", 0.8, "Mark scores resting on less than this share of the loaded "
+                          "examples, or on a lower valid share.", float))),
+    Study("crows-pairs", f"{_S}:crows_pairs",
+          "CrowS-Pairs (Nangia et al. 2020; revised English set): the paper's metric and lm-eval's pct_stereotype "
+          "and likelihood_diff per bias type, 95% intervals over pairs, sign tests against 50, coverage. Noisy data "
+          "(Blodgett et al. 2021).",
+          report="biaslab.metrics.crows.report:write_report", heading="CrowS-Pairs",
+          compare="biaslab.metrics.crows.compare:observations", options=(
+              StudyOption("bootstrap", 1000, "Bootstrap resamples of pairs (the 95% intervals).", int),
+              StudyOption("seed", 0, "Seed of the bootstrap.", int),
+              StudyOption("min_coverage", 0.8, "Mark scores resting on less than this share of the loaded pairs.",
+                          float))),
 ):
     register_study(_study)
 del _study

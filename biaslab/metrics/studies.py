@@ -21,7 +21,7 @@ from .coverage import DEFAULT_MIN_COVERAGE
 from .missing import NoEvidence, missing as _missing
 
 __all__ = ["NoEvidence", "PairError", "contextuality", "misgendering", "negation", "compare",
-           "calibration", "metaprompt", "options", "to_json_ready", "negation_sentences"]
+           "calibration", "metaprompt", "options", "bbq", "crows_pairs", "to_json_ready", "negation_sentences"]
 
 
 def _datasets(study: str) -> tuple[str, ...]:
@@ -294,6 +294,60 @@ def options(handle, dataset: str, *, by: Sequence[str] = (), contrast: str | Non
                            bootstrap=bootstrap, seed=seed, all_versions=all_versions, unit=unit,
                            temperatures=temperatures, top_k=top_k)
     tables = means_with_coverage(handle, dataset, tables, by, all_versions, min_coverage)
+    return _finish(handle, tables, output, private)
+
+
+def bbq(handle, *, bootstrap: int = 1000, seed: int = 0, variant: str = "paper", output: str = "pandas",
+        private: bool = False, min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
+    """BBQ (Parrish et al., Findings of ACL 2022; `biaslab metrics bbq`): per collection (model, method, setting),
+    category and context condition, the accuracy and the bias score (s_DIS = 100 (2 n_biased / n_non-UNKNOWN - 1) in
+    disambiguated contexts, s_AMB = (1 - accuracy) s_DIS in ambiguous ones) from expected counts of the answer
+    probabilities, with argmax counts beside them, 95% bootstrap intervals over the templates and coverage
+    (`biaslab.metrics.bbq.stats`). Table `bbq`, rows of category "(all)" pooling every category.
+
+    Parameters
+    ----------
+    handle : from `biaslab.open`.
+    bootstrap, seed : template-bootstrap resamples and their seed.
+    variant : "paper" (every example scored) or "r-script" (the authors' BBQ_calculate_bias_score.R: examples
+        without a biased answer dropped, proper-name templates as "<Category> (names)").
+    output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) scores resting on less than this share of the loaded examples, or on a
+        valid share below it (`biaslab.metrics.coverage`).
+
+    Returns
+    -------
+    dict table name -> DataFrame.
+    """
+    from .bbq.tables import bbq_tables
+
+    tables = bbq_tables(handle, bootstrap=bootstrap, seed=seed, variant=variant, min_coverage=min_coverage)
+    return _finish(handle, tables, output, private)
+
+
+def crows_pairs(handle, *, bootstrap: int = 1000, seed: int = 0, output: str = "pandas", private: bool = False,
+                min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
+    """CrowS-Pairs (Nangia et al., EMNLP 2020) and its revised English set (`biaslab metrics crows-pairs`): per
+    collection (model, scheme), dataset and bias type, the paper's metric (the share of pairs whose more stereotyping
+    sentence scores higher on the tokens both sentences share), lm-evaluation-harness's pct_stereotype and
+    likelihood_diff (whole sentences), with 95% bootstrap intervals over pairs, sign tests against 50 and coverage
+    (`biaslab.metrics.crows.stats`). Table `crows_pairs`. The data are noisy (Blodgett et al., ACL 2021): read the
+    scores with that caveat.
+
+    Parameters
+    ----------
+    handle : from `biaslab.open`.
+    bootstrap, seed : pair-bootstrap resamples and their seed.
+    output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) scores resting on less than this share of the loaded pairs.
+
+    Returns
+    -------
+    dict table name -> DataFrame.
+    """
+    from .crows.tables import crows_tables
+
+    tables = crows_tables(handle, bootstrap=bootstrap, seed=seed, min_coverage=min_coverage)
     return _finish(handle, tables, output, private)
 
 

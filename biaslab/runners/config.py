@@ -115,8 +115,9 @@ class CollectConfig(BaseModel):
     def plugin(self) -> protocols.Protocol:
         """The protocol with its settings validated (one line naming the flag otherwise)."""
         cls = protocols.get(self.resolved_protocol())
+        given = {**self.dataset_ref().defaults(cls.name), **self.options()}  # the dataset's defaults, then the flags
         try:
-            settings = cls.settings_model.model_validate(self.options())
+            settings = cls.settings_model.model_validate(given)
         except ValidationError as exc:
             raise one_line(exc, list(cls.settings_model.model_fields), cls.name) from None
         plugin = cls(settings)

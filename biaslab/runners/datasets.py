@@ -37,6 +37,11 @@ class DatasetRef:
         """Where the prob protocol's stimuli come from (`DatasetInfo.prob_from`; None for a user dataset)."""
         return None if self.user else self.info.prob_from
 
+    def defaults(self, protocol: str) -> dict[str, Any]:
+        """The settings a built-in dataset gives `protocol` where the command line does not
+        (`DatasetInfo.settings`; {} for a user dataset)."""
+        return {} if self.user else dict(self.info.settings.get(protocol, {}))
+
     def families(self) -> dict[str, dict[str, tuple[str, ...]]] | None:
         """The gen protocol's pronoun families: the user's declared ones, or the misgendering detector's for the
         built-in datasets it knows (None otherwise)."""
@@ -47,11 +52,14 @@ class DatasetRef:
         return pronoun_detection.vocabulary(name) if name is not None else None
 
     def prompt(self):
-        """The forced-choice prompt a user dataset declares (`prompting.PromptSpec`), or None."""
-        if not self.user or self.stored.declaration.prompt is None:
-            return None
+        """The forced-choice prompt the dataset declares (`prompting.PromptSpec`): a user dataset's own, a built-in
+        dataset's packaged one (`DatasetInfo.prompt`, e.g. BBQ's), or None (the built-in forced-choice prompt)."""
         from .prompting import PromptSpec
 
+        if not self.user:
+            return PromptSpec.load(self.info.prompt) if self.info.prompt else None
+        if self.stored.declaration.prompt is None:
+            return None
         return PromptSpec.from_mapping(self.stored.declaration.prompt, f"the prompt of dataset {self.name}")
 
 

@@ -26,7 +26,7 @@ from biaslab.loaders.readers import sha256_file
 #: Issue 3 counts for the fetchable datasets (default options).
 COUNTS = {"winopron": 3600, "winogender": 240, "winobias": 1584, "gece-winobias": 771, "gece-winogender": 178,
           "genderlex": 837, "genderlex-person": 837, "genderlex-someone": 837, "misgendered": 3000, "tango": 1920,
-          "ruff": 7200}
+          "ruff": 7200, "crows-pairs": 3016, "crows-pairs-revised": 3354, "bbq": 58492}
 FETCHABLE = sorted(COUNTS)
 RAW_URL = re.compile(r"^https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[0-9a-f]{40}/\S+$")
 
@@ -82,7 +82,7 @@ def test_every_fetchable_file_has_a_pinned_commit_url_and_checksum():
         assert set(info.files) <= set(info.sources), name
         for rel, src in info.sources.items():
             assert RAW_URL.match(src.url), (name, src.url)
-            assert re.fullmatch(r"[0-9a-f]{64}", info.pinned_sha256(rel) or ""), (name, rel)
+            assert re.fullmatch(r"[0-9a-f]{64}|git-blob:[0-9a-f]{40}", info.pinned_sha256(rel) or ""), (name, rel)
             if src.member:
                 assert src.password and re.fullmatch(r"[0-9a-f]{64}", src.archive_sha256 or ""), (name, rel)
     assert {n for n, i in known.items() if i.no_source} == {"negation", "negation-examples", "winoqueer"}
@@ -107,6 +107,38 @@ def test_fetch_from_local_copies_loads_and_verifies(name, data_dir, tmp_path):
     # a second fetch downloads nothing
     again = fetch(info, target, downloader=FakeNet({}))
     assert again.fetched == () and sorted(again.present) == sorted(info.sources)
+
+
+def test_bbq_files_pinned_by_git_blob_id_are_fetched_and_checked(data_dir, tmp_path):
+    """BBQ's five large category files are pinned by their git blob ids at the commit (their sha256 was never seen
+    here): a file served with those bytes is installed and loads, one byte changed is refused, and nothing is
+    written. Shown on the present files, with Age.jsonl pinned by its blob id as the large ones are."""
+    from biaslab.loaders.verify import git_blob_id
+
+    info = get("bbq")
+    folder = data_dir / info.folder
+    present = {rel: pin for rel, pin in info.files.items() if (folder / rel).is_file()}
+    if "data/Age.jsonl" not in present:
+        pytest.skip(f"local copy absent: {folder / 'data/Age.jsonl'}")
+    age = "data/Age.jsonl"
+    present[age] = "git-blob:" + git_blob_id((folder / age).read_bytes())
+    assert present[age] == "git-blob:5c5e7586163b869fe029e77e63716f2026e4ae08"  # `git hash-object` of upstream's
+    subset = dataclasses.replace(info, files=present, sources={rel: info.sources[rel] for rel in present})
+    sources = {subset.sources[rel].url: (folder / rel).resolve() for rel in present}
+    with pytest.raises(FetchError, match=r"git blob id mismatch for data/Age.jsonl.*nothing was written"):
+        fetch(subset, tmp_path / "bad", downloader=FakeNet(sources, tamper=subset.sources[age].url))
+    assert not (tmp_path / "bad").exists()
+    result = fetch(subset, tmp_path / "data", downloader=FakeNet(sources))
+    assert sorted(result.fetched) == sorted(present)
+    assert set(subset.verify(tmp_path / "data").values()) == {"ok"}
+    loaded = subset.load_verified(tmp_path / "data")
+    assert len(loaded.stimuli) == 11956 and {c.status for c in loaded.files} == {"ok"}
+    # a copy whose bytes differ from the blob id is refused when loaded, naming both ids
+    edited = (folder / age).read_bytes().replace(b"grandfather", b"grandmother", 1)
+    (tmp_path / "data" / "bbq" / age).write_bytes(edited)
+    with pytest.raises(ValueError, match=r"Age.jsonl: differs from the pinned upstream file \(expected git blob "
+                                         r"5c5e7586163b"):
+        subset.load(tmp_path / "data")
 
 
 def test_failure_midway_leaves_nothing_behind(data_dir, tmp_path):

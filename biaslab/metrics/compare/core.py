@@ -10,7 +10,7 @@ one setting under --within).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,15 +18,15 @@ import pandas as pd
 
 from ...errors import NoEvidence, UsageError
 from ..coverage import DEFAULT_MIN_COVERAGE, check_min_coverage
-from .paired import (Paired, Statistic, benjamini_hochberg, binary_difference, holm, mean_difference, spearman_rows,
-                     statistic_difference)
+from .paired import (Paired, Statistic, benjamini_hochberg, binary_difference, holm, mean_difference,
+                     ratio_difference, spearman_rows, statistic_difference)
 
 __all__ = ["Measure", "Observations", "COLUMNS", "compare_observations", "setting_labels", "with_settings",
            "resolve_settings",
            "DEFAULT_MIN_COVERAGE"]
 
 
-KINDS = ("mean", "binary", "spearman", "statistic")
+KINDS = ("mean", "binary", "spearman", "statistic", "ratio")
 
 #: the columns of a comparison table, in order
 COLUMNS = ["study", "measure", "group", "setting_a", "setting_b", "value_a", "value_b", "estimate", "ci_low",
@@ -43,11 +43,13 @@ class Measure:
 
     name : the measure's name (e.g. "p_f").
     kind : "mean" (mean over items: paired difference, permutation p, d_z), "binary" (0/1 per item: difference of
-        proportions, McNemar's exact p, Cohen's g), "spearman" (rho with the covariate: Cohen's q) or "statistic"
-        (any `statistic`, vectorized over rows).
+        proportions, McNemar's exact p, Cohen's g), "spearman" (rho with the covariate: Cohen's q), "statistic"
+        (any `statistic`, vectorized over rows) or "ratio" (`transform` of sum(value) / sum(covariate), each side
+        with its own covariate: `paired.ratio_difference`).
     item : what one paired observation is (e.g. "template").
     unit : what the bootstrap and the permutation resample (e.g. "template", "name").
     statistic : for kind "statistic": f(values (R, n), covariate (R, n) or None) -> (R,).
+    transform : for kind "ratio": g, vectorized, applied to sum(value) / sum(covariate).
     between : compared between settings (False: only in --within pairs).
     description : one line for the docs and the report.
     """
@@ -58,6 +60,7 @@ class Measure:
     unit: str
     statistic: Statistic | None = None
     between: bool = True
+    transform: Callable[[np.ndarray], np.ndarray] | None = None
     description: str = ""
 
     def __post_init__(self):
@@ -65,6 +68,8 @@ class Measure:
             raise UsageError(f"measure {self.name!r}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.kind == "statistic" and self.statistic is None:
             raise UsageError(f"measure {self.name!r}: kind 'statistic' needs a statistic function")
+        if self.kind == "ratio" and self.transform is None:
+            raise UsageError(f"measure {self.name!r}: kind 'ratio' needs a transform")
 
 
 @dataclass
@@ -215,7 +220,8 @@ def _pair(values_a: pd.DataFrame, values_b: pd.DataFrame) -> tuple[pd.DataFrame,
     both = a.index.intersection(b.index).sort_values()
     joined = pd.DataFrame({"a": a.loc[both, "value"].to_numpy(float), "b": b.loc[both, "value"].to_numpy(float),
                            "cluster": a.loc[both, "cluster"].to_numpy(), "covariate":
-                           a.loc[both, "covariate"].to_numpy(float)}, index=both)
+                           a.loc[both, "covariate"].to_numpy(float),
+                           "covariate_b": b.loc[both, "covariate"].to_numpy(float)}, index=both)
     seen = pd.Index(values_a["item"]).union(pd.Index(values_b["item"]))
     left = {"only_a": sorted(str(i) for i in a.index.difference(b.index)),
             "only_b": sorted(str(i) for i in b.index.difference(a.index)),
@@ -232,6 +238,9 @@ def _test(measure: Measure, joined: pd.DataFrame, *, bootstrap: int, permutation
     rng = np.random.default_rng(seed)
     if measure.kind == "mean":
         result = mean_difference(pairs, bootstrap=bootstrap, permutations=permutations, rng=rng)
+    elif measure.kind == "ratio":
+        pairs = Paired(pairs.a, pairs.b, pairs.cluster, covariate, joined["covariate_b"].to_numpy(float))
+        result = ratio_difference(pairs, measure.transform, bootstrap=bootstrap, permutations=permutations, rng=rng)
     elif measure.kind == "binary":
         result = binary_difference(pairs, bootstrap=bootstrap, rng=rng)
     elif measure.kind == "spearman":

@@ -5,7 +5,9 @@ the item's unit (template, item, name, ...): items of one unit are not independe
 and permutation move, never the single item.
 
 - Estimate. A mean measure: d_bar = mean_i (a_i - b_i) = mean(a) - mean(b) over the paired items. A statistic (a
-  Spearman rho, an ECE): f(a) - f(b) over the paired items.
+  Spearman rho, an ECE): f(a) - f(b) over the paired items. A ratio (BBQ's bias score in disambiguated contexts,
+  2 sum(biased) / sum(not unknown) - 1): g(sum_i a_i / sum_i c_i) - g(sum_i b_i / sum_i d_i), each side with its own
+  numerators (a, b) and denominators (c, d) per item.
 - Cluster bootstrap (Davison and Hinkley 1997, section 3.8): draw the C units with replacement B times, recompute the
   estimate on the items of the drawn units; the interval is the 2.5th and 97.5th percentile.
 - Paired permutation test (Good 2005; Phipson and Smyth 2010): under H0 the labels A and B are exchangeable within
@@ -27,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Paired", "Result", "mean_difference", "binary_difference", "statistic_difference", "holm",
-           "benjamini_hochberg", "mcnemar_exact", "spearman_rows", "RELATIVE_TIE"]
+__all__ = ["Paired", "Result", "mean_difference", "binary_difference", "statistic_difference", "ratio_difference",
+           "holm", "benjamini_hochberg", "mcnemar_exact", "spearman_rows", "RELATIVE_TIE"]
 
 #: permutation statistics within this relative distance of the observed one count as "as extreme" (float sums)
 RELATIVE_TIE = 1e-9
@@ -41,12 +43,14 @@ Statistic = Callable[[np.ndarray, "np.ndarray | None"], np.ndarray]
 class Paired:
     """The items both sides have, aligned: `a[i]` and `b[i]` are item i's values, `cluster[i]` its unit (integer
     codes 0..C-1, every code used), `covariate[i]` a value shared by both sides (e.g. the stereotype rating a
-    Spearman rho correlates with), or None."""
+    Spearman rho correlates with), or None; `covariate_b[i]`, where the B side has a covariate of its own (a ratio's
+    denominators: `covariate` is then A's)."""
 
     a: np.ndarray
     b: np.ndarray
     cluster: np.ndarray
     covariate: np.ndarray | None = None
+    covariate_b: np.ndarray | None = None
 
     @property
     def units(self) -> int:
@@ -179,6 +183,51 @@ def binary_difference(pairs: Paired, *, bootstrap: int, rng: np.random.Generator
     effect = n10 / (n10 + n01) - 0.5 if n10 + n01 else float("nan")
     return Result(float(d.mean()), low, high, p, "mcnemar", effect, "cohen_g", float(pairs.a.mean()),
                   float(pairs.b.mean()))
+
+
+def ratio_difference(pairs: Paired, transform: Callable[[np.ndarray], np.ndarray], *, bootstrap: int,
+                     permutations: int, rng: np.random.Generator) -> Result:
+    """g(sum a / sum c) - g(sum b / sum d) for a ratio measured on each side with its own numerators (`a`, `b`) and
+    denominators (`covariate` for A, `covariate_b` for B) per item, its cluster-bootstrap interval (units drawn with
+    replacement, both sides' sums over the drawn units), the permutation p that swaps a unit's (numerator,
+    denominator) pairs between A and B, and the estimate over its bootstrap standard deviation.
+
+    Parameters
+    ----------
+    pairs : the paired items, with `covariate` and `covariate_b` (the denominators).
+    transform : g, vectorized (e.g. r -> 100 (2 r - 1)).
+    bootstrap, permutations, rng : as `mean_difference` (drawn in that order).
+
+    Returns
+    -------
+    `Result` with test "permutation" and effect kind "standardized".
+    """
+    if len(pairs.a) == 0 or pairs.covariate is None or pairs.covariate_b is None:
+        return _empty("permutation", "standardized")
+    units = pairs.units
+    num_a, num_b = _unit_sums(pairs.a, pairs.cluster, units), _unit_sums(pairs.b, pairs.cluster, units)
+    den_a = _unit_sums(pairs.covariate, pairs.cluster, units)
+    den_b = _unit_sums(pairs.covariate_b, pairs.cluster, units)
+
+    def value(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return transform(np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan))
+
+    value_a, value_b = float(value(num_a.sum(), den_a.sum())), float(value(num_b.sum(), den_b.sum()))
+    estimate = value_a - value_b
+    draws = _unit_draws(rng, units, bootstrap)
+    boot = value(draws @ num_a, draws @ den_a) - value(draws @ num_b, draws @ den_b)
+    swap, exact = _swaps(rng, units, permutations)
+    keep = (~swap).astype(float)
+    moved = swap.astype(float)
+    permuted = (value(keep @ num_a + moved @ num_b, keep @ den_a + moved @ den_b)
+                - value(keep @ num_b + moved @ num_a, keep @ den_b + moved @ den_a))
+    low, high = _interval(boot)
+    finite = boot[np.isfinite(boot)]
+    sd = float(finite.std(ddof=1)) if finite.size > 1 else float("nan")
+    size = estimate / sd if sd > 0 else float("nan")
+    return Result(estimate, low, high, _permutation_p(estimate, permuted, exact), "permutation", size, "standardized",
+                  value_a, value_b)
 
 
 def _unit_index(cluster: np.ndarray, units: int) -> np.ndarray | None:

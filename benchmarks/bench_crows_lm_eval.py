@@ -1,0 +1,149 @@
+"""CrowS-Pairs: biaslab's whole-sentence scores against lm-evaluation-harness's own `crows_pairs_english` task, run
+side by side on the same model and pairs, per pair and timed (issue 54, item 2).
+
+Usage: python benchmarks/bench_crows_lm_eval.py --lm-eval-python /path/to/venv/bin/python [--pairs N]
+       [--dataset crows-pairs-revised] [--model smollm2-135m] [--batch-size 16]
+
+lm-eval runs in an environment of its own (`pip install lm-eval==0.4.13 accelerate` beside torch; its pins differ
+from biaslab's), as a subprocess: `lm-eval run --model hf --tasks crows_pairs_english_local --include_path DIR`,
+where DIR holds a task that `include`s lm-eval's installed `crows_pairs/crows_pairs_english.yaml` unchanged (its
+prompt, choices, target delimiter and process_results) and only points `dataset_path` at the local file (lm-eval's
+hub dataset is not reachable here; `revised_en/crows_pairs_EN_revised+210.csv` is the file behind it). Both load the
+same local folder (the alias's cached Hugging Face folder) in fp32 on the CPU; lm-eval with `softmax_dtype=float64`
+(its own option: its default fp32 log_softmax drifts by ~1e-6 per token on this CPU, see bench_scoring_peers.py).
+biaslab runs `runners collect --dataset ... --protocol prob --dtype fp32` into a fresh warehouse.
+
+Checks: for every pair, each sentence's log-likelihood from lm-eval's logged samples against biaslab's stored
+sum_logprob (max |difference|, which the issue bounds by 1e-5), pct_stereotype and likelihood_diff both ways.
+Times: wall clock of each command, model loading included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import cpu_facts, write_json
+
+TASK = """include: {include}
+task: crows_pairs_english_local
+tag: []
+dataset_path: csv
+dataset_name: null
+dataset_kwargs:
+  data_files:
+    test: "{data}"
+  delimiter: "\\t"
+"""
+
+
+def lm_eval_task(python: str, data: Path, folder: Path) -> None:
+    """Write the local task that includes lm-eval's own crows_pairs_english.yaml."""
+    where = subprocess.run([python, "-c", "import lm_eval, os; print(os.path.dirname(lm_eval.__file__))"],
+                           check=True, capture_output=True, text=True).stdout.strip()
+    include = Path(where) / "tasks" / "crows_pairs" / "crows_pairs_english.yaml"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "crows_local.yaml").write_text(TASK.format(include=include, data=data), encoding="utf-8")
+
+
+def run_lm_eval(python: str, model_folder: Path, tasks: Path, out: Path, pairs: int | None, batch: int) -> float:
+    command = [python, "-m", "lm_eval", "run", "--model", "hf", "--model_args",
+               f"pretrained={model_folder},dtype=float32,softmax_dtype=float64", "--tasks",
+               "crows_pairs_english_local", "--include_path", str(tasks), "--device", "cpu", "--batch_size",
+               str(batch), "--log_samples", "--output_path", str(out)]
+    if pairs:
+        command += ["--limit", str(pairs)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    start = time.perf_counter()
+    subprocess.run(command, check=True, env=env, capture_output=True, text=True)
+    return time.perf_counter() - start
+
+
+def lm_eval_pairs(out: Path) -> dict[str, tuple[float, float]]:
+    """pair id -> (ll sent_more, ll sent_less) from lm-eval's logged samples."""
+    found = {}
+    for path in out.rglob("samples_crows_pairs_english_local_*.jsonl"):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            sample = json.loads(line)
+            lls = [float(r[0]) for r in sample["filtered_resps"]]
+            found[str(sample["doc"]["Unnamed: 0"])] = (lls[0], lls[1])
+    return found
+
+
+def run_biaslab(dataset: str, model: str, db: Path, data_dir: str | None, pair_ids: list[str] | None) -> float:
+    command = [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", dataset, "--protocol",
+               "prob", "--dtype", "fp32", "--model", model, "--db", str(db)]
+    if data_dir:
+        command += ["--data-dir", data_dir]
+    if pair_ids:
+        command += ["--where", "attrs.pair=" + "|".join(pair_ids)]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    return time.perf_counter() - start
+
+
+def biaslab_pairs(db: Path) -> dict[str, tuple[float, float]]:
+    import biaslab
+
+    with biaslab.open(str(db)) as wh:
+        rows = wh.query("SELECT s.item_id AS pair, s.attrs->>'sentence' AS sentence, q.sum_logprob "
+                        "FROM sequence_scores q JOIN stimuli s USING (stimulus_id)")
+    wide = rows.pivot_table(index="pair", columns="sentence", values="sum_logprob")
+    return {str(p): (float(r["more"]), float(r["less"])) for p, r in wide.iterrows()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lm-eval-python", required=True, help="A Python with lm-eval (and accelerate) installed.")
+    parser.add_argument("--dataset", default="crows-pairs-revised", choices=["crows-pairs-revised", "crows-pairs"])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--pairs", type=int, default=None, help="The first N pairs of the file (default: all).")
+    parser.add_argument("--batch-size", type=int, default=16, help="lm-eval's batch size.")
+    parser.add_argument("--data-dir", default=None)
+    args = parser.parse_args()
+
+    from biaslab import loaders
+    from biaslab.engines.aliases import ALIASES
+    from biaslab.loaders.crows_pairs import ORIGINAL, REVISED
+
+    info = loaders.get(args.dataset)
+    data = info.path(loaders.default_data_dir(args.data_dir)) / (REVISED if args.dataset.endswith("revised")
+                                                                 else ORIGINAL)
+    folder = ALIASES[args.model]().folder if args.model in ALIASES else Path(args.model)
+    ids = [s.item_id for s in info.load(loaders.default_data_dir(args.data_dir)) if s.attrs["sentence"] == "more"]
+    chosen = ids[: args.pairs] if args.pairs else None
+    work = Path(tempfile.mkdtemp(prefix="bench-crows-"))
+    try:
+        lm_eval_task(args.lm_eval_python, data, work / "tasks")
+        t_lm = run_lm_eval(args.lm_eval_python, folder, work / "tasks", work / "lm_out", args.pairs, args.batch_size)
+        t_bl = run_biaslab(args.dataset, args.model, work / "w.duckdb", args.data_dir, chosen)
+        theirs, ours = lm_eval_pairs(work / "lm_out"), biaslab_pairs(work / "w.duckdb")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    common = sorted(set(theirs) & set(ours))
+    diffs = [abs(theirs[p][k] - ours[p][k]) for p in common for k in (0, 1)]
+    pct = {name: 100 * sum(v[0] > v[1] for k, v in src.items() if k in common) / len(common)
+           for name, src in (("lm_eval", theirs), ("biaslab", ours))}
+    gap = {name: sum(abs(v[0] - v[1]) for k, v in src.items() if k in common) / len(common)
+           for name, src in (("lm_eval", theirs), ("biaslab", ours))}
+    result = {"dataset": args.dataset, "model": args.model, "pairs": len(common), "lm_eval_pairs": len(theirs),
+              "biaslab_pairs": len(ours), "max_abs_diff": max(diffs), "mean_abs_diff": sum(diffs) / len(diffs),
+              "pct_stereotype": pct, "likelihood_diff": gap, "seconds": {"lm_eval": t_lm, "biaslab": t_bl},
+              "cpu": cpu_facts()}
+    path = write_json("crows_lm_eval", result)
+    print(f"{len(common)} pairs of {args.dataset} on {args.model} (fp32, CPU): max |ll difference| per sentence "
+          f"{result['max_abs_diff']:.2e} (mean {result['mean_abs_diff']:.2e}); pct_stereotype lm-eval "
+          f"{pct['lm_eval']:.2f} vs biaslab {pct['biaslab']:.2f}; likelihood_diff {gap['lm_eval']:.4f} vs "
+          f"{gap['biaslab']:.4f}; wall time lm-eval {t_lm:.1f} s, biaslab {t_bl:.1f} s ({t_lm / t_bl:.2f}x); "
+          f"{path}")
+
+
+if __name__ == "__main__":
+    main()

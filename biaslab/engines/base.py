@@ -35,6 +35,7 @@ Contract shared by all methods (as lm-eval's `LM` states its own):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -185,6 +186,26 @@ class BackendOptions:
     batch_tokens: int = 4096
 
 
+#: engine arguments whose value a refusal never shows: a URL can carry a user, a password or a key in its query,
+#: and a mistyped variable name can be the key itself
+UNECHOED = frozenset({"base_url", "api_key_env"})
+#: a server's base URL as every engine takes it: scheme, host (a name, an IPv4 address or a bracketed IPv6 one),
+#: an optional numeric port and a path; no user, password, query or fragment
+BASE_URL = re.compile(r"https?://(\[[0-9A-Fa-f:.]+\]|[^/@?#\s:\[\]]+)(:[0-9]{1,5})?(/[^?#@\s]*)?")
+
+
+def check_base_url(value: str | None) -> str | None:
+    """`value` without its trailing slashes when it is http(s):// + host[:port][/path]; UsageError otherwise, which
+    does not show the value (it may hold a credential: user:password@ or ?key=)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not BASE_URL.fullmatch(value):
+        raise UsageError("must be http:// or https:// + host[:port][/path] with a numeric port, without a user, "
+                         "password, query or fragment (a key goes in the environment variable --api-key-env names); "
+                         "the value given is not shown")
+    return value.rstrip("/")
+
+
 def engine_options(model: type, backend: str, given: Any):
     """`given` (engine argument -> value, values as typed or as strings from the command line) checked by the
     engine's pydantic `Options` model; the first problem as one-line ValueError naming the argument.
@@ -207,8 +228,8 @@ def engine_options(model: type, backend: str, given: Any):
         if error.kind == "extra_forbidden":
             known = ", ".join(f"{name} ({f.description})" for name, f in model.model_fields.items()) or "none"
             raise UsageError(f"--backend {backend}: unknown engine argument {where!r} (known: {known})") from None
-        raise UsageError(f"--backend {backend}: engine argument {where}: {error.message} (got "
-                         f"{error.given!r})") from None
+        shown = "" if where.split(".")[0] in UNECHOED else f" (got {error.given!r})"
+        raise UsageError(f"--backend {backend}: engine argument {where}: {error.message}{shown}") from None
 
 
 class Prepared(Protocol):

@@ -21,7 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import EngineError, UsageError
-from .base import PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase, SamplingSettings
+from .base import (PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase, SamplingSettings,
+                   check_base_url)
 
 #: the most top log-probabilities a chat API returns per position (OpenAI's limit; Gemini's is the server's)
 MAX_TOP_LOGPROBS = 20
@@ -62,13 +63,10 @@ class ChatOptions(BaseModel):
                                                                          "stopping (rerun to fetch it later)")
     batch_poll_s: float = Field(10.0, gt=0, le=3600, description="seconds between two looks at a running batch")
 
-    @field_validator("base_url")
+    @field_validator("base_url", mode="before")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"https?://[^/@?#]+(/[^?#@]*)?", value):
-            raise UsageError("must be http:// or https:// + host[:port][/path], without a user, password or "
-                             "query (a key goes in the environment variable --api-key-env names)")
-        return value.rstrip("/") if value else value
+        return check_base_url(value)
 
 
 #: the shortcut flags of `ChatOptions` fields

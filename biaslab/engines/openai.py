@@ -34,7 +34,6 @@ vLLM) and the served model's name (`GET /v1/models`); the base URL is not part o
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -44,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import UsageError
 from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase, Sample, SamplingSettings,
-                   TopK, Unsupported, engine_options)
+                   TopK, Unsupported, check_base_url, engine_options)
 from .models import served_token_ids
 from .openai_http import (BACKOFF_CAP_S, BACKOFF_S, RETRY_STATUSES, Client, ServerError,
                           error_message, token_id)
@@ -73,12 +72,10 @@ class Options(BaseModel):
     retries: int = Field(5, ge=0, description="retries of a request after a 429, a 5xx or a connection error")
     served_model: str | None = Field(None, description="the served model's name, when the server serves several")
 
-    @field_validator("base_url")
+    @field_validator("base_url", mode="before")
     @classmethod
     def _http(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://", value):
-            raise UsageError("must start with http:// or https://")
-        return value.rstrip("/") if value else value
+        return check_base_url(value)
 
 
 #: the `runners collect` shortcut flags of `Options` fields (`--engine-arg KEY=VALUE` takes every field)

@@ -85,11 +85,13 @@ FLAGS = CHAT_FLAGS
 
 
 def installed() -> tuple[bool, str]:
-    """(True, "openai 3.x") when the official SDK imports."""
+    """(True, "openai 3.x") when the official SDK and httpx (the `GET /version` of a --base-url server) import: the
+    `openai` extra declares both."""
     try:
+        import httpx  # noqa: F401
         import openai
     except ImportError as exc:
-        return False, f"the openai package does not import ({exc}); pip install 'biaslab[openai]'"
+        return False, f"the openai extra is not installed ({exc}); pip install 'biaslab[openai]'"
     return True, f"openai {openai.__version__}"
 
 

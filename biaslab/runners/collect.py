@@ -100,7 +100,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         protocol.check_engine(handle.prepared)
         # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
         # sql`, `info`, `metrics` and `report` can read the warehouse while the model computes
-        with Warehouse.open(config.database(), shared=True) as wh:
+        with Warehouse.open(config.database(), shared=True, notify=notify) as wh:  # waits for readers, saying so
             found, notes = stimuli_of.dataset_stimuli(wh, config)
             selected = stimuli_of.select(found, config)
             selected, note = protocol.stimuli(wh, handle.model_key, selected)

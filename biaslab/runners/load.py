@@ -18,7 +18,7 @@ from typing import Any
 from .. import loaders
 from ..errors import DataError, UsageError
 from ..loaders.options import pop_flag
-from ..warehouse import Warehouse
+from ..warehouse import Rollback, Warehouse
 
 PathLike = str | os.PathLike
 
@@ -87,10 +87,14 @@ def load(dataset: str, db: PathLike = "warehouse/biaslab.duckdb", *, data_dir: P
     if accept_modified:
         params["accept_modified"] = True
         params["modified_files"] = {c.rel: c.sha256 for c in loaded.modified}
-    with Warehouse.open(db) as wh, wh.transaction():  # the run row and the stimuli: both stored or neither
-        run_id = wh.start_run(f"biaslab data load {dataset}", params)
-        added = wh.append("stimuli", rows)
-        wh.finish_run(run_id, rows_added=added)
+    added = 0
+    with Warehouse.open(db) as wh:
+        with wh.transaction():  # the run row and the stimuli: both stored or neither
+            run_id = wh.start_run(f"biaslab data load {dataset}", params)
+            added = wh.append("stimuli", rows)
+            if not added:
+                raise Rollback  # nothing new: nothing recorded, the file's bytes unchanged (issue 56, item 13)
+            wh.finish_run(run_id, rows_added=added)
         total = wh.count("stimuli", "dataset = ?", [info.name])
     return LoadResult(info.name, len(rows), added, total, str(db), tuple(loaded.notes()))
 

@@ -12,7 +12,7 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -67,11 +67,33 @@ def _lock_message(path: Path, error: str, read_only: bool, waited: float = 0.0) 
         return f"cannot open {path}: {error.splitlines()[0]}"
     pid = int(match.group(2))
     command = _holder(pid) or match.group(1)
-    what = "read it" if read_only else "write to it"
     after = f" after waiting {waited:.0f} s" if waited >= 1 else ""
-    return (f"{path} is locked by another process (PID {pid}: {command[:120]}){after}; DuckDB allows one writer "
-            f"and no readers meanwhile, so this process cannot {what} now (a collection releases the lock between "
-            f"its chunks: try again, or collect into another --db and merge it later with `biaslab warehouse merge`)")
+    if read_only:
+        return (f"{path} is locked by another process (PID {pid}: {command[:120]}){after}; DuckDB allows one writer "
+                f"and no readers meanwhile, so this process cannot read it now (a collection releases the lock "
+                f"between its chunks: try again, or collect into another --db and merge it later with "
+                f"`biaslab warehouse merge`)")
+    return (f"{path} is held by another process (PID {pid}: {command[:120]}){after}; DuckDB lets no one write while "
+            f"another process reads or writes the file, so this process cannot write to it now (a reader such as "
+            f"`biaslab sql`, `view` or a notebook's `biaslab.open` holds it while its query or handle is open: let "
+            f"it finish or close it, then run this again; or write into another --db and merge it later with "
+            f"`biaslab warehouse merge`)")
+
+
+class Rollback(Exception):  # noqa: N818 (a signal, not an error)
+    """Raised inside `Warehouse.transaction()` to roll it back without an error: the work found nothing to change."""
+
+
+def _waiting_line(path: Path, error: str, wait: float) -> str:
+    """One line while waiting for a lock: who holds it and for how long this process waits."""
+    import re
+
+    match = re.search(r"Conflicting lock is held in (.*?) \(PID (\d+)\)", error)
+    holder = ""
+    if match:
+        pid = int(match.group(2))
+        holder = f" by PID {pid} ({(_holder(pid) or match.group(1))[:80]})"
+    return f"{path} is held{holder}; waiting up to {wait:.0f} s for it"
 
 
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:
@@ -85,8 +107,11 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row else 0
 
 
-#: seconds a reader waits for a writer's lock by default (a collection holds it only while it appends a chunk)
+#: seconds a reader waits for a writer's lock by default (a collection holds it only while it appends a chunk), and
+#: a collection for readers when it first opens the warehouse
 READER_WAIT_S = 60.0
+#: seconds of waiting for a lock after which `connect` says it is waiting (its `notify`)
+NOTIFY_AFTER_S = 1.0
 #: seconds a collection waits to take the lock back from readers before its next append
 WRITER_WAIT_S = 600.0
 
@@ -125,16 +150,19 @@ def refuse_foreign_file(path: Path) -> None:
 
 
 def connect(path: Path, read_only: bool, config: Mapping[str, Any] | None = None,
-            wait: float = 0.0) -> duckdb.DuckDBPyConnection:
-    """`duckdb.connect`, retrying for up to `wait` seconds while another process holds the file's lock.
+            wait: float = 0.0, notify: Callable[[str], None] | None = None) -> duckdb.DuckDBPyConnection:
+    """`duckdb.connect`, retrying for up to `wait` seconds while another process holds the file's lock; `notify`
+    gets one line saying so when the wait is longer than NOTIFY_AFTER_S.
 
     Raises WarehouseError with a one-line message (naming the holding process) when the lock is still held
     after `wait` seconds, or when the file is not a DuckDB database.
     """
     refuse_foreign_file(path)
     config = {**SAFE_CONFIG, **(config or {})}
-    deadline = time.monotonic() + max(0.0, wait)
+    start = time.monotonic()
+    deadline = start + max(0.0, wait)
     delay = 0.02
+    told = notify is None
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only, config=config)
@@ -143,6 +171,9 @@ def connect(path: Path, read_only: bool, config: Mapping[str, Any] | None = None
                 raise WarehouseError(f"cannot open {path}: {str(exc).splitlines()[0]}") from None
             if time.monotonic() >= deadline:
                 raise WarehouseError(_lock_message(path, str(exc), read_only, wait)) from None
+            if not told and time.monotonic() - start >= NOTIFY_AFTER_S:
+                told = True
+                notify(_waiting_line(path, str(exc), wait))
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 1.5, 0.25)
         except duckdb.Error as exc:
@@ -172,7 +203,7 @@ class Warehouse:
     @classmethod
     def open(cls, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False, *,
              wait: float | None = None, config: Mapping[str, Any] | None = None,
-             shared: bool = False) -> Warehouse:
+             shared: bool = False, notify: Callable[[str], None] | None = None) -> Warehouse:
         """Open (and for writers create and migrate) the warehouse at `path`.
 
         A warehouse written by a newer biaslab is refused; an older one is migrated in one transaction by a
@@ -182,10 +213,12 @@ class Warehouse:
         ----------
         path : the DuckDB file.
         read_only : open without write access (several readers may share the file; no writer meanwhile).
-        wait : seconds to wait while another process holds the file's lock (default: READER_WAIT_S for readers,
-            0 for writers; `shared` writers wait WRITER_WAIT_S when they take the lock back).
+        wait : seconds to wait while another process holds the file's lock (default: READER_WAIT_S for readers
+            and for `shared` writers, a collection waiting for readers as they wait for it; 0 for other writers;
+            `shared` writers wait WRITER_WAIT_S when they take the lock back).
         config : DuckDB configuration options given to `duckdb.connect` (e.g. ``enable_external_access``).
         shared : release the connection after every write (see the class docstring).
+        notify : gets one line when the first open waits for another process (e.g. stderr of a command).
         """
         path = Path(path)
         if read_only and not path.exists():
@@ -201,13 +234,13 @@ class Warehouse:
                 raise WarehouseError(f"cannot create {path}: the folder {path.parent} is not writable "
                                      f"(use another --db)")
         if wait is None:
-            wait = READER_WAIT_S if read_only else 0.0
+            wait = READER_WAIT_S if read_only or shared else 0.0
         wh = cls(None, path, read_only, config, max(wait, WRITER_WAIT_S) if shared else wait, shared)
-        wh._reconnect(wait)  # the first open waits `wait`; a shared writer taking the lock back waits longer
+        wh._reconnect(wait, notify)  # the first open waits `wait`; a shared writer taking the lock back waits longer
         return wh
 
-    def _reconnect(self, wait: float) -> duckdb.DuckDBPyConnection:
-        con = connect(self.path, self.read_only, self.config, wait)
+    def _reconnect(self, wait: float, notify: Callable[[str], None] | None = None) -> duckdb.DuckDBPyConnection:
+        con = connect(self.path, self.read_only, self.config, wait, notify)
         self._con = con
         try:
             self._check_and_migrate()
@@ -291,7 +324,8 @@ class Warehouse:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """All statements inside commit together or not at all. Nested: an inner `transaction()` joins the outer
-        one (its statements commit or roll back with it)."""
+        one (its statements commit or roll back with it). `Rollback` raised inside rolls the outermost one back
+        quietly (a load that adds nothing leaves the file's bytes as they were)."""
         self._require_writer()
         if self._in_transaction:
             yield
@@ -301,6 +335,10 @@ class Warehouse:
         self._in_transaction = True
         try:
             yield
+        except Rollback:
+            self._in_transaction = False
+            con.rollback()
+            return
         except BaseException:
             self._in_transaction = False
             con.rollback()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..schema import DatasetDeclaration, evidence
 from .errors import WarehouseError
+from .store import Rollback
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ def store(wh, declaration: DatasetDeclaration, ids: list[str], batches: Iterable
             if declaration.identity == "seen":  # "all": a changed attribute is a new stimulus
                 edited += edit_attributes(wh, declaration.name, (version, loaded_at, run_id), batch)
             added += wh.append_file("stimuli", batch) if isinstance(batch, Path) else wh.append("stimuli", batch)
+        if not (added or edited or changed):
+            raise Rollback  # the current version again: nothing recorded, the file's bytes unchanged
         if changed:
             wh.append("user_datasets", _row(declaration, version, ids, loaded_at, run_id))
         wh.finish_run(run_id, rows_added=added)

@@ -70,3 +70,52 @@ def test_a_reader_waits_for_a_writer_that_releases_the_lock(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def _reader(db, seconds: float) -> subprocess.Popen:
+    """A process holding a read connection to `db` for `seconds` (what `biaslab sql` or a notebook's handle does
+    while its query or handle is open)."""
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time, duckdb
+        con = duckdb.connect({str(db)!r}, read_only=True)
+        print("reading", flush=True)
+        time.sleep({seconds})
+        con.close()
+        time.sleep(30)
+        """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "reading"
+    return holder
+
+
+def test_a_collection_waits_for_a_reader_as_readers_wait_for_it(tmp_path):
+    """Issue 56, item 11: a collection's first open of the warehouse (a shared writer) waits for a reader that holds
+    it, saying so in one line, instead of failing at once."""
+    db = tmp_path / "w.duckdb"
+    Warehouse.open(db).close()
+    holder = _reader(db, 2.0)
+    lines = []
+    try:
+        started = time.monotonic()
+        with Warehouse.open(db, shared=True, notify=lines.append) as wh:
+            wh.append("runs", [{"run_id": "r1", "command": "w", "started_at": "2026-01-01", "status": "finished"}])
+        assert 1.0 < time.monotonic() - started < 30
+        assert len(lines) == 1 and f"held by PID {holder.pid}" in lines[0] and "waiting up to 60 s" in lines[0]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_writer_blocked_by_a_reader_is_told_so(tmp_path):
+    db = tmp_path / "w.duckdb"
+    Warehouse.open(db).close()
+    holder = _reader(db, 60.0)
+    try:
+        with pytest.raises(WarehouseError) as err:
+            Warehouse.open(db, shared=True, wait=1.0)
+        message = str(err.value)
+        assert f"PID {holder.pid}" in message and "after waiting 1 s" in message and "\n" not in message
+        assert "cannot write to it now" in message and "a reader such as `biaslab sql`" in message
+        assert "releases the lock between its chunks" not in message  # the reader's advice, not a writer's
+    finally:
+        holder.kill()
+        holder.wait()

@@ -8,7 +8,10 @@ hold the name or nothing, `upstream_version` and `stimulus_id` columns are refus
 * list fields (`options`, `option_labels`, `option_texts`): a JSON list (`["she", "he"]`) or `|`-separated text
   (`she|he`); in JSONL and Parquet also a native list;
 * an `attrs` column holds a JSON object; every column that is not a field joins `attrs` (a CSV / TSV cell that
-  reads as a number is stored as one, so `--by` and Spearman can use it);
+  reads as a number is stored as one, so `--by` and Spearman can use it), named as it is or, with the prefix
+  `attrs.`, without it; a column one edit away from a field's name (`contxt`, `optoins`, `Context`: a letter added,
+  dropped, changed or two swapped, or the case) is refused naming the field it is likely meant to be, unless
+  written `attrs.NAME`;
 * an empty cell is an absent value.
 
 Every row is validated with the pydantic schema as it is read (a block at a time), before anything is stored: the
@@ -237,6 +240,11 @@ def stimulus_fields(raw: dict[str, Any], name: str, error) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise error("attrs must be a JSON object", "attrs")
         attrs.update(value)
+    for key in raw:
+        twin = _twin(key)
+        if twin is not None:
+            raise error(f"column {key!r} is one letter away from the field {twin!r}: rename it {twin!r}, or "
+                        f"{'attrs.' + key!r} to keep it as an attribute", key)
     for key, value in raw.items():
         if key in ("dataset", "attrs", *COMPUTED) or value is None or value == "":
             continue
@@ -245,9 +253,35 @@ def stimulus_fields(raw: dict[str, Any], name: str, error) -> dict[str, Any]:
         elif key in FIELDS:
             fields[key] = value
         else:
-            attrs[key] = _cell(value)
+            attrs[key.removeprefix(ATTRIBUTE)] = _cell(value)
     fields["attrs"] = attrs
     return fields
+
+
+#: the prefix of a column declared as an attribute (`attrs.contxt` is the attribute `contxt`, never a typo)
+ATTRIBUTE = "attrs."
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether `a` and `b` differ by exactly one edit: a character added, dropped or changed, or two neighbours
+    swapped (optimal string alignment distance 1)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+                                  and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+
+
+def _twin(column: str) -> str | None:
+    """The field a column name is one edit away from (a likely typo), or None: a field, a computed or `attrs`
+    column, a declared attribute (`attrs.NAME`) and names of fewer than 4 characters are what they are."""
+    if column in FIELDS or column in ("attrs", *COMPUTED) or column.startswith(ATTRIBUTE) or len(column) < 4:
+        return None
+    low = column.lower()
+    return next((f for f in FIELDS if len(f) >= 4 and (low == f or _one_edit(low, f))), None)
 
 
 def located(problem) -> tuple[str | None, str]:

@@ -104,6 +104,29 @@ def plain_line(description: str, task: Task, now: float) -> str:
     return f"{description}: {task.completed:,.0f}/{total:,.0f}{share}, {speed}, ETA {eta}"
 
 
+class _LazyProgress(Progress):
+    """A rich Progress whose live display starts with its first task (or an explicit `start`), not when its `with`
+    block is entered: a command that stops before any work (an error, nothing pending) prints no empty line on
+    stderr before its one line."""
+
+    live_started = False
+
+    def __enter__(self) -> _LazyProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live_started:
+            self.stop()
+
+    def start(self) -> None:
+        self.live_started = True
+        super().start()
+
+    def stop(self) -> None:
+        super().stop()
+        self.live_started = False
+
+
 def progress_bar(description: str, clock: Callable[[], float] = time.monotonic, console=None
                  ) -> tuple[Progress, Callable[[int, int], Callable[[int], None]]]:
     """A Progress to use as a context manager, and the factory `collect` calls with (total, already done) when the
@@ -116,13 +139,15 @@ def progress_bar(description: str, clock: Callable[[], float] = time.monotonic, 
 
         console = Console(stderr=True)
     gives_way = Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=min(len(description), 8))
-    progress = Progress(TextColumn("[bold]{task.description}", table_column=gives_way), BarColumn(bar_width=10),
+    progress = _LazyProgress(TextColumn("[bold]{task.description}", table_column=gives_way), BarColumn(bar_width=10),
                         MofNCompleteColumn(table_column=_kept()), TaskProgressColumn(table_column=_kept()),
                         RateColumn(table_column=_kept()), TimeElapsedColumn(table_column=_kept()),
                         TextColumn("ETA", table_column=_kept()), EtaColumn(clock), get_time=clock, expand=True,
                         console=console)
 
     def factory(total: int, done: int) -> Callable[[int], None]:
+        if not progress.live_started:
+            progress.start()
         task = progress.add_task(description, total=total, completed=done)
         progress.reset(task, total=total, completed=done, resumed=done, last=None, first=None)  # timed from here
 

@@ -196,9 +196,19 @@ def _same_attributes(slot: str, fillers: list[Filler], optional: set[str]) -> No
                                    f"attributes, or list {first!r} under optional:")
 
 
+#: what a file given as --spec holds when its name says it is a table of stimuli (`biaslab data load --file`)
+TABLE_SUFFIXES = {".csv": "CSV", ".tsv": "TSV", ".jsonl": "JSON lines", ".ndjson": "JSON lines",
+                  ".parquet": "Parquet"}
+
+
 def read_spec(path: Path) -> tuple[Spec, bytes]:
-    """The validated spec of a YAML or TOML file and its bytes; DataError naming the file and key otherwise."""
+    """The validated spec of a YAML or TOML file and its bytes; DataError naming the file and key otherwise (a
+    table of stimuli given as a spec is named as such)."""
     path = Path(path)
+    kind = TABLE_SUFFIXES.get(path.suffix.lower())
+    if kind is not None and path.is_file():
+        raise DataError(path, f"a table of stimuli ({kind}), not a template spec (YAML or TOML): load it with "
+                              f"`biaslab data load --file {path} --name NAME`")
     raw = small_file(path, MAX_SPEC_BYTES, "a spec")
     try:
         text = raw.decode("utf-8-sig")

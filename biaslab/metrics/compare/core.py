@@ -82,6 +82,7 @@ class Observations:
         and the columns that tell settings apart.
     measures : the `Measure`s by name.
     within : (measure, group_a, group_b) condition pairs compared inside each setting.
+    within_note : why there are none, when `within` is empty (said in one line by --within).
     """
 
     study: str
@@ -89,6 +90,7 @@ class Observations:
     settings: pd.DataFrame
     measures: dict[str, Measure]
     within: list[tuple[str, str, str]] = field(default_factory=list)
+    within_note: str = ""
 
 
 def setting_labels(frame: pd.DataFrame, columns: Sequence[str], model_table: pd.DataFrame) -> pd.DataFrame:
@@ -317,6 +319,8 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
     min_coverage = check_min_coverage(min_coverage)
     if bootstrap < 1 or permutations < 1:
         raise UsageError("--bootstrap and --permutations must be at least 1")
+    if within and not obs.within:
+        raise UsageError(obs.within_note or f"--within: {obs.study} has no conditions to compare inside a setting")
     families = _families(obs, between, within)
     labels = dict(zip(obs.settings["setting_id"], obs.settings["label"]))
     keys = dict(zip(obs.settings["setting_id"], obs.settings["model_key"]))

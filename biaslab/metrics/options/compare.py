@@ -117,8 +117,11 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
                   _long(scores, "ece", text, scores["stimulus_id"], cluster, signed)]
     values = pd.concat(parts, ignore_index=True)
     values, settings = with_settings(values, KEY, handle.models())
-    within = []
-    if by:
+    within, note = [], ""
+    if by and not (items.groupby("item_id")[by[0]].nunique() >= 2).any():
+        note = (f"--within: {by[0]} varies between items in {dataset} (every item has one value), so no item can be "
+                f"paired with itself; compare between settings, or give --by a column that varies within items")
+    elif by:
         levels = sorted(items[by[0]].astype(str).unique())
         rest = items[by[1:]].astype(str).agg(" · ".join, axis=1) if len(by) > 1 else pd.Series("", index=items.index)
         for other in sorted(rest.unique()):
@@ -128,7 +131,7 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
                     within.append(("p", name[0], name[1]))
     named = "item" if unit == "item_id" else unit
     measures = {name: replace(m, unit=named) for name, m in MEASURES.items()}
-    return Observations("options", values, settings, measures, within)
+    return Observations("options", values, settings, measures, within, note)
 
 
 def _unit_of_item(probs: pd.DataFrame, unit: str, dataset: str) -> pd.Series:

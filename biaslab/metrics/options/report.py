@@ -65,7 +65,7 @@ def bars_figure(means: pd.DataFrame, by: list[str], out: Path, name: str) -> str
     ticks = _valid_labels(means, groups)
     ax.set_xticks(np.arange(len(groups)), ticks, rotation=20, ha="right", fontsize=8)
     ax.set_ylim(0, 1)
-    ax.set_ylabel("mean p (over items, of the valid answers)" if ticks != groups else "mean p (over items)")
+    ax.set_ylabel("mean p over items\n(of the valid answers)" if ticks != groups else "mean p over items")
     ax.legend(fontsize=8, title="option", title_fontsize=8)
     return image_html(save_figure(fig, out, name))
 
@@ -200,4 +200,20 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str, dataset: s
     means = tables["means"]
     for n, key in enumerate(means[KEY].drop_duplicates().itertuples(index=False, name=None)):
         parts += _section(tables, key, n, by, contrast, out, model_table)
+    parts += gen_sections(tables.get("gen"), model_table)
     return write_page(out, f"biaslab options report: {dataset}", parts)
+
+
+def gen_sections(gen: pd.DataFrame | None, model_table) -> list[str]:
+    """One section per gen collection (model, sampling setting): the share of continuations whose first pronoun is
+    of each family, per context and declared family, with 95% Wilson intervals (the `gen` table of
+    `biaslab metrics options`)."""
+    if gen is None or gen.empty:
+        return []
+    parts = []
+    for (model_key, setting), part in gen.groupby(["model_key", "setting"], sort=True):
+        parts.append(section_title(model_key, model_table, f"gen · {setting}"))
+        parts.append("<h3>First pronoun of the continuations, per context and declared family (95% Wilson "
+                     "interval over the continuations)</h3>")
+        parts.append(table_html(part.drop(columns=[c for c in ("model_key", "method", "setting") if c in part])))
+    return parts

@@ -225,6 +225,7 @@ def option_tables(handle, dataset: str, *, by: Sequence[str] = (), contrast: str
             if value not in present:
                 raise UsageError(f"--contrast: {column} has no value {value!r} in {dataset} (values: "
                                  f"{', '.join(sorted(map(str, present)))})")
+        within_items(items, column, a, b, dataset, "--contrast")
         tables["contrast"] = stats.paired_contrast(items_by_group, column, a, b, rest, bootstrap=bootstrap,
                                                    seed=seed)
     if reference is not None:
@@ -254,6 +255,16 @@ def _gen_only(gen: pd.DataFrame, by: Sequence[str]) -> dict[str, pd.DataFrame]:
 #: the columns of the `gen` table of `biaslab metrics options`
 GEN_COLUMNS = ["model_key", "method", "setting", "context", "declared", "family", "n", "share", "ci_low",
                "ci_high"]
+
+
+def within_items(items: pd.DataFrame, column: str, a: str, b: str, dataset: str, flag: str) -> None:
+    """UsageError in one line when no item has both `a` and `b` of `column`: a paired comparison pairs an item
+    with itself, so a factor that varies between items (each item has one value) has nothing to pair."""
+    values = items[items[column].astype(str).isin([str(a), str(b)])]
+    both = values.groupby("item_id")[column].nunique()
+    if len(both) and not (both >= 2).any():
+        raise UsageError(f"{flag}: {column} varies between items in {dataset} (no item has both {a!r} and {b!r}), "
+                         f"so no item can be paired with itself; compare its groups with --by {column} instead")
 
 
 def gen_rates(handle, dataset: str) -> pd.DataFrame:

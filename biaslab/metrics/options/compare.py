@@ -2,9 +2,10 @@
 measures of any dataset with options, from the same rows as `biaslab metrics options` (`tables.read_probs`).
 
 Measures (item = the dataset's item_id: a stimulus's options renormalized, averaged over the item's stimuli in the
-group, `stats.item_means`; unit = the study's unit: the one a user spec declares (`unit:`, e.g. name: items of one
-name are not independent observations, so the bootstrap and the permutations resample names), `unit=` when given,
-else the item):
+group, `stats.item_means`, complete items only: an item with evidence for part of its stimuli in a setting is left
+out of that setting, `tables.complete_items`, and counted as one the setting lacks; unit = the study's unit: the one
+a user spec declares (`unit:`, e.g. name: items of one name are not independent observations, so the bootstrap and
+the permutations resample names), `unit=` when given, else the item):
 - p per group and option label: the item's mean probability of that option (the `means` table's mean_p).
 - valid_mass per group: the item's mean share of valid answers (1 - the `means` table's invalid_mass).
 - accuracy per group (stimuli with a gold option; item = stimulus, unit = item): whether the most probable option
@@ -90,7 +91,7 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
     unit : the study's unit, a stimuli column or attrs key with one value per item (default: the spec's `unit:`,
         else the item).
     """
-    from .tables import declared_unit, read_probs
+    from .tables import complete_items, declared_unit, loaded_stimuli, read_probs
 
     if not dataset:
         raise UsageError("compare options needs --dataset NAME (the dataset whose options are compared)")
@@ -98,6 +99,14 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
     unit = unit or declared_unit(handle, dataset) or "item_id"
     extra = [] if unit in (*by, "item_id") else [unit]
     probs = read_probs(handle, dataset, [*by, *extra], (), all_versions)
+    # an item with evidence for only part of its stimuli in a setting (one option order of three, after --limit)
+    # is left out of that setting, as `metrics options` leaves it out: otherwise two settings' item values would
+    # rest on different stimuli; the comparison counts and names the items a side lacks
+    complete, _ = complete_items(probs, loaded_stimuli(handle, dataset, by, all_versions, True), by)
+    kept = pd.MultiIndex.from_frame(complete[[*KEY, "stimulus_id"]].drop_duplicates())
+    partial = ~pd.MultiIndex.from_frame(probs[[*KEY, "stimulus_id"]]).isin(kept)
+    probs = probs.copy()
+    probs.loc[partial, ["p", "valid_mass"]] = np.nan  # kept as rows: the setting and its lacking items stay seen
     unit_of = _unit_of_item(probs, unit, dataset)
     items = stats.item_means(probs, by)
     group = _group_text(items, by)

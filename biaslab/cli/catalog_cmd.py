@@ -7,7 +7,7 @@ import click
 from ..warehouse.handle import open_warehouse
 from .common import db_option, emit, format_option
 
-MODEL_COLUMNS = ["model_name", "dtype", "quantization", "backend", "kind", "model_key"]
+MODEL_COLUMNS = ["model_name", "dtype", "quantization", "converted_from", "backend", "kind", "model_key"]
 BRIEF_COLLECTION_COLUMNS = ["model_name", "dtype", "backend", "dataset", "protocol", "settings", "stimuli",
                             "requests", "stored", "pending", "last_run", "last_status", "model_key"]
 
@@ -15,6 +15,7 @@ BRIEF_COLLECTION_COLUMNS = ["model_name", "dtype", "backend", "dataset", "protoc
 def model_rows(handle):
     """(columns, rows) of the registered models of a `biaslab.open` handle."""
     frame = handle.models()[MODEL_COLUMNS]
+    frame = frame.astype(object).where(frame.notna(), None)  # an unrecorded converted_from shows empty, not "nan"
     return MODEL_COLUMNS, list(frame.itertuples(index=False, name=None))
 
 
@@ -29,8 +30,9 @@ def collection_rows(handle, columns=BRIEF_COLLECTION_COLUMNS):
 @db_option
 @format_option
 def models_command(db: str, fmt: str) -> None:
-    """List the registered models: name, dtype, quantization, backend ('hf' where the record names none), kind and
-    model_key (the hash that identifies the model in every result table). Read-only."""
+    """List the registered models: name, dtype, quantization, converted_from (the quantized file the weights were
+    de-quantized from, e.g. "gguf Q4_K_M"), backend ('hf' where the record names none), kind and model_key (the
+    hash that identifies the model in every result table). Read-only."""
     with open_warehouse(db) as handle:
         columns, rows = model_rows(handle)
     emit(columns, rows, fmt, title=f"models ({db})")

@@ -154,6 +154,8 @@ class ModelSource:
     revision: str | None
     gguf_file: str | None = None
     hub: bool = False
+    converted_from: str | None = None   # the quantized file the folder was converted from ("gguf Q4_K_M")
+    display: str | None = None          # the name shown for it (a .gguf file's stem), when not the name given
 
 
 def resolve_source(name: str, revision: str | None = None) -> ModelSource:
@@ -164,12 +166,19 @@ def resolve_source(name: str, revision: str | None = None) -> ModelSource:
         raise UsageError(f"--revision applies to hub ids only; {name} is a built-in alias or a local file/folder")
     if name in ALIASES:
         resolved = ALIASES[name]()
-        return ModelSource(str(resolved.folder), resolved.source, resolved.revision)
-    if name.endswith(".gguf"):
+        return ModelSource(str(resolved.folder), resolved.source, resolved.revision,
+                           converted_from=resolved.converted_from)
+    if name.endswith(".gguf"):  # converted once into the cache (issue 56, item 12); the key is the file's, as before
         path = Path(name).expanduser().resolve()
         if not path.is_file():
             raise UsageError(f"--model: GGUF file {path} not found")
-        return ModelSource(str(path.parent), str(path), files_sha256([path]), gguf_file=path.name)
+        check_gguf(path)
+        from .aliases import resolve_gguf_file
+
+        revision = files_sha256([path])
+        converted = resolve_gguf_file(path, revision)
+        return ModelSource(str(converted.folder), str(path), revision, converted_from=converted.converted_from,
+                           display=path.stem)
     if Path(name).expanduser().is_dir():
         path = Path(name).expanduser().resolve()
         weights = [p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file()]
@@ -240,8 +249,6 @@ def read_model(name: str, *, dtype: str, quant: str = "none", kind: str | None =
         read["trust_remote_code"] = True
     if revision is not None:
         read["revision"] = revision
-    if where.gguf_file:
-        check_gguf(Path(where.folder) / where.gguf_file)
     if where.hub:
         read.update(hub_access(name, revision))
     try:
@@ -266,7 +273,8 @@ def read_model(name: str, *, dtype: str, quant: str = "none", kind: str | None =
     kind = kind or detect_kind(config)
     keyed_revision = where.revision or getattr(config, "_commit_hash", None) or revision
     bos_policy = "none" if kind == "masked" else bos_token_id(tokenizer)[1]
-    spec = ModelSpec(name=name, source=where.source, revision=keyed_revision, kind=kind, dtype=dtype, quant=quant,
-                     tokenizer=tokenizer_identity(tokenizer, where.source), bos_policy=bos_policy, backend=backend,
-                     backend_version=backend_version, model_args=dict(sorted((model_args or {}).items())))
+    spec = ModelSpec(name=where.display or name, source=where.source, revision=keyed_revision, kind=kind,
+                     dtype=dtype, quant=quant, tokenizer=tokenizer_identity(tokenizer, where.source),
+                     bos_policy=bos_policy, backend=backend, backend_version=backend_version,
+                     model_args=dict(sorted((model_args or {}).items())), converted_from=where.converted_from)
     return ModelInfo(where, config, tokenizer, spec, read)

@@ -45,7 +45,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         _f("model_key", S, KEY), _f("name", S, KEY), _f("source", S, KEY), _f("revision", S), _f("kind", S, KEY),
         _f("dtype", S, KEY), _f("quant", S, KEY), _f("tokenizer", S), _f("bos_policy", S, KEY),
         _f("registered_at", TS, KEY), _f("backend", S), _f("backend_version", S), _f("model_args", S),
-        _f("engine_args", S)]),
+        _f("engine_args", S), _f("converted_from", S)]),
     "runs": pa.schema([
         _f("run_id", S, KEY), _f("command", S, KEY), _f("params", S, json=True),
         _f("generation_config", S, json=True), _f("versions", S, json=True), _f("device", S), _f("model_key", S),

@@ -48,10 +48,13 @@ class ModelSpec(BaseModel):
     engine_args: dict[str, str] = Field(default_factory=dict,
                                         description="engine settings that can change numbers (e.g. vLLM's "
                                                     "tensor_parallel_size, the served model's name), values as strings")
+    converted_from: str | None = Field(None, description="the quantized file the weights were de-quantized from "
+                                                         "(e.g. 'gguf Q4_K_M'); not keyed: the revision hashes "
+                                                         "that file")
 
     @property
     def model_key(self) -> str:
-        exclude = {"name"}
+        exclude = {"name", "converted_from"}
         if self.backend == "hf":
             exclude |= {"backend", "backend_version", "engine_args"}
             if not self.model_args:

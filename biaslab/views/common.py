@@ -59,7 +59,8 @@ def option_labels(stimuli: ir.Table) -> ir.Table:
 
 def model_labels(source: Source) -> ir.Table:
     """One row per registered model: model_key, model_name, dtype, quantization, backend (DEFAULT_BACKEND where the
-    record has none), kind, source, revision, bos_policy, registered_at.
+    record has none), kind, source, revision, bos_policy, registered_at, converted_from (the quantized file the
+    weights were de-quantized from, e.g. "gguf Q4_K_M"; NULL where none or not recorded).
 
     Parameters
     ----------
@@ -68,6 +69,9 @@ def model_labels(source: Source) -> ir.Table:
     models = source("models")
     backend = (ibis.coalesce(models["backend"], ibis.literal(DEFAULT_BACKEND)) if "backend" in models.columns
                else ibis.literal(DEFAULT_BACKEND))
+    converted = (models["converted_from"] if "converted_from" in models.columns
+                 else ibis.null("string"))  # schema 11: the quantized file de-quantized (e.g. "gguf Q4_K_M")
     return models.select("model_key", model_name=models["name"], dtype=models.dtype, quantization=models.quant,
                          backend=backend, kind=models.kind, source=models.source, revision=models.revision,
-                         bos_policy=models.bos_policy, registered_at=models.registered_at)
+                         bos_policy=models.bos_policy, registered_at=models.registered_at,
+                         converted_from=converted)

@@ -102,16 +102,18 @@ ORDER BY c.model_key, c.dataset, c.protocol, c.settings
 
 
 def models(handle) -> ir.Table:
-    """The registered models as an Ibis expression: model_name, dtype, quantization, backend (DEFAULT_BACKEND where
-    the record names none), kind, source, revision, bos_policy, registered_at and model_key.
+    """The registered models as an Ibis expression: model_name, dtype, quantization, converted_from (e.g. "gguf
+    Q4_K_M"), backend (DEFAULT_BACKEND where the record names none), kind, source, revision, bos_policy,
+    registered_at and model_key.
 
     Parameters
     ----------
     handle : a `WarehouseHandle`.
     """
     labels = model_labels(handle.source)
-    return labels.select("model_name", "dtype", "quantization", "backend", "kind", "source", "revision",
-                         "bos_policy", "registered_at", "model_key").order_by(["registered_at", "model_key"])
+    return labels.select("model_name", "dtype", "quantization", "converted_from", "backend", "kind", "source",
+                         "revision", "bos_policy", "registered_at", "model_key").order_by(["registered_at",
+                                                                                         "model_key"])
 
 
 def collections(handle) -> pd.DataFrame:

@@ -25,8 +25,8 @@ def run(*args):
 
 def test_models_names_dtype_backend_key(db):
     rows = json.loads(run("models", "--db", str(db), "--format", "json"))
-    assert rows == [{"model_name": "synthetic-a", "dtype": "fp32", "quantization": "none", "backend": "hf",
-                     "kind": "causal", "model_key": MODEL_A}]
+    assert rows == [{"model_name": "synthetic-a", "dtype": "fp32", "quantization": "none", "converted_from": None,
+                     "backend": "hf", "kind": "causal", "model_key": MODEL_A}]
 
 
 def test_collections_count_stored_and_pending(db):

@@ -91,22 +91,15 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
     unit : the study's unit, a stimuli column or attrs key with one value per item (default: the spec's `unit:`,
         else the item).
     """
-    from .tables import complete_items, declared_unit, loaded_stimuli, read_probs
+    from .tables import declared_unit, loaded_stimuli, read_probs
 
     if not dataset:
         raise UsageError("compare options needs --dataset NAME (the dataset whose options are compared)")
     by = list(dict.fromkeys(by))
     unit = unit or declared_unit(handle, dataset) or "item_id"
     extra = [] if unit in (*by, "item_id") else [unit]
-    probs = read_probs(handle, dataset, [*by, *extra], (), all_versions)
-    # an item with evidence for only part of its stimuli in a setting (one option order of three, after --limit)
-    # is left out of that setting, as `metrics options` leaves it out: otherwise two settings' item values would
-    # rest on different stimuli; the comparison counts and names the items a side lacks
-    complete, _ = complete_items(probs, loaded_stimuli(handle, dataset, by, all_versions, True), by)
-    kept = pd.MultiIndex.from_frame(complete[[*KEY, "stimulus_id"]].drop_duplicates())
-    partial = ~pd.MultiIndex.from_frame(probs[[*KEY, "stimulus_id"]]).isin(kept)
-    probs = probs.copy()
-    probs.loc[partial, ["p", "valid_mass"]] = np.nan  # kept as rows: the setting and its lacking items stay seen
+    probs = _complete_only(read_probs(handle, dataset, [*by, *extra], (), all_versions),
+                           loaded_stimuli(handle, dataset, by, all_versions, True), by)
     unit_of = _unit_of_item(probs, unit, dataset)
     items = stats.item_means(probs, by)
     group = _group_text(items, by)
@@ -141,6 +134,21 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
     named = "item" if unit == "item_id" else unit
     measures = {name: replace(m, unit=named) for name, m in MEASURES.items()}
     return Observations("options", values, settings, measures, within, note)
+
+
+def _complete_only(probs: pd.DataFrame, loaded: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """`probs` with no value (p, valid_mass NaN) for the stimuli of items a setting has only in part (one option
+    order of three, after --limit), as `metrics options` leaves such items out (`tables.complete_items`):
+    otherwise two settings' item values would rest on different stimuli. The rows stay, so the setting and the
+    items it lacks are still seen, counted and named by the comparison."""
+    from .tables import complete_items
+
+    complete, _ = complete_items(probs, loaded, by)
+    kept = pd.MultiIndex.from_frame(complete[[*KEY, "stimulus_id"]].drop_duplicates())
+    partial = ~pd.MultiIndex.from_frame(probs[[*KEY, "stimulus_id"]]).isin(kept)
+    probs = probs.copy()
+    probs.loc[partial, ["p", "valid_mass"]] = np.nan
+    return probs
 
 
 def _unit_of_item(probs: pd.DataFrame, unit: str, dataset: str) -> pd.Series:

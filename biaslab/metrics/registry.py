@@ -82,6 +82,18 @@ def study_datasets(study: str) -> tuple[str, ...]:
     return tuple(name for name, info in datasets().items() if study in info.studies)
 
 
+def _resampled(unit: str) -> tuple[StudyOption, StudyOption]:
+    """--bootstrap and --seed of a study whose intervals resample `unit`."""
+    return (StudyOption("bootstrap", 1000, f"Bootstrap resamples of {unit} (the 95% intervals).", int),
+            StudyOption("seed", 0, "Seed of the bootstrap.", int))
+
+
+def _min_coverage(loaded: str) -> StudyOption:
+    """--min-coverage of a generated command: the share of the loaded `loaded` below which a score is marked."""
+    return StudyOption("min_coverage", 0.8, f"Mark scores resting on less than this share of the loaded {loaded}.",
+                       float)
+
+
 _S = "biaslab.metrics.studies"
 _STUDIES: dict[str, Study] = {}
 
@@ -137,22 +149,17 @@ for _study in (
           "from expected answer probabilities (argmax beside them), 95% intervals over templates, coverage.",
           report="biaslab.metrics.bbq.report:write_report", heading="BBQ: bias in question answering",
           compare="biaslab.metrics.bbq.compare:observations", options=(
-              StudyOption("bootstrap", 1000, "Bootstrap resamples of templates (the 95% intervals).", int),
-              StudyOption("seed", 0, "Seed of the bootstrap.", int),
+              *_resampled("templates"),
               StudyOption("variant", "paper", "paper (every example scored) or r-script (the authors' R script: "
                           "examples without a biased answer dropped, proper-name templates apart).", str),
-              StudyOption("min_coverage", 0.8, "Mark scores resting on less than this share of the loaded "
-                          "examples, or on a lower valid share.", float))),
+              _min_coverage("examples, or on a lower valid share"))),
     Study("crows-pairs", f"{_S}:crows_pairs",
           "CrowS-Pairs (Nangia et al. 2020; revised English set): the paper's metric and lm-eval's pct_stereotype "
           "and likelihood_diff per bias type, 95% intervals over pairs, sign tests against 50, coverage. Noisy data "
           "(Blodgett et al. 2021).",
           report="biaslab.metrics.crows.report:write_report", heading="CrowS-Pairs",
           compare="biaslab.metrics.crows.compare:observations", options=(
-              StudyOption("bootstrap", 1000, "Bootstrap resamples of pairs (the 95% intervals).", int),
-              StudyOption("seed", 0, "Seed of the bootstrap.", int),
-              StudyOption("min_coverage", 0.8, "Mark scores resting on less than this share of the loaded pairs.",
-                          float))),
+              *_resampled("pairs"), _min_coverage("pairs"))),
 ):
     register_study(_study)
 del _study

@@ -164,8 +164,11 @@ def list_command(data_dir: str | None, db: str, fmt: str, count: bool) -> None:
         if all(v == "missing" for v in status.values()) and status:
             files = "absent"
         else:
-            bad = {k: v for k, v in status.items() if v not in ("ok", "unpinned")}
+            optional = [k for k, v in status.items() if v == "missing" and k in info.optional]
+            bad = {k: v for k, v in status.items() if v not in ("ok", "unpinned") and k not in optional}
             files = "ok" if not bad else ", ".join(f"{k}: {v}" for k, v in bad.items())
+            if optional:
+                files += f" ({len(optional)} optional absent: `biaslab data fetch {name}`)"
         n = None
         if count and info.present(root):
             try:

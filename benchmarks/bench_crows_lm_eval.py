@@ -13,9 +13,19 @@ same local folder (the alias's cached Hugging Face folder) in fp32 on the CPU; l
 (its own option: its default fp32 log_softmax drifts by ~1e-6 per token on this CPU, see bench_scoring_peers.py).
 biaslab runs `runners collect --dataset ... --protocol prob --dtype fp32` into a fresh warehouse.
 
-Checks: for every pair, each sentence's log-likelihood from lm-eval's logged samples against biaslab's stored
-sum_logprob (max |difference|, which the issue bounds by 1e-5), pct_stereotype and likelihood_diff both ways.
-Times: wall clock of each command, model loading included.
+Two passes, each running both tools on every pair:
+
+- agreement: each sentence scored alone (lm-eval `--batch_size 1`; biaslab `--batch-tokens 8`, one sentence a
+  batch): for every pair, each sentence's log-likelihood from lm-eval's logged samples against biaslab's stored
+  sum_logprob (max |difference|, which the issue bounds by 1e-5), pct_stereotype and likelihood_diff both ways;
+- speed: each tool batched as it would be used (lm-eval `--batch_size 16`, biaslab's default token budget), wall
+  clock of each command, model loading included; the same differences, reported.
+
+Why two: in fp32 a sentence's score moves with the batch it is computed in (padding changes the attention kernel's
+path). On SmolLM2 most tokens move by ~1e-6, but a few early positions are sensitive. For example, " people" after
+"Hispanic" moves by 1.8e-3 between an unpadded and a padded batch, in transformers alone with either tool's code, and
+so does eager against SDPA attention. Comparing the tools per pair therefore needs the same batch composition on
+both sides.
 """
 
 from __future__ import annotations
@@ -77,9 +87,12 @@ def lm_eval_pairs(out: Path) -> dict[str, tuple[float, float]]:
     return found
 
 
-def run_biaslab(dataset: str, model: str, db: Path, data_dir: str | None, pair_ids: list[str] | None) -> float:
+def run_biaslab(dataset: str, model: str, db: Path, data_dir: str | None, pair_ids: list[str] | None,
+                batch_tokens: int | None = None) -> float:
     command = [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", dataset, "--protocol",
                "prob", "--dtype", "fp32", "--model", model, "--db", str(db)]
+    if batch_tokens:
+        command += ["--batch-tokens", str(batch_tokens)]
     if data_dir:
         command += ["--data-dir", data_dir]
     if pair_ids:
@@ -105,7 +118,7 @@ def main() -> None:
     parser.add_argument("--dataset", default="crows-pairs-revised", choices=["crows-pairs-revised", "crows-pairs"])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--pairs", type=int, default=None, help="The first N pairs of the file (default: all).")
-    parser.add_argument("--batch-size", type=int, default=16, help="lm-eval's batch size.")
+    parser.add_argument("--batch-size", type=int, default=16, help="lm-eval's batch size in the speed pass.")
     parser.add_argument("--data-dir", default=None)
     args = parser.parse_args()
 
@@ -119,30 +132,42 @@ def main() -> None:
     folder = ALIASES[args.model]().folder if args.model in ALIASES else Path(args.model)
     ids = [s.item_id for s in info.load(loaders.default_data_dir(args.data_dir)) if s.attrs["sentence"] == "more"]
     chosen = ids[: args.pairs] if args.pairs else None
-    work = Path(tempfile.mkdtemp(prefix="bench-crows-"))
-    try:
-        lm_eval_task(args.lm_eval_python, data, work / "tasks")
-        t_lm = run_lm_eval(args.lm_eval_python, folder, work / "tasks", work / "lm_out", args.pairs, args.batch_size)
-        t_bl = run_biaslab(args.dataset, args.model, work / "w.duckdb", args.data_dir, chosen)
-        theirs, ours = lm_eval_pairs(work / "lm_out"), biaslab_pairs(work / "w.duckdb")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    result = {"dataset": args.dataset, "model": args.model, "cpu": cpu_facts()}
+    for name, lm_batch, tokens in (("agreement", 1, 8), ("speed", args.batch_size, None)):
+        work = Path(tempfile.mkdtemp(prefix="bench-crows-"))
+        try:
+            lm_eval_task(args.lm_eval_python, data, work / "tasks")
+            t_lm = run_lm_eval(args.lm_eval_python, folder, work / "tasks", work / "lm_out", args.pairs, lm_batch)
+            t_bl = run_biaslab(args.dataset, args.model, work / "w.duckdb", args.data_dir, chosen, tokens)
+            theirs, ours = lm_eval_pairs(work / "lm_out"), biaslab_pairs(work / "w.duckdb")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        result[name] = _compared(theirs, ours, t_lm, t_bl, lm_batch, tokens)
+        got = result[name]
+        print(f"{name}: {got['pairs']} pairs of {args.dataset} on {args.model} (fp32, CPU; lm-eval batch {lm_batch}, "
+              f"biaslab {'one sentence a batch' if tokens else 'default batches'}): max |ll difference| per "
+              f"sentence {got['max_abs_diff']:.2e} (mean {got['mean_abs_diff']:.2e}, worst pair "
+              f"{got['worst_pair']}); pct_stereotype lm-eval {got['pct_stereotype']['lm_eval']:.2f} vs biaslab "
+              f"{got['pct_stereotype']['biaslab']:.2f}; likelihood_diff {got['likelihood_diff']['lm_eval']:.4f} vs "
+              f"{got['likelihood_diff']['biaslab']:.4f}; wall time lm-eval {t_lm:.1f} s, biaslab {t_bl:.1f} s "
+              f"({t_lm / t_bl:.2f}x)")
+    print(write_json("crows_lm_eval", result))
+
+
+def _compared(theirs: dict, ours: dict, t_lm: float, t_bl: float, lm_batch: int, tokens: int | None) -> dict:
+    """The per-pair agreement and the two aggregate scores of one pass."""
     common = sorted(set(theirs) & set(ours))
-    diffs = [abs(theirs[p][k] - ours[p][k]) for p in common for k in (0, 1)]
+    diffs = {p: max(abs(theirs[p][k] - ours[p][k]) for k in (0, 1)) for p in common}
     pct = {name: 100 * sum(v[0] > v[1] for k, v in src.items() if k in common) / len(common)
            for name, src in (("lm_eval", theirs), ("biaslab", ours))}
     gap = {name: sum(abs(v[0] - v[1]) for k, v in src.items() if k in common) / len(common)
            for name, src in (("lm_eval", theirs), ("biaslab", ours))}
-    result = {"dataset": args.dataset, "model": args.model, "pairs": len(common), "lm_eval_pairs": len(theirs),
-              "biaslab_pairs": len(ours), "max_abs_diff": max(diffs), "mean_abs_diff": sum(diffs) / len(diffs),
-              "pct_stereotype": pct, "likelihood_diff": gap, "seconds": {"lm_eval": t_lm, "biaslab": t_bl},
-              "cpu": cpu_facts()}
-    path = write_json("crows_lm_eval", result)
-    print(f"{len(common)} pairs of {args.dataset} on {args.model} (fp32, CPU): max |ll difference| per sentence "
-          f"{result['max_abs_diff']:.2e} (mean {result['mean_abs_diff']:.2e}); pct_stereotype lm-eval "
-          f"{pct['lm_eval']:.2f} vs biaslab {pct['biaslab']:.2f}; likelihood_diff {gap['lm_eval']:.4f} vs "
-          f"{gap['biaslab']:.4f}; wall time lm-eval {t_lm:.1f} s, biaslab {t_bl:.1f} s ({t_lm / t_bl:.2f}x); "
-          f"{path}")
+    worst = max(diffs, key=diffs.get)
+    return {"pairs": len(common), "lm_eval_pairs": len(theirs), "biaslab_pairs": len(ours),
+            "lm_eval_batch_size": lm_batch, "biaslab_batch_tokens": tokens or "default",
+            "max_abs_diff": diffs[worst], "mean_abs_diff": sum(diffs.values()) / len(diffs), "worst_pair": worst,
+            "pairs_above_1e-5": sum(d > 1e-5 for d in diffs.values()), "pct_stereotype": pct,
+            "likelihood_diff": gap, "seconds": {"lm_eval": t_lm, "biaslab": t_bl}}
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ whether the import sits at the top of a file or inside a function.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,31 @@ def test_no_function_is_longer_than_the_limit():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+#: names under which the runners hold an engine's objects: its module, its prepared model, its loaded backend
+ENGINE_OBJECTS = re.compile(r"(^|_|\.)(module|prepared|backend|engine|handle)s?($|_|\.)")
+
+
+def probes(source: str) -> list[str]:
+    """The `getattr(x, ...)` / `hasattr(x, ...)` calls of `source` whose object `x` names an engine's module,
+    prepared model, backend or handle (docs/design.md section 2: capabilities are declared, never probed)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                and node.args and ENGINE_OBJECTS.search(ast.unparse(node.args[0]))):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_runners_read_what_an_engine_declares_and_probe_nothing():
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}" for path in sorted((PACKAGE / "runners").rglob("*.py"))
+             for line in probes(path.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+def test_the_probe_finder_itself():
+    source = ("getattr(backend, 'batch', False)\nhasattr(handle.prepared, 'estimate')\n"
+              "getattr(module, 'WHY_NOT', None)\ngetattr(self.backend, 'x')\n"
+              "getattr(tokenizer, 'chat_template', None)\ngetattr(stimulus, field)\ngetattr(self.settings, 'top_k')\n")
+    assert [p.split(":")[0] for p in probes(source)] == ["1", "2", "3", "4"]

@@ -11,5 +11,5 @@ plugin breaks neither `import biaslab` nor the other backends.
 from __future__ import annotations
 
 from .base import BackendOptions, Flag, Unsupported, require  # noqa: F401  (the interface, for callers)
-from .registry import (BACKENDS, DEFAULT_BACKEND, GROUP, EngineWarning, flags, get, names, notes, origin,  # noqa: F401
-                       plugins, problem, reuse)
+from .registry import (BACKENDS, DEFAULT_BACKEND, GROUP, Declaration, EngineWarning, declaration,  # noqa: F401
+                       flags, get, names, notes, origin, plugins, problem, reuse)

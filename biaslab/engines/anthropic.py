@@ -24,26 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import EngineError, MissingPackage, UsageError
-from ..schema import ModelSpec
-from ..schema.records import PROVIDER_DTYPE
-from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings, engine_options
-from .chat import (
-    CHAT_FLAGS,
-    WHY_NOT,
-    ChatBackend,
-    ChatOptions,
-    ChatPrepared,
-    call_all,
-    check_key_env,
-    check_snapshot,
-    flat_body,
-    key_from,
-    provider_message,
-    refuse_local_options,
-    run_batched,
-    sdk_failure,
-)
+from ..errors import EngineError
+from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
+from .chat import (CHAT_FLAGS, WHY_NOT, ChatBackend, ChatOptions, ChatPrepared, Provider, call_all, check_snapshot,
+                   first_reply, flat_body, run_batched, sdk_failure)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "AnthropicPrepared", "AnthropicBackend"]
@@ -51,8 +35,6 @@ __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "
 NAME = "anthropic"
 CAPABILITIES = frozenset({CHAT})
 WHY_NOT = {**WHY_NOT, CHAT_LOGPROBS: "Anthropic's Messages API returns no log-probabilities (use --mode sample)"}
-#: the environment variable read for the key when no --base-url is given
-DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 #: Anthropic's own API, given explicitly
 ANTHROPIC_URL = "https://api.anthropic.com"
 #: stop_reason -> the finish_reason stored (others are stored as they come)
@@ -65,48 +47,25 @@ class Options(ChatOptions):
 
 
 FLAGS = CHAT_FLAGS
-
-
-def installed() -> tuple[bool, str]:
-    """(True, "anthropic 2.x") when the official SDK imports."""
-    try:
-        import anthropic
-    except ImportError as exc:
-        return False, f"the anthropic package does not import ({exc}); pip install 'biaslab[anthropic]'"
-    return True, f"anthropic {anthropic.__version__}"
-
-
-def _settings(options: BackendOptions) -> dict[str, Any]:
-    return engine_options(Options, NAME, options.engine_args).model_dump()
-
-
-def _where(settings: dict[str, Any]) -> str:
-    return settings["base_url"] or "Anthropic's API"
-
-
-def validate_options(options: BackendOptions) -> None:
-    """Refuse what a hosted model cannot take, in one line, before anything is read or any request is sent."""
-    refuse_local_options(NAME, options)
-    check_key_env(options)
-    key_from(_settings(options), DEFAULT_KEY_ENV)
+#: the key is read from ANTHROPIC_API_KEY when no --base-url is given
+PROVIDER = Provider(NAME, Options, sdk="anthropic", extra="anthropic", key_env="ANTHROPIC_API_KEY",
+                    api="Anthropic's API")
+installed = PROVIDER.installed
+validate_options = PROVIDER.validate_options
 
 
 def make_client(settings: dict[str, Any]):
     """The SDK's client: the key from the environment, the base URL, the timeout and the retries."""
-    try:
-        from anthropic import Anthropic
-    except ImportError:
-        raise MissingPackage(f"--backend {NAME} needs the anthropic package: pip install 'biaslab[anthropic]'") \
-            from None
-    return Anthropic(api_key=key_from(settings, DEFAULT_KEY_ENV)[0], base_url=settings["base_url"] or ANTHROPIC_URL,
-                     timeout=settings["timeout_s"], max_retries=settings["retries"])
+    return PROVIDER.sdk_module().Anthropic(api_key=PROVIDER.key(settings),
+                                           base_url=settings["base_url"] or ANTHROPIC_URL,
+                                           timeout=settings["timeout_s"], max_retries=settings["retries"])
 
 
 def failure(exc: BaseException, settings: dict[str, Any]) -> EngineError:
     """One line for a request that failed for good (after the SDK's retries): `chat.sdk_failure`."""
     import anthropic
 
-    return sdk_failure(exc, anthropic, _where(settings), settings, "the API key")
+    return sdk_failure(exc, anthropic, PROVIDER.where(settings), settings, "the API key")
 
 
 def request(model: str, messages: Sequence[dict], settings: SamplingSettings, prefill: str | None) -> dict:
@@ -128,24 +87,13 @@ def request(model: str, messages: Sequence[dict], settings: SamplingSettings, pr
 
 def prepare(model: str, options: BackendOptions) -> AnthropicPrepared:
     """Ask the API once (a 1-token request) which model answers for `model`; compute the model key."""
-    import anthropic
-
     validate_options(options)
-    settings = _settings(options)
-    client = make_client(settings)
-    try:
-        reply = client.messages.create(model=model, max_tokens=1, messages=[{"role": "user", "content": "Say OK."}])
-    except anthropic.NotFoundError as exc:
-        raise UsageError(f"{_where(settings)} has no model {model!r}: {provider_message(exc)}") from None
-    except anthropic.AnthropicError as exc:
-        raise failure(exc, settings) from None
-    finally:
-        client.close()
+    settings = PROVIDER.settings(options)
+    reply = first_reply(PROVIDER, settings, model, make_client(settings), lambda client: client.messages.create(
+        model=model, max_tokens=1, messages=[{"role": "user", "content": "Say OK."}]), failure)
     snapshot = str(getattr(reply, "model", None) or model)
-    spec = ModelSpec(name=model, source=model, revision=snapshot, kind="causal", dtype=PROVIDER_DTYPE,
-                     tokenizer=None, bos_policy="none", backend=NAME, backend_version=None)
-    return AnthropicPrepared(spec=spec, settings=settings, snapshot=snapshot, where=_where(settings),
-                             backend=AnthropicBackend)
+    return AnthropicPrepared(spec=PROVIDER.spec(model, snapshot), settings=settings, snapshot=snapshot,
+                             where=PROVIDER.where(settings), backend=AnthropicBackend)
 
 
 class AnthropicPrepared(ChatPrepared):
@@ -155,10 +103,6 @@ class AnthropicPrepared(ChatPrepared):
     def prefill(self) -> bool:
         return True
 
-    def check_sampling(self, settings: SamplingSettings) -> None:
-        if settings.min_new_tokens:
-            raise UsageError(f"{self.where} cannot forbid stopping early: pass --min-new-tokens 0")
-
 
 class AnthropicBackend(ChatBackend):
     """The Anthropic chat backend (see the module docstring)."""
@@ -166,10 +110,6 @@ class AnthropicBackend(ChatBackend):
     name = NAME
     capabilities = CAPABILITIES
     connect = staticmethod(make_client)
-
-    def __init__(self, prepared: AnthropicPrepared, client: Any = None) -> None:
-        super().__init__(prepared, client)
-        self.max_top_k = None  # no log-probabilities
 
     def chat(self, messages: Sequence[Sequence[dict]], seeds: Sequence[int | None], settings: SamplingSettings, *,
              prefill: str | None = None, top_logprobs: int | None = None) -> list[ChatReply]:
@@ -182,11 +122,6 @@ class AnthropicBackend(ChatBackend):
             keyed = [{**b, "metadata_seed": int(s)} if s is not None else b for b, s in zip(bodies, seeds, strict=True)]
             return run_batched(self, keyed)
         return call_all(self._one, bodies, self.settings["max_concurrency"])
-
-    @property
-    def batch(self) -> bool:
-        """Whether requests go through the Message Batches API (`--batch`; `run_batched`)."""
-        return bool(self.settings["batch"])
 
     def submit_batch(self, requests: Sequence[tuple[str, dict]]) -> str:
         """Create a message batch of the requests; its id."""
@@ -217,7 +152,7 @@ class AnthropicBackend(ChatBackend):
         import anthropic
 
         out: dict[str, ChatReply] = {}
-        self.batch_errors: dict[str, str] = {}
+        self.batch_errors = {}
         try:
             for entry in self.client.messages.batches.results(batch_id):
                 if entry.result.type == "succeeded":
@@ -240,7 +175,7 @@ class AnthropicBackend(ChatBackend):
 
     def reply(self, reply: Any) -> ChatReply:
         """A `ChatReply` of the SDK's message, checked: the model the run began with and a list of content blocks."""
-        where = _where(self.settings)
+        where = PROVIDER.where(self.settings)
         snapshot = str(getattr(reply, "model", None) or self.spec.name)
         check_snapshot(where, snapshot, self.snapshot)
         blocks = getattr(reply, "content", None)

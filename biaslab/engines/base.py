@@ -245,6 +245,9 @@ class Prepared(Protocol):
     label : how this engine computes forced-choice evidence, recorded in each run's parameters.
     provenance : what else a run records about how the engine set the model up (JSON values; e.g. the hf
         backend's measured default dtype, `dtype_choice`).
+    batch : whether the engine sends a collection's requests through a provider's batch API, all pending work in
+        one call (a hosted chat API with `--batch`); the loaded backend declares the same.
+    billed : whether each request costs money (a hosted API): the runner then asks `estimate` before sending.
     """
 
     spec: Any
@@ -253,6 +256,13 @@ class Prepared(Protocol):
     max_top_k: int | None
     label: str
     provenance: dict[str, Any]
+    batch: bool
+    billed: bool
+
+    def estimate(self, requests: int, input_chars: int, output_tokens: int) -> Any:
+        """What the pending work will cost before anything is sent, for a `billed` engine (an object with `line()`
+        and `refused()`, `engines.chat.Estimate`); None for an engine that bills nothing."""
+        ...
 
     def verify(self, needs: frozenset[str]) -> None:
         """Check that the engine serves every capability in `needs` (what the protocol about to run needs, its
@@ -281,11 +291,19 @@ class Identified:
 
 class PreparedBase(Identified):
     """What every engine's prepared model shares: its identity (`Identified`), `verify`, which checks nothing
-    for an in-process engine (its capabilities are its code's), and `provenance` (nothing to add by default)."""
+    for an in-process engine (its capabilities are its code's), `provenance` (nothing to add by default), no batch
+    API and no bill (`batch`, `estimate`)."""
+
+    #: see `Prepared.batch` and `Prepared.billed`
+    batch = False
+    billed = False
 
     @property
     def provenance(self) -> dict[str, Any]:  # noqa: D102 - see `Prepared.provenance`
         return {}
+
+    def estimate(self, requests: int, input_chars: int, output_tokens: int) -> Any:  # noqa: D102 - `Prepared`
+        return None
 
     def verify(self, needs: frozenset[str]) -> None:  # noqa: D102 - see `Prepared.verify`
         return None
@@ -350,9 +368,12 @@ class Backend(PrefixSharing, Protocol):
     stop_ids : frozenset[int]
         Ids that end a generation (tokenizer EOS and the model's generation-config EOS ids).
     capabilities : frozenset[str]
-        Subset of {SCORE, PLL, TOP_K, SAMPLE}.
+        Subset of {SCORE, PLL, TOP_K, SAMPLE} (a hosted chat API: CHAT, CHAT_LOGPROBS).
     max_top_k : int | None
         The largest K `top_k` can return (None: the vocabulary).
+    batch : bool
+        As its prepared model declares it (`Prepared.batch`): a chat API's `chat` then sends all it is given as one
+        provider batch, so the protocols hand it everything pending at once.
     """
 
     name: str
@@ -363,6 +384,7 @@ class Backend(PrefixSharing, Protocol):
     stop_ids: frozenset[int]
     capabilities: frozenset[str]
     max_top_k: int | None
+    batch: bool
 
     def score(self, sequences: Sequence[Sequence[int]], groups: Sequence[Any] | None = None) -> list[np.ndarray]:
         """Per-token log-probabilities: out[j][i] = log p(seq_j[i+1] | seq_j[:i+1]) for i in 0..len_j-2 (float64).

@@ -12,17 +12,21 @@ caller stores nothing of the chunk.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..errors import EngineError, UsageError
-from .base import (PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase, SamplingSettings,
-                   check_base_url)
+from ..errors import EngineError, MissingPackage, UsageError
+from ..schema import ModelSpec
+from ..schema.records import PROVIDER_DTYPE
+from .base import (CHAT_LOGPROBS, PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase,
+                   SamplingSettings, check_base_url, engine_options)
 
 #: the most top log-probabilities a chat API returns per position (OpenAI's limit; Gemini's is the server's)
 MAX_TOP_LOGPROBS = 20
@@ -123,6 +127,80 @@ def key_from(settings: dict[str, Any], default_env: str) -> tuple[str, str | Non
     return value, var
 
 
+@dataclass(frozen=True)
+class Provider:
+    """What one chat engine's module-level interface needs of its provider, so that `installed`,
+    `validate_options`, the settings and the client's SDK are written once (each engine module binds them to its
+    own `Provider`).
+
+    Attributes
+    ----------
+    name : the engine's name (`--backend`).
+    options : its `Options` (a `ChatOptions`).
+    sdk : the SDK's module to import (e.g. "anthropic", "google.genai").
+    extra : the pip extra that installs it (`pip install 'biaslab[EXTRA]'`).
+    key_env : the variable read for the key when no --base-url is given.
+    api : how its own API is named in messages ("Anthropic's API").
+    also : further modules its extra installs and the engine imports (openai-chat: httpx).
+    batch : whether it offers `--batch` (a provider batch API); refused in one line otherwise.
+    """
+
+    name: str
+    options: type[ChatOptions]
+    sdk: str
+    extra: str
+    key_env: str
+    api: str
+    also: tuple[str, ...] = ()
+    batch: bool = True
+
+    def installed(self) -> tuple[bool, str]:
+        """(True, "SDK VERSION") when the SDK (and `also`) import, else (False, what to install)."""
+        try:
+            module = importlib.import_module(self.sdk)
+            for name in self.also:
+                importlib.import_module(name)
+        except ImportError as exc:
+            return False, f"the {self.extra} extra does not import ({exc}); pip install 'biaslab[{self.extra}]'"
+        return True, f"{self.sdk.replace('.', '-')} {getattr(module, '__version__', 'unknown')}"
+
+    def sdk_module(self) -> Any:
+        """The SDK's module; `MissingPackage` (one line, what to install) when it does not import."""
+        try:
+            return importlib.import_module(self.sdk)
+        except ImportError:
+            raise MissingPackage(f"--backend {self.name} needs the {self.sdk.replace('.', '-')} package: pip install "
+                                 f"'biaslab[{self.extra}]'") from None
+
+    def settings(self, options: BackendOptions) -> dict[str, Any]:
+        """The engine arguments checked by `options` (one line for the first problem), as a dict."""
+        return engine_options(self.options, self.name, options.engine_args).model_dump()
+
+    def where(self, settings: dict[str, Any]) -> str:
+        """The server's base URL, else the provider's API, as messages name it."""
+        return settings["base_url"] or self.api
+
+    def key(self, settings: dict[str, Any]) -> str:
+        """The API key of `settings` (`key_from`; the provider's variable by default)."""
+        return key_from(settings, self.key_env)[0]
+
+    def validate_options(self, options: BackendOptions) -> None:
+        """Refuse what a hosted model cannot take, in one line, before anything is read or any request is sent."""
+        refuse_local_options(self.name, options)
+        check_key_env(options)
+        settings = self.settings(options)
+        if settings["batch"] and not self.batch:
+            raise UsageError(f"--backend {self.name}: --batch is not supported yet (openai-chat and anthropic "
+                             f"have it)")
+        key_from(settings, self.key_env)
+
+    def spec(self, model: str, snapshot: str | None, version: str | None = None) -> ModelSpec:
+        """The model key's spec of a hosted model: its id, the snapshot the provider reported (the revision), no
+        weights, no tokenizer."""
+        return ModelSpec(name=model, source=model, revision=snapshot, kind="causal", dtype=PROVIDER_DTYPE,
+                         tokenizer=None, bos_policy="none", backend=self.name, backend_version=version)
+
+
 class Estimate:
     """What a collection will send, before the first request: requests, estimated input and output tokens (input:
     characters / 4, output: the token limit, both upper-bound-minded), and the cost where prices are given."""
@@ -161,6 +239,7 @@ class ChatPrepared(PreparedBase):
     label = "chat-api"
     chat = True
     tokenizer = None
+    billed = True
 
     def __init__(self, *, spec: Any, settings: dict[str, Any], snapshot: str, where: str,
                  backend: Callable[[ChatPrepared], Any]) -> None:
@@ -174,8 +253,17 @@ class ChatPrepared(PreparedBase):
         """Whether an assistant prefill is continued by the API."""
         return False
 
+    @property
+    def batch(self) -> bool:
+        """Whether the requests go through the provider's batch API (`--batch`; `Provider.batch` refuses it where
+        there is none)."""
+        return bool(self.settings["batch"])
+
     def check_sampling(self, settings: SamplingSettings) -> None:
-        """Refuse (one line, before any request) a setting the API cannot apply."""
+        """Refuse (one line, before any request) a setting the API cannot apply: by default a minimum length
+        (`--min-new-tokens`), which no provider's own API can enforce."""
+        if settings.min_new_tokens:
+            raise UsageError(f"{self.where} cannot forbid stopping early: pass --min-new-tokens 0")
 
     def estimate(self, requests: int, input_chars: int, output_tokens: int) -> Estimate:
         return Estimate(requests, input_chars, output_tokens, self.settings)
@@ -195,7 +283,12 @@ class ChatBackend(EngineBase):
     def __init__(self, prepared: ChatPrepared, client: Any = None) -> None:
         self.prepared, self.spec, self.settings = prepared, prepared.spec, prepared.settings
         self.device, self.snapshot, self.version = prepared.device, prepared.snapshot, None
-        self.max_top_k = prepared.max_top_k
+        self.max_top_k = prepared.max_top_k if CHAT_LOGPROBS in self.capabilities else None
+        self.batch = prepared.batch
+        #: batch mode: the warehouse's record of submitted batches (`runners.batches.BatchJournal`), set by the
+        #: runner before the first `chat`; the reason each request of the last ended batch got no reply
+        self.journal: Any = None
+        self.batch_errors: dict[str, str] = {}
         self.client = client or self.connect(self.settings)
 
     def close(self) -> None:
@@ -232,6 +325,22 @@ def sdk_failure(exc: BaseException, sdk: Any, where: str, settings: dict[str, An
         after = f" after {retries} retries" if retried else ""
         return EngineError(f"{where} answered {exc.status_code}{after}: {provider_message(exc)}")
     return EngineError(f"{where}: {type(exc).__name__}: {exc}")
+
+
+def first_reply(provider: Provider, settings: dict[str, Any], model: str, client: Any,
+                ask: Callable[[Any], Any], failure: Callable[[BaseException, dict[str, Any]], EngineError]) -> Any:
+    """The reply to the one 1-token request `ask(client)` that learns which snapshot answers for `model`, the client
+    closed after it, for the SDKs that share their error classes (`openai`, `anthropic`): the SDK's NotFoundError
+    is one line naming the model; any other failed request is `failure(exc, settings)`, one line."""
+    sdk = provider.sdk_module()
+    try:
+        return ask(client)
+    except sdk.NotFoundError as exc:
+        raise UsageError(f"{provider.where(settings)} has no model {model!r}: {provider_message(exc)}") from None
+    except sdk.APIError as exc:
+        raise failure(exc, settings) from None
+    finally:
+        client.close()
 
 
 def call_all(one: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list:
@@ -288,7 +397,7 @@ def run_batched(engine: Any, bodies: list[dict]) -> list:
     batch, recorded at once; then each is waited for, up to `batch_wait_s` (`BatchPending` past it: run again to
     fetch). A request whose batch ended without a reply for it is submitted again; one still missing after that
     raises `EngineError` in one line."""
-    journal = getattr(engine, "journal", None)
+    journal = engine.journal
     if journal is None:
         raise EngineError("batch mode needs the runner's journal (the warehouse records each batch)")
     ids = [custom_id(b) for b in bodies]
@@ -303,7 +412,7 @@ def run_batched(engine: Any, bodies: list[dict]) -> list:
         got.update({c: r for c, r in wait_batch(engine, batch_id, len(missing)).items() if c in wanted})
         still = [c for c in missing if c not in got]
         if still:
-            why = engine.batch_errors.get(still[0], "no reply") if hasattr(engine, "batch_errors") else "no reply"
+            why = engine.batch_errors.get(still[0], "no reply")
             raise EngineError(f"{len(still)} request(s) of batch {batch_id} got no reply (the first: {why}); nothing "
                               f"of this chunk was stored: run again to resubmit them")
     return [got[c] for c in ids]

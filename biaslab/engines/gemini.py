@@ -25,30 +25,16 @@ from typing import Any
 
 from pydantic import Field
 
-from ..errors import EngineError, MissingPackage, UsageError
-from ..schema import ModelSpec
-from ..schema.records import PROVIDER_DTYPE
-from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings, engine_options
-from .chat import (  # noqa: F401
-    CHAT_FLAGS,
-    WHY_NOT,
-    ChatBackend,
-    ChatOptions,
-    ChatPrepared,
-    call_all,
-    check_key_env,
-    check_snapshot,
-    key_from,
-    refuse_local_options,
-)
+from ..errors import EngineError, UsageError
+from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
+from .chat import (CHAT_FLAGS, WHY_NOT, ChatBackend, ChatOptions, ChatPrepared, Provider,  # noqa: F401
+                   call_all, check_snapshot)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "GeminiPrepared", "GeminiBackend"]
 
 NAME = "gemini"
 CAPABILITIES = frozenset({CHAT, CHAT_LOGPROBS})
-#: the environment variable read for the key when no --base-url is given
-DEFAULT_KEY_ENV = "GEMINI_API_KEY"
 #: HTTP statuses the SDK retries (with `retries`)
 RETRY_STATUSES = (408, 429, 500, 502, 503, 504)
 
@@ -62,58 +48,33 @@ class Options(ChatOptions):
 
 
 FLAGS = CHAT_FLAGS
-
-
-def installed() -> tuple[bool, str]:
-    """(True, "google-genai 3.x") when the official SDK imports."""
-    try:
-        from google import genai
-    except ImportError as exc:
-        return False, f"the google-genai package does not import ({exc}); pip install 'biaslab[gemini]'"
-    return True, f"google-genai {getattr(genai, '__version__', 'unknown')}"
-
-
-def _settings(options: BackendOptions) -> dict[str, Any]:
-    return engine_options(Options, NAME, options.engine_args).model_dump()
-
-
-def _where(settings: dict[str, Any]) -> str:
-    return settings["base_url"] or "Google's Gemini API"
-
-
-def validate_options(options: BackendOptions) -> None:
-    """Refuse what a hosted model cannot take, in one line, before anything is read or any request is sent."""
-    refuse_local_options(NAME, options)
-    check_key_env(options)
-    settings = _settings(options)
-    if settings["batch"]:
-        raise UsageError(f"--backend {NAME}: --batch is not supported yet (openai-chat and anthropic have it)")
-    key_from(settings, DEFAULT_KEY_ENV)
+#: the key is read from GEMINI_API_KEY when no --base-url is given; no batch API yet
+PROVIDER = Provider(NAME, Options, sdk="google.genai", extra="gemini", key_env="GEMINI_API_KEY",
+                    api="Google's Gemini API", batch=False)
+installed = PROVIDER.installed
+validate_options = PROVIDER.validate_options
 
 
 def make_client(settings: dict[str, Any]):
     """The SDK's client: the key from the environment, the base URL and version, the timeout and the retries."""
-    try:
-        from google import genai
-        from google.genai import types
-    except ImportError:
-        raise MissingPackage(f"--backend {NAME} needs the google-genai package: pip install 'biaslab[gemini]'") \
-            from None
+    genai = PROVIDER.sdk_module()
+    from google.genai import types
+
     retry = types.HttpRetryOptions(attempts=settings["retries"] + 1, initial_delay=1.0, max_delay=30.0,
                                    http_status_codes=list(RETRY_STATUSES))
     http = types.HttpOptions(base_url=settings["base_url"], api_version=settings["api_version"],
                              timeout=int(settings["timeout_s"] * 1000), retry_options=retry)
-    return genai.Client(api_key=key_from(settings, DEFAULT_KEY_ENV)[0], http_options=http)
+    return genai.Client(api_key=PROVIDER.key(settings), http_options=http)
 
 
 def failure(exc: BaseException, settings: dict[str, Any]) -> EngineError:
     """One line for a request that failed for good (after the retries): where, the status and the message."""
     from google.genai import errors
 
-    where = _where(settings)
+    where = PROVIDER.where(settings)
     if isinstance(exc, errors.APIError):
         if exc.code in (401, 403):
-            var = settings["api_key_env"] or DEFAULT_KEY_ENV
+            var = settings["api_key_env"] or PROVIDER.key_env
             return EngineError(f"{where} refused the API key in ${var} ({exc.code}): {exc.message}")
         return EngineError(f"{where} answered {exc.code} after {settings['retries']} retries: {exc.message}")
     name = type(exc).__name__
@@ -158,32 +119,26 @@ def prepare(model: str, options: BackendOptions) -> GeminiPrepared:
     from google.genai import errors
 
     validate_options(options)
-    settings = _settings(options)
+    settings = PROVIDER.settings(options)
     client = make_client(settings)
     try:
         reply = client.models.generate_content(
             model=model, contents="Say OK.", config=config(None, SamplingSettings(0.0, 0, 1.0, 1), 0, None))
     except errors.APIError as exc:
         if exc.code == 404:
-            raise UsageError(f"{_where(settings)} has no model {model!r}: {exc.message}") from None
+            raise UsageError(f"{PROVIDER.where(settings)} has no model {model!r}: {exc.message}") from None
         raise failure(exc, settings) from None
     except Exception as exc:  # the HTTP client's own (refused connection, timeout): one line
         if not _calls_failed(exc):
             raise
         raise failure(exc, settings) from None
     snapshot = str(getattr(reply, "model_version", None) or model)
-    spec = ModelSpec(name=model, source=model, revision=snapshot, kind="causal", dtype=PROVIDER_DTYPE,
-                     tokenizer=None, bos_policy="none", backend=NAME, backend_version=None)
-    return GeminiPrepared(spec=spec, settings=settings, snapshot=snapshot, where=_where(settings),
-                          backend=GeminiBackend)
+    return GeminiPrepared(spec=PROVIDER.spec(model, snapshot), settings=settings, snapshot=snapshot,
+                          where=PROVIDER.where(settings), backend=GeminiBackend)
 
 
 class GeminiPrepared(ChatPrepared):
     """The prepared model of `--backend gemini`: no prefill; top_k applied; no minimum length."""
-
-    def check_sampling(self, settings: SamplingSettings) -> None:
-        if settings.min_new_tokens:
-            raise UsageError(f"{self.where} cannot forbid stopping early: pass --min-new-tokens 0")
 
 
 class GeminiBackend(ChatBackend):
@@ -218,7 +173,7 @@ class GeminiBackend(ChatBackend):
     def reply(self, reply: Any, logprobs: bool) -> ChatReply:
         """A `ChatReply` of the SDK's response, checked: the model version the run began with, one candidate (or a
         blocked prompt: stored as refused), and the log-probabilities asked for."""
-        where = _where(self.settings)
+        where = PROVIDER.where(self.settings)
         snapshot = str(getattr(reply, "model_version", None) or self.spec.name)
         check_snapshot(where, snapshot, self.snapshot)
         candidates = getattr(reply, "candidates", None) or []

@@ -38,36 +38,17 @@ from typing import Any
 
 from pydantic import Field
 
-from ..errors import EngineError, MissingPackage, UsageError
-from ..schema import ModelSpec
-from ..schema.records import PROVIDER_DTYPE
-from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings, engine_options
-from .chat import (  # noqa: F401
-    CHAT_FLAGS,
-    MAX_TOP_LOGPROBS,
-    WHY_NOT,
-    ChatBackend,
-    ChatOptions,
-    ChatPrepared,
-    Estimate,
-    call_all,
-    check_key_env,
-    check_snapshot,
-    flat_body,
-    key_from,
-    provider_message,
-    refuse_local_options,
-    run_batched,
-    sdk_failure,
-)
+from ..errors import EngineError, UsageError
+from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
+from .chat import (CHAT_FLAGS, MAX_TOP_LOGPROBS, WHY_NOT, ChatBackend, ChatOptions, ChatPrepared,  # noqa: F401
+                   Estimate, Provider, call_all, check_snapshot, first_reply, flat_body, run_batched,
+                   sdk_failure)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "ChatPrepared", "OpenAIChatPrepared", "OpenAIChatBackend", "MAX_TOP_LOGPROBS", "Estimate"]
 
 NAME = "openai-chat"
 CAPABILITIES = frozenset({CHAT, CHAT_LOGPROBS})
-#: the environment variable read for the key when no --base-url is given
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: OpenAI's own API, given explicitly (the SDK would otherwise read OPENAI_BASE_URL, recorded nowhere)
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -82,51 +63,27 @@ class Options(ChatOptions):
 
 
 FLAGS = CHAT_FLAGS
-
-
-def installed() -> tuple[bool, str]:
-    """(True, "openai 3.x") when the official SDK and httpx (the `GET /version` of a --base-url server) import: the
-    `openai` extra declares both."""
-    try:
-        import httpx  # noqa: F401
-        import openai
-    except ImportError as exc:
-        return False, f"the openai extra is not installed ({exc}); pip install 'biaslab[openai]'"
-    return True, f"openai {openai.__version__}"
-
-
-def _settings(options: BackendOptions) -> dict[str, Any]:
-    return engine_options(Options, NAME, options.engine_args).model_dump()
-
-
-def validate_options(options: BackendOptions) -> None:
-    """Refuse what a hosted model cannot take, in one line, before anything is read or any request is sent."""
-    refuse_local_options(NAME, options)
-    check_key_env(options)
-    key_from(_settings(options), DEFAULT_KEY_ENV)
+#: the key is read from OPENAI_API_KEY when no --base-url is given; the extra brings httpx too (`GET /version` of
+#: a --base-url server)
+PROVIDER = Provider(NAME, Options, sdk="openai", extra="openai", key_env="OPENAI_API_KEY", api="OpenAI's API",
+                    also=("httpx",))
+installed = PROVIDER.installed
+validate_options = PROVIDER.validate_options
 
 
 def make_client(settings: dict[str, Any]):
     """The SDK's client: the key from the environment, the timeout and retries of the settings."""
-    try:
-        from openai import OpenAI
-    except ImportError:
-        raise MissingPackage(f"--backend {NAME} needs the openai package: pip install 'biaslab[openai]'") from None
-    return OpenAI(api_key=key_from(settings, DEFAULT_KEY_ENV)[0], base_url=settings["base_url"] or OPENAI_URL,
-                  timeout=settings["timeout_s"], max_retries=settings["retries"])
-
-
-def _where(settings: dict[str, Any]) -> str:
-    return settings["base_url"] or "OpenAI's API"
+    return PROVIDER.sdk_module().OpenAI(api_key=PROVIDER.key(settings), base_url=settings["base_url"] or OPENAI_URL,
+                                        timeout=settings["timeout_s"], max_retries=settings["retries"])
 
 
 def failure(exc: BaseException, settings: dict[str, Any]) -> EngineError:
     """One line for a request that failed for good (after the SDK's retries): `chat.sdk_failure`."""
     import openai
 
-    var = settings["api_key_env"] or (DEFAULT_KEY_ENV if settings["base_url"] is None else None)
+    var = settings["api_key_env"] or (PROVIDER.key_env if settings["base_url"] is None else None)
     refused = f"the API key in ${var}" if var else "the request without a key (give --api-key-env)"
-    return sdk_failure(exc, openai, _where(settings), settings, refused)
+    return sdk_failure(exc, openai, PROVIDER.where(settings), settings, refused)
 
 
 def snapshot_of(reply: Any) -> str:
@@ -156,27 +113,17 @@ def prepare(model: str, options: BackendOptions) -> OpenAIChatPrepared:
     """Ask the provider once (a 1-token request) which snapshot answers for `model`, and (unless `extensions` is
     set) whether the server is vLLM, whose sampling extensions are then used and whose version joins the model key;
     compute the model key. No weights, no tokenizer."""
-    import openai
-
     validate_options(options)
-    settings = _settings(options)
+    settings = PROVIDER.settings(options)
     version = server_version(settings)
     extensions = settings["extensions"] if settings["extensions"] is not None else version is not None
-    client = make_client(settings)
-    try:
-        reply = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say OK."}],
-                                               max_completion_tokens=1, temperature=0.0, seed=0)
-    except openai.NotFoundError as exc:
-        raise UsageError(f"{_where(settings)} has no model {model!r}: {provider_message(exc)}") from None
-    except openai.OpenAIError as exc:
-        raise failure(exc, settings) from None
-    finally:
-        client.close()
+    reply = first_reply(PROVIDER, settings, model, make_client(settings), lambda client: client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Say OK."}], max_completion_tokens=1, temperature=0.0,
+        seed=0), failure)
     snapshot = snapshot_of(reply)
-    spec = ModelSpec(name=model, source=model, revision=snapshot or None, kind="causal", dtype=PROVIDER_DTYPE,
-                     tokenizer=None, bos_policy="none", backend=NAME, backend_version=version)
-    return OpenAIChatPrepared(spec=spec, settings={**settings, "extensions": extensions}, snapshot=snapshot,
-                              where=_where(settings), backend=OpenAIChatBackend)
+    return OpenAIChatPrepared(spec=PROVIDER.spec(model, snapshot or None, version),
+                              settings={**settings, "extensions": extensions}, snapshot=snapshot,
+                              where=PROVIDER.where(settings), backend=OpenAIChatBackend)
 
 
 class OpenAIChatPrepared(ChatPrepared):
@@ -194,8 +141,7 @@ class OpenAIChatPrepared(ChatPrepared):
             raise UsageError(f"{self.where} takes no top_k (OpenAI's API has none): pass --top-k 0 (no top-k "
                              f"truncation, stored as 0), or --engine-arg extensions=true for a server that takes "
                              f"vLLM's extensions")
-        if settings.min_new_tokens:
-            raise UsageError(f"{self.where} cannot forbid stopping early: pass --min-new-tokens 0")
+        super().check_sampling(settings)
 
 
 class OpenAIChatBackend(ChatBackend):
@@ -204,6 +150,11 @@ class OpenAIChatBackend(ChatBackend):
     name = NAME
     capabilities = CAPABILITIES
     connect = staticmethod(make_client)
+
+    def __init__(self, prepared: OpenAIChatPrepared, client: Any = None) -> None:
+        super().__init__(prepared, client)
+        #: custom id -> whether log-probabilities were asked, of the batch this process submitted
+        self._batch_logprobs: dict[str, bool] = {}
 
     def body(self, messages: Sequence[dict], seed: int | None, settings: SamplingSettings, *,
              prefill: str | None = None, top_logprobs: int | None = None) -> dict[str, Any]:
@@ -238,11 +189,6 @@ class OpenAIChatBackend(ChatBackend):
         if self.batch:
             return run_batched(self, bodies)
         return call_all(self._one, bodies, self.settings["max_concurrency"])
-
-    @property
-    def batch(self) -> bool:
-        """Whether requests go through OpenAI's Batch API (`--batch`; `run_batched`, the runner sets `journal`)."""
-        return bool(self.settings["batch"])
 
     def submit_batch(self, requests: Sequence[tuple[str, dict]]) -> str:
         """Upload the requests as a JSONL file and create a batch over /v1/chat/completions; its id."""
@@ -287,9 +233,9 @@ class OpenAIChatBackend(ChatBackend):
             errors = self.client.files.content(batch.error_file_id).text if batch.error_file_id else ""
         except openai.OpenAIError as exc:
             raise failure(exc, self.settings) from None
-        logprobs = getattr(self, "_batch_logprobs", {})
+        logprobs = self._batch_logprobs
         out: dict[str, ChatReply] = {}
-        self.batch_errors: dict[str, str] = {}
+        self.batch_errors = {}
         for line in [*output.splitlines(), *errors.splitlines()]:
             if not line.strip():
                 continue
@@ -317,7 +263,7 @@ class OpenAIChatBackend(ChatBackend):
     def reply(self, reply: Any, logprobs: bool) -> ChatReply:
         """A `ChatReply` of the SDK's response, checked: one choice with a message, the snapshot the run began
         with, and the log-probabilities asked for."""
-        where = _where(self.settings)
+        where = PROVIDER.where(self.settings)
         snapshot = snapshot_of(reply)
         check_snapshot(where, snapshot, self.snapshot)
         choices = getattr(reply, "choices", None) or []

@@ -155,6 +155,33 @@ def get(name: str) -> ModuleType:
     return module
 
 
+@dataclass(frozen=True)
+class Declaration:
+    """What an engine module declares, typed, as the runners read it (nothing is probed on an engine object).
+
+    Attributes
+    ----------
+    name : the engine's name (`NAME`).
+    capabilities : what it serves (`CAPABILITIES`, names of `base`).
+    why_not : the reason it gives, per capability it lacks, for refusing a protocol that needs it (`WHY_NOT`,
+        optional; {} where it declares none).
+    flags : its shortcut flags (`FLAGS`, optional; see `base.Flag`).
+    """
+
+    name: str
+    capabilities: frozenset[str]
+    why_not: dict[str, str]
+    flags: tuple[Any, ...]
+
+
+def declaration(module: ModuleType) -> Declaration:
+    """The `Declaration` of an engine module (one `get` returned): its required `NAME` and `CAPABILITIES` and its
+    optional `WHY_NOT` and `FLAGS`."""
+    why = getattr(module, "WHY_NOT", None) or {}
+    return Declaration(str(module.NAME), frozenset(module.CAPABILITIES),
+                       {str(k): str(v) for k, v in dict(why).items()}, tuple(getattr(module, "FLAGS", None) or ()))
+
+
 # ---------------------------------------------------------------------------------------------- shortcut flags
 @dataclass(frozen=True)
 class EngineFlag:
@@ -186,7 +213,7 @@ def flags() -> tuple[list[EngineFlag], list[str]]:
     for name in names():
         try:
             module = get(name)
-            declared = tuple(getattr(module, "FLAGS", ()))  # optional: an engine without shortcut flags
+            declared = declaration(module).flags  # optional: an engine without shortcut flags
             fields = module.Options.model_fields
         except Exception:  # an engine that cannot be used declares no flags; `runners backends` says why
             continue

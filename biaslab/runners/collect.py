@@ -95,7 +95,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     handle = _handle(config, module, loaded)  # a model that cannot be read stops here: no warehouse file is touched
     try:
         capabilities = handle.backend.capabilities if handle.backend is not None else module.CAPABILITIES
-        needs = protocol.require(config.backend, capabilities, handle.spec.kind, getattr(module, "WHY_NOT", None))
+        needs = protocol.require(config.backend, capabilities, handle.spec.kind, engines.declaration(module).why_not)
         handle.prepared.verify(needs)  # a server is asked what the protocol needs
         protocol.check_engine(handle.prepared)
         # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
@@ -112,7 +112,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             notes += _setup_lines(config, handle, threads, how)
             with runs.finishing(wh, run_id, protocol.table) as stats:
                 backend = handle.load_if(wh, work.count)
-                if getattr(backend, "batch", False):  # a chat API's batch mode: its batches are recorded here
+                if backend is not None and backend.batch:  # a chat API's batch mode: its batches are recorded here
                     from .batches import BatchJournal
 
                     backend.journal = BatchJournal(wh, handle.model_key, config.backend, run_id)
@@ -199,10 +199,9 @@ def _billed(prepared, protocol, work, confirm) -> list[str]:
     nothing sent, no run row); [] for other engines or nothing pending."""
     from ..errors import UsageError
 
-    estimate = getattr(prepared, "estimate", None)
-    if estimate is None or not work.count:
+    if not prepared.billed or not work.count:
         return []
-    planned = estimate(*protocol.planned(work))
+    planned = prepared.estimate(*protocol.planned(work))
     why = planned.refused()
     if why:
         raise UsageError(f"{planned.line()}: {why}")

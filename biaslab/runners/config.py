@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from ..engines import DEFAULT_BACKEND
+from ..engines import DEFAULT_BACKEND, declaration
 from ..engines.base import BackendOptions
 from ..errors import Unsupported, UsageError
 from ..schema.errors import first_error
@@ -192,5 +192,6 @@ class CollectConfig(BaseModel):
         from .stimuli import check_where
 
         check_where(self.where)
-        plugin.require(module.NAME, module.CAPABILITIES, "causal", getattr(module, "WHY_NOT", None))
+        declared = declaration(module)
+        plugin.require(declared.name, declared.capabilities, "causal", declared.why_not)
         return plugin, module

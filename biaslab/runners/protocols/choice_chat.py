@@ -80,7 +80,7 @@ def collect_chat_samples(wh, backend, pending, seeds: dict, spec: PromptSpec, *,
     done_per_request = {req.request_id: len(todo) for req, todo in pending}
     added = 0
     step = max(1, min(chunk_size, CHAT_CHUNK))  # --chunk-size: the most an interruption loses
-    if getattr(backend, "batch", False):
+    if backend.batch:
         step = len(calls)  # one batch of everything pending (a batch is resumable: its id is stored)
     for start in range(0, len(calls), step):
         chunk = calls[start:start + step]
@@ -223,7 +223,7 @@ def collect_chat_logprobs(wh, backend, requests, spec: PromptSpec, *, params: Sa
     key = backend.spec.model_key
     greedy = SamplingSettings(0.0, params.top_k, 1.0, params.max_new_tokens + lead_allowance(requests[0]))
     added = 0
-    step = len(requests) if getattr(backend, "batch", False) else max(1, min(chunk_size, CHAT_CHUNK))
+    step = len(requests) if backend.batch else max(1, min(chunk_size, CHAT_CHUNK))
     for start in range(0, len(requests), step):
         chunk = list(requests[start:start + step])
         replies = backend.chat([list(r.messages) for r in chunk], [0] * len(chunk), greedy,

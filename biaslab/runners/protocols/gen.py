@@ -172,7 +172,7 @@ def collect_chat_generations(wh, backend, requests: Sequence[GenRequest], pendin
         return 0
     key = backend.spec.model_key
     added = 0
-    if getattr(backend, "batch", False):
+    if backend.batch:
         chunk_size = len(requests)  # one batch of everything pending (resumable: its id is stored)
     for start in range(0, len(requests), chunk_size):
         chunk = [r for r in requests[start:start + chunk_size] if r.request_id in pending]

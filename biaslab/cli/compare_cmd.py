@@ -19,7 +19,7 @@ from .frames import print_frame
 SHOWN = {"measure": "measure", "group": "group", "value_a": "A", "value_b": "B",
          "estimate": "A - B", "ci_low": "CI low", "ci_high": "CI high", "p_value": "p", "p_holm": "p Holm",
          "p_bh": "p BH", "effect_size": "effect",
-         "n_items": "n", "n_excluded": "left out", "mark": "mark"}
+         "n_items": "n", "n_excluded": "left out", "valid": "valid A / B", "mark": "mark"}
 
 
 def _studies_with_comparisons() -> list[str]:
@@ -28,14 +28,35 @@ def _studies_with_comparisons() -> list[str]:
     return [n for n, s in studies().items() if s.compare is not None]
 
 
-def display_frame(table: pd.DataFrame, within: bool) -> pd.DataFrame:
+def _share(value: float) -> str:
+    return "-" if pd.isna(value) else f"{value:.2f}"
+
+
+def _mark(row, min_coverage: float) -> str:
+    """Why a row is marked: too few items paired, a side's valid share below the threshold, or both."""
+    if not row["low_coverage"]:
+        return ""
+    why = ["low coverage"] if not row["coverage"] >= min_coverage else []
+    if any(share < min_coverage for share in (row["valid_share_a"], row["valid_share_b"])):
+        why.append("low valid share")
+    return ", ".join(why) or "low coverage"
+
+
+def display_frame(table: pd.DataFrame, within: bool, min_coverage: float = DEFAULT_MIN_COVERAGE) -> pd.DataFrame:
     """The terminal view of a comparison table: one section per pair of settings (or setting), the columns of
-    SHOWN, and `mark` "low coverage" where the row rests on too few items."""
+    SHOWN (the valid shares where the study has them), and `mark` where the row rests on too few items ("low
+    coverage") or on too few valid answers on a side ("low valid share")."""
     out = pd.DataFrame({"setting": (table["setting_a"] if within else
                                     "A = " + table["setting_a"] + " · B = " + table["setting_b"])})
+    import numpy as np
+
+    shares = table[["valid_share_a", "valid_share_b"]].to_numpy(float)
     for column in SHOWN:
         if column == "mark":
-            out["mark"] = ["low coverage" if low else "" for low in table["low_coverage"]]
+            out["mark"] = [_mark(row, min_coverage) for _, row in table.iterrows()]
+        elif column == "valid":
+            if np.isfinite(shares).any():
+                out["valid"] = [f"{_share(a)} / {_share(b)}" for a, b in shares]
         else:
             out[column] = table[column]
     if within:
@@ -56,7 +77,9 @@ def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
             f"unit per measure: {units}.",
             f"effect: {', '.join(kinds)} (d_z = mean difference / sd of differences; cohen_q = atanh(rho_A) - "
             "atanh(rho_B); cohen_g = n10 / (n10 + n01) - 1/2).",
-            f"mark: low coverage = fewer than {min_coverage:.0%} of the items either side has are paired."]
+            f"mark: low coverage = fewer than {min_coverage:.0%} of the items either side has are paired; low "
+            f"valid share = a side's mean share of valid answers over its items is below {min_coverage:.0%} (as "
+            "`biaslab metrics` marks a score)."]
 
 
 @click.command("compare")
@@ -84,7 +107,8 @@ def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
               help="compare options: the study's unit, a stimuli column or attrs key holding whole items (default: "
                    "the spec's `unit:`, else the item); the bootstrap and the permutations resample it.")
 @click.option("--min-coverage", type=click.FloatRange(0, 1), default=DEFAULT_MIN_COVERAGE, show_default=True,
-              help="Mark rows resting on less than this share of the items either side has.")
+              help="Mark rows resting on less than this share of the items either side has, or on a valid share "
+                   "below it on either side.")
 def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | None, within: bool, bootstrap: int,
                     permutations: int, seed: int, dataset: str | None, by: tuple[str, ...], unit: str | None,
                     min_coverage: float) -> None:
@@ -102,6 +126,7 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     `unit:` or --unit, else the item).
     """
     from ..errors import UsageError
+    from ..metrics.compare.core import valid_share_gap
     from ..metrics.studies import compare
     from ..warehouse.handle import open_warehouse
 
@@ -122,8 +147,11 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
         table.to_csv(sys.stdout, index=False)
         return
     width = shutil.get_terminal_size((120, 24)).columns
-    shown = display_frame(table, within)
+    shown = display_frame(table, within, min_coverage)
     notes = [n for n in dict.fromkeys(shown.pop("note")) if n]
+    gap = valid_share_gap(table)
+    if gap:
+        notes.insert(0, gap)
     title = f"{study}: {'conditions within each setting' if within else 'paired differences between settings'}"
     print_frame(title, shown, width=width, out=sys.stdout)
     for text in [*notes, *legend(table, within, min_coverage)]:

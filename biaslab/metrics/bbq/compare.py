@@ -45,6 +45,7 @@ def _rows(frame: pd.DataFrame, measure: str, group: pd.Series, value, covariate=
     out["cluster"] = (frame["category"].astype(str) + "." + frame["question_index"].astype(str)).to_numpy()
     out["value"] = np.asarray(value, dtype=float)
     out["covariate"] = np.broadcast_to(np.asarray(covariate, dtype=float), len(frame)).copy()
+    out["valid"] = frame["valid_mass"].to_numpy(float)  # the example's valid mass (NaN for prob: none invalid)
     return out
 
 

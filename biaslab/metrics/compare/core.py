@@ -22,8 +22,7 @@ from .paired import (Paired, Statistic, benjamini_hochberg, binary_difference, h
                      ratio_difference, spearman_rows, statistic_difference)
 
 __all__ = ["Measure", "Observations", "COLUMNS", "compare_observations", "setting_labels", "with_settings",
-           "resolve_settings",
-           "DEFAULT_MIN_COVERAGE"]
+           "resolve_settings", "valid_share", "valid_share_gap", "VALID_SHARE_FACTOR", "DEFAULT_MIN_COVERAGE"]
 
 
 KINDS = ("mean", "binary", "spearman", "statistic", "ratio")
@@ -31,7 +30,10 @@ KINDS = ("mean", "binary", "spearman", "statistic", "ratio")
 #: the columns of a comparison table, in order
 COLUMNS = ["study", "measure", "group", "setting_a", "setting_b", "value_a", "value_b", "estimate", "ci_low",
            "ci_high", "p_value", "p_holm", "p_bh", "test", "effect_size", "effect_kind", "n_items", "n_excluded",
-           "coverage", "low_coverage", "unit", "n_units", "model_key_a", "model_key_b", "note"]
+           "coverage", "valid_share_a", "valid_share_b", "low_coverage", "unit", "n_units", "model_key_a",
+           "model_key_b", "note"]
+#: two settings whose valid shares differ by more than this factor on a row are named in one line under the table
+VALID_SHARE_FACTOR = 2.0
 
 #: how many excluded item ids a note names
 NAMED_ITEMS = 5
@@ -77,7 +79,10 @@ class Observations:
     """What a study offers `biaslab compare`.
 
     values : one row per (setting_id, measure, group, item): value (NaN where the item has no valid value in that
-        setting, e.g. no valid answer), cluster (the item's unit) and covariate (NaN where the measure has none).
+        setting, e.g. no valid answer), cluster (the item's unit), covariate (NaN where the measure has none) and,
+        optionally, valid (the item's share of valid answers in that setting, in [0, 1]; NaN or absent where the
+        evidence has no invalid answers, e.g. scored sentences): a side's valid share is its mean over the side's
+        items (`valid_share`).
     settings : one row per setting: setting_id (its id in `values`), label (what people read and type), model_key,
         and the columns that tell settings apart.
     measures : the `Measure`s by name.
@@ -257,10 +262,22 @@ def _test(measure: Measure, joined: pd.DataFrame, *, bootstrap: int, permutation
     return result, pairs.units
 
 
+def valid_share(part: pd.DataFrame) -> float:
+    """A side's valid share: the mean `valid` over its items, those without a value included (an item with no
+    valid answer has valid 0 and no value: leaving it out would hide it), as `metrics options` computes
+    1 - invalid_mass over every item of a group; NaN where the study gives none."""
+    if "valid" not in part.columns:
+        return float("nan")
+    valid = part["valid"].to_numpy(float)
+    valid = valid[np.isfinite(valid)]
+    return float(valid.mean()) if valid.size else float("nan")
+
+
 def _row(measure: Measure, part_a: pd.DataFrame, part_b: pd.DataFrame, sides: tuple[str, str], *, bootstrap: int,
          permutations: int, seed: int, min_coverage: float) -> dict | None:
     """One comparison's values (the COLUMNS a study and its settings do not fix); None when the measure has no
-    value on either side."""
+    value on either side. Marked (`low_coverage`) as `metrics` marks a score: the items paired cover less than
+    `min_coverage` of the items either side has, or either side's valid share is below it."""
     paired = _pair(part_a, part_b)
     if paired is None:
         return None
@@ -268,11 +285,31 @@ def _row(measure: Measure, part_a: pd.DataFrame, part_b: pd.DataFrame, sides: tu
     result, units = _test(measure, joined, bootstrap=bootstrap, permutations=permutations, seed=seed)
     n, excluded = len(joined), sum(len(ids) for ids in left.values())
     coverage = n / (n + excluded) if n + excluded else float("nan")
+    shares = valid_share(part_a), valid_share(part_b)
+    low = not coverage >= min_coverage or any(share < min_coverage for share in shares)
     return {"value_a": result.value_a, "value_b": result.value_b, "estimate": result.estimate,
             "ci_low": result.ci_low, "ci_high": result.ci_high, "p_value": result.p_value, "test": result.test,
             "effect_size": result.effect_size, "effect_kind": result.effect_kind, "n_items": n, "n_excluded": excluded,
-            "coverage": coverage, "low_coverage": bool(not coverage >= min_coverage), "unit": measure.unit,
-            "n_units": units, "note": _excluded_note(measure.item, left, *sides)}
+            "coverage": coverage, "valid_share_a": shares[0], "valid_share_b": shares[1], "low_coverage": bool(low),
+            "unit": measure.unit, "n_units": units, "note": _excluded_note(measure.item, left, *sides)}
+
+
+def valid_share_gap(table: pd.DataFrame, factor: float = VALID_SHARE_FACTOR) -> str:
+    """One line naming the rows whose two settings' valid shares differ by more than `factor` (their values rest on
+    answers of very different validity), "" for none."""
+    if table.empty or "valid_share_a" not in table.columns:
+        return ""
+    a, b = table["valid_share_a"].to_numpy(float), table["valid_share_b"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.maximum(a, b) / np.minimum(a, b)
+    gap = np.isfinite(a) & np.isfinite(b) & ((ratio > factor) | ((np.minimum(a, b) == 0) & (np.maximum(a, b) > 0)))
+    if not gap.any():
+        return ""
+    first = table[gap].iloc[0]
+    return (f"valid shares differ by more than {factor:g}x on {int(gap.sum())} of {len(table)} rows (e.g. "
+            f"{first['measure']} · {first['group']}: {first['setting_a']} {first['valid_share_a']:.3g} vs "
+            f"{first['setting_b']} {first['valid_share_b']:.3g}): their values rest on answers of very different "
+            f"validity")
 
 
 def _families(obs: Observations, between: Sequence[str] | None, within: bool) -> list[tuple[str, str]]:
@@ -308,8 +345,8 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
     within : compare the study's condition pairs inside each setting (or inside the two `between` settings) instead.
     bootstrap, permutations, seed : cluster-bootstrap resamples, permutations, the generator's seed (each row
         starts from the same seed, so a row does not depend on which others are computed).
-    min_coverage : rows whose items cover less than this share of the items either side has are marked
-        (`low_coverage`).
+    min_coverage : rows whose items cover less than this share of the items either side has, or where either
+        side's valid share is below it, are marked (`low_coverage`).
 
     Returns
     -------
@@ -330,7 +367,9 @@ def compare_observations(obs: Observations, *, between: Sequence[str] | None = N
         if within:
             plan = [(m, ga, gb, f"{ga} vs {gb}") for m, ga, gb in obs.within]
         else:
-            plan = [(m, g, g, g) for (s, m, g) in grouped if s == sa and obs.measures[m].between]
+            # the groups either setting has, in the values' order: the same rows whichever setting is A
+            plan = [(m, g, g, g) for (m, g) in dict.fromkeys((m, g) for (s, m, g) in grouped if s in (sa, sb))
+                    if obs.measures[m].between]
         for measure_name, ga, gb, group in plan:
             empty = obs.values.iloc[:0]
             part_a, part_b = grouped.get((sa, measure_name, ga), empty), grouped.get((sb, measure_name, gb), empty)

@@ -42,6 +42,8 @@ MEASURES = {m.name: m for m in (
 
 def _long(frame: pd.DataFrame, measure: str, group: pd.Series | str, item: pd.Series, value: pd.Series,
           covariate: pd.Series | None = None) -> pd.DataFrame:
+    """The rows of one measure; `valid` is the template's valid share in that context (and order) where the
+    frame has it (`p_valid`), so a comparison is marked where the answers were rarely valid."""
     out = frame[SETTING].copy()
     out["measure"] = measure
     out["group"] = group
@@ -49,6 +51,7 @@ def _long(frame: pd.DataFrame, measure: str, group: pd.Series | str, item: pd.Se
     out["cluster"] = out["item"]
     out["value"] = value.to_numpy(float)
     out["covariate"] = np.nan if covariate is None else covariate.to_numpy(float)
+    out["valid"] = frame["p_valid"].to_numpy(float) if "p_valid" in frame.columns else np.nan
     return out
 
 
@@ -78,7 +81,7 @@ def observations(handle) -> Observations:
     parts = [_long(pooled, "p_f", pooled["context"], pooled["item_id"], pooled["p_f"]),
              _long(pooled, "p_valid", pooled["context"], pooled["item_id"], pooled["p_valid"])]
     # KL needs p(f) in all five contexts; a template without is a missing value (NaN), not a dropped row
-    kl = pooled[pooled["context"].isin(COMPARED)][[*SETTING, "item_id", "context"]].merge(
+    kl = pooled[pooled["context"].isin(COMPARED)][[*SETTING, "item_id", "context", "p_valid"]].merge(
         kl_long.drop(columns="option_order"), on=[*SETTING, "item_id", "context"], how="left")
     parts.append(_long(kl, "kl_bits", kl["context"], kl["item_id"], kl["kl_bits"]))
     rated = pooled[pooled["stereotype_rating"].notna()]

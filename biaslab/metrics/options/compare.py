@@ -70,11 +70,14 @@ def _group_text(frame: pd.DataFrame, by: Sequence[str]) -> pd.Series:
 
 def _long(frame: pd.DataFrame, measure: str, group: pd.Series, item: pd.Series, cluster: pd.Series,
           value) -> pd.DataFrame:
+    """The rows of one measure; `valid` is the item's (or stimulus's) valid mass (NaN for 'prob', whose scored
+    options have no invalid answers)."""
     out = frame[KEY].copy()
     out["measure"], out["group"] = measure, group.to_numpy()
     out["item"], out["cluster"] = item.astype(str).to_numpy(), cluster.astype(str).to_numpy()
     out["value"] = np.asarray(value, dtype=float)
     out["covariate"] = np.nan
+    out["valid"] = frame["valid_mass"].to_numpy(float) if "valid_mass" in frame.columns else np.nan
     return out
 
 
@@ -109,7 +112,9 @@ def observations(handle, dataset: str | None = None, by: Sequence[str] = (), all
     parts.append(_long(valid, "valid_mass", _group_text(valid, by), valid["item_id"], valid["item_id"].map(unit_of),
                        valid["valid_mass"]))
     if probs["gold_label"].notna().any():
-        scores = stats.stimulus_scores(probs, by)
+        scores = stats.stimulus_scores(probs, by).merge(
+            probs.drop_duplicates([*KEY, "stimulus_id"])[[*KEY, "stimulus_id", "valid_mass"]],
+            on=[*KEY, "stimulus_id"], how="left")
         item = scores["stimulus_id"].map(probs.drop_duplicates("stimulus_id").set_index("stimulus_id")["item_id"])
         cluster = item.map(unit_of)
         signed = np.where(scores["correct"], 1.0, -1.0) * scores["confidence"].to_numpy(float)

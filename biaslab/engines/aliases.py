@@ -197,5 +197,21 @@ def resolve_gguf_file(path: Path, revision: str) -> ResolvedAlias:
     return convert_gguf(path, folder, str(path), revision, what=path.name)
 
 
+def converted_folder(source: str, revision: str | None) -> Path | None:
+    """The folder in the cache that a stored model's `source` and `revision` were converted into (an alias, a
+    `.gguf` file), found by its stamp without converting or loading anything; None when there is none here."""
+    root = cache_dir()
+    if not root.is_dir():
+        return None
+    for stamp in sorted(root.glob(f"*/{STAMP}")):
+        try:
+            found = _stamped(stamp.parent)
+        except (OSError, ValueError, KeyError):  # a damaged stamp names no folder
+            continue
+        if found is not None and found.source == source and (revision is None or found.revision == revision):
+            return found.folder
+    return None
+
+
 ALIASES = {"smollm2-135m": resolve_smollm2, "gemma3-270m": resolve_gemma3}
 DEFAULT_MODEL = "smollm2-135m"

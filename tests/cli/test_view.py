@@ -149,3 +149,38 @@ def test_pages_load_in_chromium_without_console_messages(db, tmp_path):
                 assert urlparse(href).path.startswith(("/", "/stimulus/", "/study/", "/stimuli"))
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("value", ["\x00", "view-demo\x00", "x" * 5000, "view-demo' OR 1=1 --", "../../etc/passwd"])
+def test_a_crafted_dataset_value_is_a_404_page_never_sql(db, value):
+    client = create_app(db).test_client()
+    response = client.get("/study/options", query_string={"dataset": value})
+    body = response.get_data(as_text=True)
+    assert response.status_code == 404 and "Traceback" not in body and "no dataset with options named" in body
+    assert len(body) < 20000  # a huge value is not echoed whole
+    searched = client.get("/stimuli", query_string={"dataset": value, "text": value, "model": value})
+    assert searched.status_code in (200, 400, 404) and "Traceback" not in searched.get_data(as_text=True)
+
+
+def test_token_text_comes_from_the_models_own_record(tmp_path, tiny_gpt2_dir, monkeypatch):
+    """A stored model whose source is an alias or a .gguf file finds the folder it was converted into (by its
+    stamp); a local folder is itself; a hosted chat model has no tokenizer; anything else is a hub id."""
+    import json
+    import shutil
+
+    from biaslab.cli.view.queries import _tokenizer, tokenizer_place
+    from biaslab.engines import aliases
+
+    monkeypatch.setattr(aliases, "cache_dir", lambda: tmp_path / "cache")
+    folder = tmp_path / "cache" / "converted"
+    shutil.copytree(tiny_gpt2_dir, folder)
+    (folder / aliases.STAMP).write_text(json.dumps({"source": "pkg==1.0:model.Q4_1.gguf", "revision": "abc"}))
+    assert tokenizer_place("pkg==1.0:model.Q4_1.gguf", "abc", "hf") == str(folder)
+    assert tokenizer_place("pkg==1.0:model.Q4_1.gguf", "other-revision", "hf") == "pkg==1.0:model.Q4_1.gguf"
+    assert tokenizer_place(str(tiny_gpt2_dir), None, "hf") == str(tiny_gpt2_dir)
+    assert tokenizer_place("gpt-4o", "gpt-4o-2024-08-06", "openai-chat") is None
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert tokenizer_place(str(gguf), "r", "hf") is None  # a file never converted here has no tokenizer
+    tokenizer = _tokenizer(tokenizer_place("pkg==1.0:model.Q4_1.gguf", "abc", "hf"))
+    assert tokenizer is not None and tokenizer.decode(tokenizer("she said")["input_ids"]) == "she said"

@@ -112,6 +112,14 @@ def _study_page(db: str, name: str, dataset: str):
     datasets = list(entry.dataset_names)
     tables, message = {}, ""
     with open_warehouse(db) as handle:
+        # the datasets with options, read with no value of the URL in the SQL; ?dataset= must be one of them, so
+        # no URL value (a NUL byte, a huge or crafted string) ever reaches a query
+        option_datasets = [d for (d,) in handle.warehouse.rows("SELECT DISTINCT dataset FROM option_probs "
+                                                               "ORDER BY 1")] if name == "options" else []
+        if name == "options" and dataset and dataset not in option_datasets:
+            shown = repr(dataset[:60]) + (" (cut)" if len(dataset) > 60 else "")
+            abort(404, description=f"no dataset with options named {shown}; datasets: "
+                                   f"{', '.join(option_datasets) or 'none'}")
         try:
             if name == "options":
                 if not dataset:
@@ -122,8 +130,6 @@ def _study_page(db: str, name: str, dataset: str):
                 tables = entry.function(handle)
         except BiaslabError as exc:
             message = str(exc)
-        option_datasets = [d for (d,) in handle.warehouse.rows("SELECT DISTINCT dataset FROM option_probs "
-                                                               "ORDER BY 1")] if name == "options" else []
     shown = {t: tables[t] for t in STUDY_TABLES.get(name, list(tables)) if t in tables and not tables[t].empty}
     default = dataset or (datasets[0] if len(datasets) == 1 else "")
     return render_template("study.html", name=name, description=entry.description, tables=shown, message=message,

@@ -195,10 +195,29 @@ def _tokenizer(source: str):
         return None
 
 
+def tokenizer_place(source: str | None, revision: str | None, backend: str | None) -> str | None:
+    """Where a stored model's tokenizer is on this machine, from the model's own record: its local folder, the
+    folder its alias or `.gguf` file was converted into (`engines.aliases.converted_folder`), or its hub id (read
+    from the local cache only); None for a hosted chat model (no tokenizer) or no source."""
+    from ...engines.aliases import converted_folder
+
+    if not source or backend in ("openai-chat", "anthropic", "gemini"):
+        return None
+    folder = Path(source)
+    if folder.is_dir():
+        return str(folder)
+    converted = converted_folder(source, revision)
+    if converted is not None:
+        return str(converted)
+    return None if folder.exists() else source  # a file that is not converted has no tokenizer; else a hub id
+
+
 def decoder(wh, model_key: str):
-    """f(token id) -> its text under the model's tokenizer (loaded from disk only), or "#id" without one."""
-    found = wh.rows("SELECT source FROM models WHERE model_key = ?", [model_key])
-    tokenizer = _tokenizer(found[0][0]) if found and found[0][0] and Path(found[0][0]).exists() else None
+    """f(token id) -> its text under the model's tokenizer (loaded from disk only: `tokenizer_place`), or "#id"
+    without one."""
+    found = wh.rows("SELECT source, revision, backend FROM models WHERE model_key = ?", [model_key])
+    place = tokenizer_place(*found[0]) if found else None
+    tokenizer = _tokenizer(place) if place else None
 
     def decode(token_id: int) -> str:
         if tokenizer is None:

@@ -13,13 +13,17 @@ differences between two settings (`biaslab compare`). ``biaslab.load("winopron",
 Imported on first use, so ``import biaslab`` stays light.
 """
 
-from importlib.metadata import PackageNotFoundError, version as _version
 
-try:  # one place for the version: pyproject.toml, read from the installed metadata
-    __version__ = _version("biaslab")
-except PackageNotFoundError:  # a source tree on sys.path without an install (e.g. the GPU kit's PYTHONPATH copy)
-    __version__ = "0+unknown"
-del PackageNotFoundError, _version
+def _installed_version() -> str:
+    """One place for the version: pyproject.toml, read from the installed metadata on first use (reading it costs
+    tens of milliseconds that `biaslab --help` does not need)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("biaslab")
+    except PackageNotFoundError:  # a source tree on sys.path without an install (e.g. the GPU kit's PYTHONPATH copy)
+        return "0+unknown"
+
 
 _LAZY = {
     "open": ("biaslab.warehouse.handle", "open_warehouse"),
@@ -44,6 +48,9 @@ __all__ = ["__version__", *_LAZY]
 
 
 def __getattr__(name: str):
+    if name == "__version__":
+        globals()["__version__"] = found = _installed_version()
+        return found
     if name in _LAZY:
         import importlib
 

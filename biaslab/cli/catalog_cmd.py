@@ -4,26 +4,11 @@ from __future__ import annotations
 
 import click
 
-from ..warehouse.handle import open_warehouse
 from .common import db_option, emit, format_option
 
 MODEL_COLUMNS = ["model_name", "dtype", "quantization", "converted_from", "backend", "kind", "model_key"]
 BRIEF_COLLECTION_COLUMNS = ["model_name", "dtype", "backend", "dataset", "protocol", "settings", "stimuli",
                             "requests", "stored", "pending", "last_run", "last_status", "model_key"]
-
-
-def model_rows(handle):
-    """(columns, rows) of the registered models of a `biaslab.open` handle."""
-    frame = handle.models()[MODEL_COLUMNS]
-    frame = frame.astype(object).where(frame.notna(), None)  # an unrecorded converted_from shows empty, not "nan"
-    return MODEL_COLUMNS, list(frame.itertuples(index=False, name=None))
-
-
-def collection_rows(handle, columns=BRIEF_COLLECTION_COLUMNS):
-    """(columns, rows) of the collections (see `biaslab.warehouse.catalog.collections`)."""
-    frame = handle.collections()[list(columns)]
-    frame = frame.astype(object).where(frame.notna(), None)
-    return list(columns), list(frame.itertuples(index=False, name=None))
 
 
 @click.command("models")
@@ -33,8 +18,11 @@ def models_command(db: str, fmt: str) -> None:
     """List the registered models: name, dtype, quantization, converted_from (the quantized file the weights were
     de-quantized from, e.g. "gguf Q4_K_M"), backend ('hf' where the record names none), kind and model_key (the
     hash that identifies the model in every result table). Read-only."""
-    with open_warehouse(db) as handle:
-        columns, rows = model_rows(handle)
+    from ..warehouse import Warehouse
+    from ..warehouse.catalog import model_records
+
+    with Warehouse.open(db, read_only=True) as wh:
+        columns, rows = model_records(wh, MODEL_COLUMNS)
     emit(columns, rows, fmt, title=f"models ({db})")
 
 
@@ -49,8 +37,9 @@ def collections_command(db: str, fmt: str, all_columns: bool) -> None:
     --limit run leaves the rest pending), last run = the latest run of that model, dataset and protocol whose
     recorded settings equal the collection's (mode, T, top_k, top_p, tokens, prompt version; sample mode and gen also
     the seed; prob the scheme), with its status. Read-only."""
-    from ..warehouse.catalog import COLLECTION_COLUMNS
+    from ..warehouse import Warehouse
+    from ..warehouse.catalog import COLLECTION_COLUMNS, collection_records
 
-    with open_warehouse(db) as handle:
-        columns, rows = collection_rows(handle, COLLECTION_COLUMNS if all_columns else BRIEF_COLLECTION_COLUMNS)
+    with Warehouse.open(db, read_only=True) as wh:
+        columns, rows = collection_records(wh, COLLECTION_COLUMNS if all_columns else BRIEF_COLLECTION_COLUMNS)
     emit(columns, rows, fmt, title=f"collections ({db})")

@@ -18,7 +18,6 @@ from typing import Any, TextIO
 import click
 import duckdb
 
-from .. import __version__
 from ..errors import BiaslabError, UsageError, bug_report
 from ..metrics.text import printable
 from ..warehouse import DEFAULT_DB
@@ -110,6 +109,8 @@ class Group(click.Group):
                 interrupted()
             sys.stdout.flush()
             traceback.print_exc(file=sys.stderr)
+            from .. import __version__
+
             click.echo(bug_report(__version__), err=True)
             raise click.exceptions.Exit(1) from None
 

@@ -8,12 +8,15 @@ import shutil
 import sys
 import textwrap
 
+from typing import TYPE_CHECKING
+
 import click
-import pandas as pd
 
 from ..metrics.coverage import DEFAULT_MIN_COVERAGE
 from .common import db_option, format_option
-from .frames import print_frame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: what the terminal table shows, and the header it shows it under
 SHOWN = {"measure": "measure", "group": "group", "value_a": "A", "value_b": "B",
@@ -29,7 +32,7 @@ def _studies_with_comparisons() -> list[str]:
 
 
 def _share(value: float) -> str:
-    return "-" if pd.isna(value) else f"{value:.2f}"
+    return "-" if value != value else f"{value:.2f}"  # NaN: the study gives no valid share
 
 
 def _mark(row, min_coverage: float) -> str:
@@ -46,10 +49,11 @@ def display_frame(table: pd.DataFrame, within: bool, min_coverage: float = DEFAU
     """The terminal view of a comparison table: one section per pair of settings (or setting), the columns of
     SHOWN (the valid shares where the study has them), and `mark` where the row rests on too few items ("low
     coverage") or on too few valid answers on a side ("low valid share")."""
+    import numpy as np
+    import pandas as pd
+
     out = pd.DataFrame({"setting": (table["setting_a"] if within else
                                     "A = " + table["setting_a"] + " · B = " + table["setting_b"])})
-    import numpy as np
-
     shares = table[["valid_share_a", "valid_share_b"]].to_numpy(float)
     for column in SHOWN:
         if column == "mark":
@@ -153,6 +157,8 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     if gap:
         notes.insert(0, gap)
     title = f"{study}: {'conditions within each setting' if within else 'paired differences between settings'}"
+    from .frames import print_frame
+
     print_frame(title, shown, width=width, out=sys.stdout)
     for text in [*notes, *legend(table, within, min_coverage)]:
         click.echo(textwrap.fill(text, width=width, subsequent_indent="    ", break_on_hyphens=False))

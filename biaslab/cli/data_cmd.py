@@ -6,7 +6,6 @@ import click
 
 from .. import loaders
 from ..loaders.fetch import DEFAULT_TIMEOUT, FetchError, fetch
-from ..loaders.registry import default_data_dir
 from ..warehouse import Warehouse
 from .common import Group, data_dir_option, db_option, emit, format_option
 
@@ -157,7 +156,7 @@ def expand_command(spec: str, out: str | None, name: str | None, max_stimuli: in
 def list_command(data_dir: str | None, db: str, fmt: str, count: bool) -> None:
     """Every known dataset: the built-in ones (folder, whether their files are present, checksum status, licence,
     stimulus count) and your own loaded into --db (source file, protocols, stimuli of the current version)."""
-    root = default_data_dir(data_dir)
+    root = loaders.default_data_dir(data_dir)
     rows = []
     for name, info in sorted(loaders.datasets().items()):
         status = info.verify(root)
@@ -248,7 +247,7 @@ def fetch_command(dataset: str, data_dir: str | None, timeout: float, force: boo
     licence (`biaslab data list`).
     """
     info = loaders.get(dataset)
-    root = default_data_dir(data_dir)
+    root = loaders.default_data_dir(data_dir)
     try:
         result = fetch(info, root, timeout=timeout, force=force)
     except FetchError as exc:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from .. import __version__
-from ..warehouse import Warehouse
 from .common import Group, db_option, debug_option
 from .catalog_cmd import collections_command, models_command
 from .compare_cmd import compare_command
@@ -15,8 +13,19 @@ from .sql_cmd import info_command, sql_command
 from .view_cmd import view_command
 
 
+def _print_version(ctx: click.Context, param, value: bool) -> None:
+    """--version: the installed version, read only when asked (`biaslab.__version__`)."""
+    if not value or ctx.resilient_parsing:
+        return
+    from .. import __version__
+
+    click.echo(f"biaslab, version {__version__}")
+    ctx.exit()
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="biaslab")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 @debug_option
 def biaslab() -> None:
     """biaslab: measure gender and social bias in language models from stored evidence.
@@ -66,6 +75,7 @@ def check_command(db: str, verbose: bool, repair: bool) -> None:
     truncated file is named, where a query reads only the blocks it needs), schema version, duplicate identity keys,
     orphan rows (children without parents, results without stimuli or models), runs left 'running' by a process
     that is gone. Exit status 1 when a problem is found (after --repair, when one remains)."""
+    from ..warehouse import Warehouse
     from ..warehouse.check import check_warehouse, format_findings, ok, repair_stale_runs
 
     if repair:
@@ -117,6 +127,8 @@ def import_command(folder: str, db: str) -> None:
 @db_option
 def migrate_command(db: str) -> None:
     """Create the warehouse, or migrate an older one to this biaslab's schema version."""
+    from ..warehouse import Warehouse
+
     with Warehouse.open(db) as wh:
         version = wh.get_meta("schema_version")
     click.echo(f"{db}: schema version {version}")

@@ -17,7 +17,6 @@ import click
 from ..errors import UsageError
 from ..metrics.coverage import DEFAULT_MIN_COVERAGE
 from .common import Group, db_option, format_option
-from .frames import print_frame
 
 
 class StudyGroup(Group):
@@ -244,6 +243,8 @@ def _emit_frames(public: dict, fmt: str, wide: bool, columns: list[str]) -> None
                 continue
             if notes is not None:  # in a table, a long `note` column would squeeze the others: one line each below
                 frame = frame.drop(columns="note")
+            from .frames import print_frame
+
             print_frame(name, frame, width=width, wide=wide, out=sys.stdout,
                         columns=[c for c in columns if c in frame.columns] or None)
             for note in notes or ():

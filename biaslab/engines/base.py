@@ -38,9 +38,10 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
+if TYPE_CHECKING:  # annotations only: listing engines and their flags (`runners --help`) imports no numpy
+    import numpy as np
 
 # EngineError and Unsupported re-exported here, where the engines have always found them: an engine that failed for
 # good, and a method or combination it cannot serve (e.g. PLL on vLLM; one line, raised before any work is done)

@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -48,6 +46,9 @@ from .models import served_token_ids
 from .openai_http import (BACKOFF_CAP_S, BACKOFF_S, RETRY_STATUSES, Client, ServerError,
                           error_message, token_id)
 from .server_checks import PROBE_K, ServerChecks, known_ids, probe_top_k
+
+if TYPE_CHECKING:  # numpy is imported where evidence is computed, not when the registry reads this module
+    import numpy as np
 
 __all__ = ["NAME", "CAPABILITIES", "Options", "FLAGS", "installed", "engine_settings", "validate_options", "prepare",
            "OpenAIPrepared", "OpenAIBackend", "server_identity", "make_client",
@@ -236,6 +237,8 @@ class OpenAIBackend(EngineBase):
 
     def score(self, sequences: Sequence[Sequence[int]], groups: Sequence[Hashable] | None = None) -> list[np.ndarray]:
         """out[j][i] = log p(seq_j[i+1] | seq_j[:i+1]) from the echoed prompt log-probabilities (float64)."""
+        import numpy as np
+
         bodies = [self._body(seq, max_tokens=1, temperature=0.0, echo=True, logprobs=1) for seq in sequences]
         out = []
         for seq, answer in zip(sequences, self.client.map("completions", bodies)):
@@ -255,6 +258,8 @@ class OpenAIBackend(EngineBase):
 
     def top_k(self, prefixes: Sequence[Sequence[int]], k: int) -> TopK:
         """The `k` most probable next tokens after each prefix (normalized log-probabilities, logsumexp 0)."""
+        import numpy as np
+
         if self.max_top_k is None:  # not verified yet (a backend used directly, not through collect)
             self.verify(frozenset({TOP_K}))
         if not 1 <= k <= self.max_top_k:

@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -49,6 +47,9 @@ from .base import (SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, Prepa
                    TopK, engine_options)
 from ..schema.records import DTYPE_NAMES
 from .models import served_token_ids
+
+if TYPE_CHECKING:  # numpy is imported where evidence is computed, not when the registry reads this module
+    import numpy as np
 
 NAME = "vllm"
 CAPABILITIES = frozenset({SCORE, TOP_K, SAMPLE})
@@ -303,6 +304,8 @@ class VLLMBackend(EngineBase):
     def score(self, sequences: Sequence[Sequence[int]], groups: Sequence[Hashable] | None = None) -> list[np.ndarray]:
         """out[j][i] = log p(seq_j[i+1] | seq_j[:i+1]) (float64), from vLLM's prompt log-probabilities of the given
         ids (`groups` is ignored: vLLM schedules by itself)."""
+        import numpy as np
+
         from vllm import SamplingParams
 
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
@@ -320,6 +323,8 @@ class VLLMBackend(EngineBase):
     # ------------------------------------------------------------------ top-K
     def top_k(self, prefixes: Sequence[Sequence[int]], k: int) -> TopK:
         """The `k` most probable next tokens after each prefix, as normalized log-probabilities (logsumexp 0)."""
+        import numpy as np
+
         from vllm import SamplingParams
 
         if not 1 <= k <= self.max_top_k:

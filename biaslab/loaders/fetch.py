@@ -27,11 +27,13 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import BiaslabError
 from .verify import GIT_BLOB, git_blob_id, pin_matches
-from .dataset import DatasetInfo, Upstream
+
+if TYPE_CHECKING:  # annotations only: the fetcher's defaults are read by `biaslab --help` without the schema
+    from .dataset import DatasetInfo, Upstream
 
 DEFAULT_TIMEOUT = 30.0
 CHUNK = 1 << 16

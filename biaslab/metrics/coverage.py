@@ -16,11 +16,12 @@ Columns added to a study's headline tables (`annotate`):
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["DEFAULT_MIN_COVERAGE", "COVERAGE_COLUMNS", "annotate", "check_min_coverage", "low_coverage_note"]
 
@@ -56,6 +57,9 @@ def annotate(table: pd.DataFrame, *, used: str, loaded: pd.DataFrame | int, evid
     valid_share : the table's column (or a Series aligned with it) of the mean valid share of the units used.
     min_coverage : the threshold of `low_coverage`.
     """
+    import numpy as np
+    import pandas as pd
+
     min_coverage = check_min_coverage(min_coverage)
     if table.empty:
         return table.reindex(columns=[*table.columns, *COVERAGE_COLUMNS])

@@ -1,8 +1,10 @@
 """The views as DuckDB SQL: each `VIEWS` expression compiled against unbound tables of the stored schema
 (`biaslab.schema.evidence`), then the SQL macros (`macros`).
 
-Compiling takes a few tenths of a second, so it happens once per process, on the first connection that needs the
-views (`statements` is cached).
+Compiling takes a few tenths of a second (and imports Ibis and sqlglot), so a warehouse connection runs the
+statements shipped compiled in `biaslab/sql/views.json` (`biaslab.sql.prepared_views`) while they match the sources,
+and compiles here, once per process (`compiled` is cached), only when they do not: `python -m biaslab.views.prepare`
+refreshes the file after a view is edited.
 """
 
 from __future__ import annotations
@@ -53,3 +55,4 @@ def objects() -> list[tuple[str, str]]:
     from .registry import VIEWS
 
     return [(name, "view") for name in VIEWS] + [obj for f in macros.macro_files() for obj in f.provides]
+

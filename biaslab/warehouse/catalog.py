@@ -3,11 +3,17 @@ protocol x settings, with how much is stored and the last run)."""
 
 from __future__ import annotations
 
-import ibis.expr.types as ir
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..errors import Unsupported
-from ..views import DEFAULT_BACKEND, model_labels
+from ..sql.quoting import literal
+
+if TYPE_CHECKING:  # Ibis and pandas where a frame is built: `biaslab info` reads the same rows without them
+    import ibis.expr.types as ir
+    import pandas as pd
+
+#: the engine of a model record that names none (as `biaslab.views.DEFAULT_BACKEND`, which needs Ibis to import)
+DEFAULT_BACKEND = "hf"
 
 #: columns of `collections`
 COLLECTION_COLUMNS = ["model_name", "dtype", "backend", "dataset", "protocol", "settings", "stimuli", "requests",
@@ -101,6 +107,43 @@ ORDER BY c.model_key, c.dataset, c.protocol, c.settings
 """
 
 
+#: the registered models as `models` lists them, in plain SQL (`model_records`)
+MODELS_SQL = f"""
+SELECT name AS model_name, dtype, quant AS quantization, converted_from,
+       coalesce(backend, {literal(DEFAULT_BACKEND)}) AS backend, kind, source, revision, bos_policy, registered_at,
+       model_key
+FROM models ORDER BY registered_at, model_key
+"""
+#: the collections with their models' names, in plain SQL: `model_names_of`'s rule (a key without a model record is
+#: its own name, NULL dtype, DEFAULT_BACKEND)
+NAMED_COLLECTIONS_SQL = f"""
+WITH coll AS ({_COLLECTIONS_SQL})
+SELECT coalesce(m.name, coll.model_key) AS model_name, m.dtype,
+       coalesce(m.backend, {literal(DEFAULT_BACKEND)}) AS backend, coll.* EXCLUDE (model_key), coll.model_key
+FROM coll LEFT JOIN models m USING (model_key)
+ORDER BY coll.model_key, coll.dataset, coll.protocol, coll.settings
+"""
+
+
+def model_records(wh, columns) -> tuple[list[str], list[tuple]]:
+    """(columns, rows) of the registered models (`MODELS_SQL`) from a `Warehouse`, without Ibis or pandas: what
+    `biaslab info` and `biaslab models` print."""
+    return _records(wh, MODELS_SQL, columns)
+
+
+def collection_records(wh, columns) -> tuple[list[str], list[tuple]]:
+    """(columns, rows) of the collections (`collections`, the same rows: `NAMED_COLLECTIONS_SQL`) from a
+    `Warehouse`, without Ibis or pandas."""
+    return _records(wh, NAMED_COLLECTIONS_SQL, columns)
+
+
+def _records(wh, sql: str, columns) -> tuple[list[str], list[tuple]]:
+    from ..sql.quoting import identifiers
+
+    columns = list(columns)
+    return columns, [tuple(r) for r in wh.rows(f"SELECT {identifiers(columns)} FROM ({sql})")]
+
+
 def models(handle) -> ir.Table:
     """The registered models as an Ibis expression: model_name, dtype, quantization, converted_from (e.g. "gguf
     Q4_K_M"), backend (DEFAULT_BACKEND where the record names none), kind, source, revision, bos_policy,
@@ -110,6 +153,8 @@ def models(handle) -> ir.Table:
     ----------
     handle : a `WarehouseHandle`.
     """
+    from ..views import model_labels
+
     labels = model_labels(handle.source)
     return labels.select("model_name", "dtype", "quantization", "converted_from", "backend", "kind", "source",
                          "revision", "bos_policy", "registered_at", "model_key").order_by(["registered_at",
@@ -180,7 +225,10 @@ def model_names_of(keys: pd.Series, model_table: pd.DataFrame) -> pd.DataFrame:
     -------
     DataFrame with NAME_COLUMNS, aligned with `keys` (same index).
     """
+    import pandas as pd
+
     names = model_table.set_index("model_key")
+
     def looked_up(column: str) -> pd.Series:  # object dtype first: an all-missing lookup is float64 otherwise
         return keys.map(names[column]).astype(object)
 
@@ -204,6 +252,8 @@ def model_title(model_key: str, model_table: pd.DataFrame | None) -> str:
     -------
     The title text (not HTML-escaped).
     """
+    import pandas as pd
+
     table = model_table if model_table is not None else pd.DataFrame(columns=["model_key", *NAME_COLUMNS])
     row = model_names_of(pd.Series([model_key]), table).iloc[0]
     dtype = row["dtype"] if isinstance(row["dtype"], str) and row["dtype"] else "dtype ?"

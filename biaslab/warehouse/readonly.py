@@ -252,7 +252,9 @@ def _function_names_from_tokens(sql: str) -> set[str]:
 def called_functions(con: duckdb.DuckDBPyConnection, sql: str) -> set[str]:
     """Lower-case names of the functions a SELECT statement calls, from DuckDB's parse tree."""
     try:
-        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0])
+        # the statement as a quoted literal, not a bound parameter: DuckDB's Python client imports pandas to bind
+        # one, which would double `biaslab sql`'s start-up
+        tree = json.loads(con.execute(f"SELECT json_serialize_sql({literal(sql)})").fetchone()[0])
     except (duckdb.Error, ValueError, TypeError):
         tree = {"error": True}
     if tree.get("error"):

@@ -16,26 +16,42 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pyarrow as pa
 
-from ..schema.evidence import KEYS
 from ..sql.quoting import identifier, identifiers, literal
 from . import migrations
 from .errors import SchemaVersionError, WarehouseError
 from .process import current_process
 
-#: Identity key of every table that takes appends (docs/design.md section 3; `biaslab.schema.evidence.KEYS`).
-TABLE_KEYS = KEYS
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DEFAULT_DB = Path("warehouse") / "biaslab.duckdb"
 
-Rows = pa.Table | Sequence[Mapping[str, Any]] | Any  # Arrow table, list of dicts, or a pandas DataFrame
+#: an Arrow table, a list of dicts, or a pandas DataFrame (pyarrow is imported where rows are appended, not when a
+#: warehouse is opened: `biaslab sql` and every reader start without it)
+Rows = Any
+
+
+def table_keys() -> dict[str, tuple[str, ...]]:
+    """Identity key of every table that takes appends (docs/design.md section 3; `biaslab.schema.evidence.KEYS`),
+    read on first use: the schema module needs pyarrow."""
+    from ..schema.evidence import KEYS
+
+    return KEYS
+
+
+def __getattr__(name: str):
+    if name == "TABLE_KEYS":  # `TABLE_KEYS`, as it has always been named, without importing the schema at start-up
+        return table_keys()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _to_arrow(rows: Rows) -> pa.Table:
+    import pyarrow as pa
+
     if isinstance(rows, pa.Table):
         return rows
     if isinstance(rows, (list, tuple)):
@@ -301,9 +317,14 @@ class Warehouse:
             raise
 
     def _create_views(self) -> None:
-        from .. import views
+        from ..sql.prepared_views import shipped
 
-        for name, sql in views.statements():
+        statements = shipped()  # compiled when biaslab was built; Ibis only where a view's source changed since
+        if statements is None:
+            from .. import views
+
+            statements = views.statements()
+        for name, sql in statements:
             try:
                 self.con.execute(sql)
             except duckdb.Error as exc:  # a broken view is a packaging bug: say which one
@@ -391,21 +412,21 @@ class Warehouse:
 
     def append(self, table: str, rows: Rows) -> int:
         """Append rows to `table` in one transaction, skipping rows whose identity key is stored. Returns rows added."""
-        if table not in TABLE_KEYS:
-            raise WarehouseError(f"append: unknown table {table!r}; known: {sorted(TABLE_KEYS)}")
+        if table not in table_keys():
+            raise WarehouseError(f"append: unknown table {table!r}; known: {sorted(table_keys())}")
         data = _to_arrow(rows)
         if data.num_rows == 0:
             return 0
         with self.transaction():
-            return self._insert_new(table, data, TABLE_KEYS[table])
+            return self._insert_new(table, data, table_keys()[table])
 
     def append_file(self, table: str, path: str | os.PathLike) -> int:
         """Append the rows of a Parquet file holding each key of `table` once, skipping rows whose key is stored;
         DuckDB reads the file as it inserts (its rows never pass through Python: a million rows within DuckDB's
         memory limit). Returns rows added."""
-        if table not in TABLE_KEYS:
-            raise WarehouseError(f"append: unknown table {table!r}; known: {sorted(TABLE_KEYS)}")
-        table_sql, keys_sql = identifier(table), identifiers(TABLE_KEYS[table])
+        if table not in table_keys():
+            raise WarehouseError(f"append: unknown table {table!r}; known: {sorted(table_keys())}")
+        table_sql, keys_sql = identifier(table), identifiers(table_keys()[table])
         with self.transaction():
             before = self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
             self.con.execute(f"INSERT INTO {table_sql} BY NAME SELECT * FROM read_parquet(?) AS incoming "
@@ -418,14 +439,14 @@ class Warehouse:
         For evidence whose rows may be added to an existing parent later (more samples of a stored request).
         Returns rows added per table.
         """
-        unknown = [t for t in tables if t not in TABLE_KEYS]
+        unknown = [t for t in tables if t not in table_keys()]
         if unknown:
-            raise WarehouseError(f"append: unknown table(s) {unknown}; known: {sorted(TABLE_KEYS)}")
+            raise WarehouseError(f"append: unknown table(s) {unknown}; known: {sorted(table_keys())}")
         added = {}
         with self.transaction():
             for table, rows in tables.items():
                 data = _to_arrow(rows)
-                added[table] = self._insert_new(table, data, TABLE_KEYS[table]) if data.num_rows else 0
+                added[table] = self._insert_new(table, data, table_keys()[table]) if data.num_rows else 0
         return added
 
     def append_with_children(self, parent: str, parent_rows: Rows, children: Mapping[str, Rows]) -> int:
@@ -434,7 +455,7 @@ class Warehouse:
         Children are written only for parents whose key is new, so a parent and its children are either both
         stored or both absent, and re-appending a finished request adds nothing. Returns parent rows added.
         """
-        keys = TABLE_KEYS[parent]
+        keys = table_keys()[parent]
         data = _to_arrow(parent_rows)
         if data.num_rows == 0:
             return 0
@@ -452,7 +473,7 @@ class Warehouse:
             for child, rows in children.items():
                 child_data = _to_arrow(rows)
                 if child_data.num_rows:
-                    self._insert_new(child, child_data, TABLE_KEYS[child], only_keys=("_new_keys", keys))
+                    self._insert_new(child, child_data, table_keys()[child], only_keys=("_new_keys", keys))
             self.con.execute("DROP TABLE _new_keys")
         return added
 
@@ -473,15 +494,17 @@ class Warehouse:
         -------
         set of tuples, one per distinct stored (columns...) combination.
         """
-        if table not in TABLE_KEYS or "request_id" not in TABLE_KEYS[table]:
+        if table not in table_keys() or "request_id" not in table_keys()[table]:
             raise WarehouseError(f"stored: {table!r} is not an evidence table keyed by request")
-        allowed = set(TABLE_KEYS[table])
+        allowed = set(table_keys()[table])
         unknown = [c for c in (*columns, *equal) if c not in allowed]
         if unknown:
             raise WarehouseError(f"stored: {unknown} are not key columns of {table} ({sorted(allowed)})")
         if not request_ids:
             return set()
         where_sql = "".join(f" AND {identifier(c)} = ?" for c in equal)
+        import pyarrow as pa
+
         self.con.register("_wanted", pa.table({"request_id": pa.array(list(request_ids), pa.string())}))
         try:
             return set(self.con.execute(

@@ -159,3 +159,25 @@ def test_info_fits_100_columns_and_tables_are_200_wide_when_piped(db, monkeypatc
     monkeypatch.delenv("COLUMNS", raising=False)
     out = run("collections", "--db", str(db), "--all-columns")
     assert 100 < max(len(line) for line in out.splitlines()) <= 200 and "…" not in out
+
+
+def test_the_plain_sql_listings_equal_the_python_apis_frames(db):
+    """`biaslab models`, `collections` and `info` read plain SQL (`catalog.model_records`, `collection_records`: no
+    Ibis or pandas at start-up, issue 57); the Python API builds frames with Ibis and pandas. Same rows."""
+    import biaslab
+    from biaslab.warehouse import Warehouse
+    from biaslab.warehouse.catalog import COLLECTION_COLUMNS, collection_records, model_records
+
+    with biaslab.open(db) as handle:
+        frames = handle.collections(), handle.models()
+    with Warehouse.open(db, read_only=True) as wh:
+        _, collections = collection_records(wh, COLLECTION_COLUMNS)
+        columns, models = model_records(wh, list(frames[1].columns))
+
+    def plain(frame, names):
+        frame = frame[list(names)].astype(object)
+        return [tuple(None if v is None or v != v else v for v in row) for row in frame.itertuples(index=False)]
+
+    assert len(collections) == 15 and [tuple(None if v != v else v for v in r) for r in collections] == \
+        plain(frames[0], COLLECTION_COLUMNS)
+    assert models == plain(frames[1], columns)

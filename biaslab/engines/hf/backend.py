@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ...errors import UsageError
@@ -29,7 +28,9 @@ from ..base import (PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Prepa
                     Unsupported)
 from ..models import bos_token_id, stop_token_ids
 
-if TYPE_CHECKING:  # torch: imported where the engine runs, never when the registry reads this module
+if TYPE_CHECKING:  # torch and numpy: imported where the engine runs, never when the registry reads this module
+    import numpy as np
+
     from .tree import HFExpander
 
 NAME = "hf"

@@ -1,0 +1,64 @@
+"""Start-up stays light (issue 57): `biaslab --help`, `runners --help`, `biaslab sql` and `biaslab info` import
+none of the heavy libraries a model run or a study needs, checked on `sys.modules` in a fresh interpreter, so the
+speed measured by benchmarks/bench_startup.py cannot silently regress."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+#: never imported by the commands below
+HEAVY = ("torch", "transformers", "pandas", "ibis", "sqlglot", "matplotlib", "scipy", "statsmodels", "sklearn",
+         "vllm")
+#: runs a command in-process, then prints which heavy modules were imported
+PROBE = """
+import json, sys
+from biaslab.cli.{module} import {name} as command
+ok = True
+try:
+    command({args!r}, standalone_mode=False)
+except SystemExit as exc:
+    ok = not exc.code
+except Exception:  # a command that ends in an error has imported what it imported
+    ok = False
+print("\\nOK" if ok else "\\nFAILED")
+print("IMPORTED " + json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
+"""
+
+
+def imported(module: str, name: str, args: list[str], succeeds: bool = True) -> list[str]:
+    """The heavy modules imported by running the command (which must succeed, unless `succeeds` is False)."""
+    code = PROBE.format(module=module, name=name, args=args, heavy=HEAVY)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "IMPORTED " in done.stdout, done.stderr[-2000:]
+    assert not succeeds or "\nOK\n" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+    return json.loads(done.stdout.rsplit("IMPORTED ", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    from biaslab.warehouse import Warehouse
+
+    path = tmp_path_factory.mktemp("startup") / "w.duckdb"
+    with Warehouse.open(path):
+        pass
+    return str(path)
+
+
+@pytest.mark.parametrize("module,name,args", [
+    ("main", "biaslab", ["--help"]),
+    ("runners_cli", "runners", ["--help"]),
+    ("main", "biaslab", ["sql", "--db", "DB", "select 42 AS answer"]),
+    ("main", "biaslab", ["info", "--db", "DB"]),
+    ("main", "biaslab", ["models", "--db", "DB"]),
+])
+def test_a_command_imports_nothing_heavy(db, module, name, args):
+    assert imported(module, name, [db if a == "DB" else a for a in args]) == []
+
+
+def test_the_probe_sees_a_heavy_import(db):
+    # the check itself can fail: `biaslab metrics` builds frames with pandas
+    assert "pandas" in imported("main", "biaslab", ["metrics", "contextuality", "--db", db], succeeds=False)

@@ -22,11 +22,12 @@ would otherwise read ANTHROPIC_BASE_URL, recorded nowhere).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ..errors import EngineError
 from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
-from .chat import (CHAT_FLAGS, WHY_NOT, ChatBackend, ChatOptions, ChatPrepared, Provider, call_all, check_snapshot,
+from .chat import (CHAT_FLAGS, WHY_NOT, ChatAsk, ChatBackend, ChatOptions, ChatPrepared, Provider, check_snapshot,
                    first_reply, flat_body, run_batched, sdk_failure)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
@@ -111,17 +112,19 @@ class AnthropicBackend(ChatBackend):
     capabilities = CAPABILITIES
     connect = staticmethod(make_client)
 
-    def chat(self, messages: Sequence[Sequence[dict]], seeds: Sequence[int | None], settings: SamplingSettings, *,
-             prefill: str | None = None, top_logprobs: int | None = None) -> list[ChatReply]:
-        """One reply per messages[i] (the seeds identify samples; the API takes none), `max_concurrency` at a time,
-        in order; `EngineError` (one line, nothing returned) for a failure, a malformed reply or another model."""
-        if top_logprobs:
+    def calls(self, ask: ChatAsk) -> list:
+        """One call per request (the seeds identify samples; the API takes none), each returning its checked reply;
+        `EngineError` (one line) for a failure, a malformed reply or another model."""
+        if ask.top_logprobs:
             raise EngineError(f"--backend {NAME} returns no log-probabilities")  # refused before by WHY_NOT
-        bodies = [request(self.spec.name, m, settings, prefill) for m in messages]
-        if self.batch:  # one request per sample: the sample's seed goes into the batch's custom ids (not sent)
-            keyed = [{**b, "metadata_seed": int(s)} if s is not None else b for b, s in zip(bodies, seeds, strict=True)]
-            return run_batched(self, keyed)
-        return call_all(self._one, bodies, self.settings["max_concurrency"])
+        return [partial(self._one, request(self.spec.name, m, ask.settings, ask.prefill)) for m in ask.messages]
+
+    def batched(self, ask: ChatAsk) -> list[ChatReply]:
+        """One request per sample through the Message Batches API: the sample's seed goes into the batch's custom
+        ids (not sent)."""
+        bodies = [request(self.spec.name, m, ask.settings, ask.prefill) for m in ask.messages]
+        return run_batched(self, [{**b, "metadata_seed": int(s)} if s is not None else b
+                                  for b, s in zip(bodies, ask.seeds, strict=True)])
 
     def submit_batch(self, requests: Sequence[tuple[str, dict]]) -> str:
         """Create a message batch of the requests; its id."""

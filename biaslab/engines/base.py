@@ -168,6 +168,18 @@ class SamplingSettings:
 
 
 @dataclass(frozen=True)
+class ChatAsk:
+    """One chunk of requests to a chat API (`engines.chat.ChatBackend.chat_chunks`): per request its messages and
+    seed, and the sampling settings, prefill and top log-probabilities every request of the chunk shares."""
+
+    messages: Sequence[Sequence[dict]]
+    seeds: Sequence[int | None]
+    settings: SamplingSettings
+    prefill: str | None = None
+    top_logprobs: int | None = None
+
+
+@dataclass(frozen=True)
 class BackendOptions:
     """What the user chose about the engine (CLI flags); every field that can change numbers goes into the model key.
 

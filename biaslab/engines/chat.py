@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..errors import EngineError, MissingPackage, UsageError
 from ..schema import ModelSpec
 from ..schema.records import PROVIDER_DTYPE
-from .base import (CHAT_LOGPROBS, PLL, SAMPLE, SCORE, TOP_K, BackendOptions, EngineBase, Flag, PreparedBase,
-                   SamplingSettings, check_base_url, engine_options)
+from .base import (CHAT_LOGPROBS, PLL, SAMPLE, SCORE, TOP_K, BackendOptions, ChatAsk, EngineBase, Flag,  # noqa: F401
+                   PreparedBase, SamplingSettings, check_base_url, engine_options)
 
 #: the most top log-probabilities a chat API returns per position (OpenAI's limit; Gemini's is the server's)
 MAX_TOP_LOGPROBS = 20
@@ -291,6 +291,34 @@ class ChatBackend(EngineBase):
         self.batch_errors: dict[str, str] = {}
         self.client = client or self.connect(self.settings)
 
+    def calls(self, ask: ChatAsk) -> list[Callable[[], Any]]:
+        """One call per request of `ask`, each returning its checked `ChatReply` (each engine's own)."""
+        raise NotImplementedError
+
+    def batched(self, ask: ChatAsk) -> list:
+        """The replies to `ask` through the provider's batch API (`run_batched`; engines with a batch API)."""
+        raise EngineError(f"--backend {self.name} has no batch API")
+
+    def chat(self, messages: Sequence[Sequence[dict]], seeds: Sequence[int | None], settings: SamplingSettings, *,
+             prefill: str | None = None, top_logprobs: int | None = None) -> list:
+        """One reply per (messages[i], seeds[i]), `max_concurrency` requests at a time, in order (or one provider
+        batch with `--batch`). A request that fails for good, a malformed reply or a reply from another snapshot
+        raises `EngineError` (one line): none of the replies is returned, so the caller stores nothing of them."""
+        ask = ChatAsk(messages, seeds, settings, prefill, top_logprobs)
+        if self.batch:
+            return self.batched(ask)
+        return call_all(_call, self.calls(ask), self.settings["max_concurrency"])
+
+    def chat_chunks(self, asks: Iterable[ChatAsk]) -> Iterator[list]:
+        """The replies of each chunk in `asks`, in order, each chunk as soon as all of its replies are in, with up to
+        `max_concurrency` requests in flight across chunk boundaries (`call_chunks`): the next chunks' requests are
+        answered while the caller stores one. With `--batch`, each chunk is one provider batch."""
+        if self.batch:
+            for ask in asks:
+                yield self.batched(ask)
+            return
+        yield from call_chunks((self.calls(ask) for ask in asks), self.settings["max_concurrency"])
+
     def close(self) -> None:
         close = getattr(self.client, "close", None)
         if close is not None:
@@ -358,6 +386,70 @@ def call_all(one: Callable[[Any], Any], items: Sequence[Any], workers: int) -> l
             raise failed.exception()
         return [future.result() for future in futures]
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _call(call: Callable[[], Any]) -> Any:
+    return call()
+
+
+def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> Iterator[list]:
+    """The results of each chunk of calls, in order, each chunk as soon as all of its calls have returned, with up to
+    `workers` calls running across chunk boundaries: while the caller stores one chunk, the next chunks' calls run
+    (at least two chunks and 2 x `workers` calls are submitted ahead). At the first failure the calls of later chunks
+    not started yet are cancelled (a billed API: nothing more is spent); the chunks before the failing one are still
+    yielded (their calls had returned or were running), then the failure is raised. Ctrl-C cancels what has not
+    started; calls in flight finish in their threads, their replies unused."""
+    import threading
+    from collections import deque
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
+    pool = ThreadPoolExecutor(max(1, workers))
+    source = iter(chunks)
+    window: deque[tuple[int, list]] = deque()  # (chunk index, its futures), submitted and not yielded yet
+    lock = threading.Lock()
+    state = {"submitted": 0, "failed_at": None}
+
+    def cancel_after(index: int) -> None:
+        with lock:
+            state["failed_at"] = index if state["failed_at"] is None else min(index, state["failed_at"])
+            for later, futures in window:
+                if later > index:
+                    for future in futures:
+                        future.cancel()
+
+    def submit_more() -> None:
+        while state["failed_at"] is None and (len(window) < 2 or sum(len(f) for _, f in window) < 2 * workers):
+            calls = next(source, None)
+            if calls is None:
+                return
+            index = state["submitted"]
+            futures = [pool.submit(call) for call in calls]
+            with lock:
+                window.append((index, futures))
+                state["submitted"] += 1
+            for future in futures:
+                future.add_done_callback(lambda f, at=index: None if f.cancelled() or f.exception() is None
+                                         else cancel_after(at))
+
+    try:
+        submit_more()
+        while window:
+            index, futures = window[0]
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = next((f for f in futures if f in done and not f.cancelled() and f.exception() is not None), None)
+            if failed is not None:
+                raise failed.exception()
+            with lock:
+                window.popleft()
+            results = [future.result() for future in futures]
+            submit_more()  # before the caller stores this chunk, so the workers stay busy meanwhile
+            yield results
+    finally:
+        with lock:
+            for _, futures in window:
+                for future in futures:
+                    future.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -21,14 +21,15 @@ bounded by `timeout_s`. The key is read from the variable `api_key_env` names (d
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from pydantic import Field
 
 from ..errors import EngineError, UsageError
 from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
-from .chat import (CHAT_FLAGS, WHY_NOT, ChatBackend, ChatOptions, ChatPrepared, Provider,  # noqa: F401
-                   call_all, check_snapshot)
+from .chat import (CHAT_FLAGS, WHY_NOT, ChatAsk, ChatBackend, ChatOptions, ChatPrepared,  # noqa: F401
+                   Provider, check_snapshot)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "GeminiPrepared", "GeminiBackend"]
@@ -148,15 +149,13 @@ class GeminiBackend(ChatBackend):
     capabilities = CAPABILITIES
     connect = staticmethod(make_client)
 
-    def chat(self, messages: Sequence[Sequence[dict]], seeds: Sequence[int | None], settings: SamplingSettings, *,
-             prefill: str | None = None, top_logprobs: int | None = None) -> list[ChatReply]:
-        """One reply per (messages[i], seeds[i]), `max_concurrency` at a time, in order; `EngineError` (one line,
-        nothing returned) for a request that fails for good, a malformed reply or another model version."""
-        if prefill:
+    def calls(self, ask: ChatAsk) -> list:
+        """One call per (messages[i], seeds[i]), each returning its checked reply; `EngineError` (one line) for a
+        request that fails for good, a malformed reply or another model version."""
+        if ask.prefill:
             raise EngineError(f"--backend {NAME} does not continue a prefill")  # GeminiPrepared.prefill is False
-        calls = [(m, s) for m, s in zip(messages, seeds, strict=True)]
-        return call_all(lambda call: self._one(call[0], call[1], settings, top_logprobs), calls,
-                        self.settings["max_concurrency"])
+        return [partial(self._one, m, s, ask.settings, ask.top_logprobs)
+                for m, s in zip(ask.messages, ask.seeds, strict=True)]
 
     def _one(self, messages: Sequence[dict], seed: int | None, settings: SamplingSettings,
              top_logprobs: int | None) -> ChatReply:

@@ -34,14 +34,15 @@ server) and is never written anywhere: not to the warehouse, the runs table, the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from pydantic import Field
 
 from ..errors import EngineError, UsageError
 from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
-from .chat import (CHAT_FLAGS, MAX_TOP_LOGPROBS, WHY_NOT, ChatBackend, ChatOptions, ChatPrepared,  # noqa: F401
-                   Estimate, Provider, call_all, check_snapshot, first_reply, flat_body, run_batched,
+from .chat import (CHAT_FLAGS, MAX_TOP_LOGPROBS, WHY_NOT, ChatAsk, ChatBackend, ChatOptions,  # noqa: F401
+                   ChatPrepared, Estimate, Provider, check_snapshot, first_reply, flat_body, run_batched,
                    sdk_failure)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
@@ -179,16 +180,18 @@ class OpenAIChatBackend(ChatBackend):
             body["extra_body"] = extra
         return body
 
-    def chat(self, messages: Sequence[Sequence[dict]], seeds: Sequence[int | None], settings: SamplingSettings, *,
-             prefill: str | None = None, top_logprobs: int | None = None) -> list[ChatReply]:
-        """One reply per (messages[i], seeds[i]), `max_concurrency` requests at a time, in order. A request that
-        fails for good, a malformed reply, or a reply from another snapshot raises `EngineError` (one line): none
-        of the replies is returned, so the caller stores nothing of them."""
-        bodies = [self.body(m, s, settings, prefill=prefill, top_logprobs=top_logprobs)
-                  for m, s in zip(messages, seeds, strict=True)]
-        if self.batch:
-            return run_batched(self, bodies)
-        return call_all(self._one, bodies, self.settings["max_concurrency"])
+    def calls(self, ask: ChatAsk) -> list:
+        """One call per (messages[i], seeds[i]), each returning its checked reply; `EngineError` (one line) for a
+        request that fails for good, a malformed reply, or a reply from another snapshot."""
+        return [partial(self._one, body) for body in self._bodies(ask)]
+
+    def batched(self, ask: ChatAsk) -> list[ChatReply]:
+        """The replies through OpenAI's Batch API (`run_batched`; the runner sets `journal`)."""
+        return run_batched(self, self._bodies(ask))
+
+    def _bodies(self, ask: ChatAsk) -> list[dict[str, Any]]:
+        return [self.body(m, s, ask.settings, prefill=ask.prefill, top_logprobs=ask.top_logprobs)
+                for m, s in zip(ask.messages, ask.seeds, strict=True)]
 
     def submit_batch(self, requests: Sequence[tuple[str, dict]]) -> str:
         """Upload the requests as a JSONL file and create a batch over /v1/chat/completions; its id."""

@@ -96,8 +96,9 @@ def _lock_message(path: Path, error: str, read_only: bool, waited: float = 0.0) 
             f"`biaslab warehouse merge`)")
 
 
-class Rollback(Exception):  # noqa: N818 (a signal, not an error)
-    """Raised inside `Warehouse.transaction()` to roll it back without an error: the work found nothing to change."""
+class Rollback(WarehouseError):  # noqa: N818 (a signal, not an error)
+    """Raised inside `Warehouse.transaction()` to roll it back without an error: the work found nothing to change.
+    A `BiaslabError` (through `WarehouseError`), as every exception of biaslab is, should one ever escape."""
 
 
 def _waiting_line(path: Path, error: str, wait: float) -> str:

@@ -320,7 +320,7 @@ def test_the_servers_k_comes_from_its_refusal_or_its_answer(scripted, tiny_gpt2)
 def test_engine_arguments_are_checked_before_any_request(monkeypatch):
     with pytest.raises(ValueError, match="needs --base-url"):
         oa.validate_options(BackendOptions())
-    with pytest.raises(ValueError, match="must start with http"):
+    with pytest.raises(ValueError, match="must be http:// or https://"):
         oa.validate_options(options("127.0.0.1:8000"))
     monkeypatch.delenv("BIASLAB_TEST_KEY", raising=False)
     with pytest.raises(ValueError, match="BIASLAB_TEST_KEY is not set"):

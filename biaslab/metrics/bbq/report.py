@@ -77,8 +77,9 @@ def accuracy_figure(table: pd.DataFrame, labels: pd.Series, out: Path) -> str:
         for j, collection in enumerate(collections):
             rows = part[labels.loc[part.index] == collection].set_index("category").reindex(categories)
             y = np.arange(len(categories)) + (j - (len(collections) - 1) / 2) * 0.8 / max(1, len(collections))
-            err = np.vstack([rows["accuracy"] - rows["accuracy_low"], rows["accuracy_high"] - rows["accuracy"]])
-            ax.errorbar(rows["accuracy"], y, xerr=np.nan_to_num(err), fmt="o", label=collection, capsize=2)
+            # the interval from its own ends: a bootstrap interval need not contain the point (an error bar would)
+            line = ax.plot(rows["accuracy"], y, "o", label=collection)[0]
+            ax.hlines(y, rows["accuracy_low"], rows["accuracy_high"], color=line.get_color(), lw=1.2)
         ax.set_yticks(range(len(categories)), categories)
         ax.set_xlim(-0.02, 1.02)
         ax.set_xlabel("accuracy (expected share of gold answers)")

@@ -37,8 +37,10 @@ def scores_figure(table: pd.DataFrame, labels: pd.Series, dataset: str, out: Pat
         for j, collection in enumerate(collections):
             rows = part[labels.loc[part.index] == collection].set_index("bias_type").reindex(types)
             y = np.arange(len(types)) + (j - (len(collections) - 1) / 2) * 0.8 / max(1, len(collections))
-            err = np.vstack([rows[score] - rows[low], rows[high] - rows[score]])
-            ax.errorbar(rows[score], y, xerr=np.nan_to_num(err), fmt="o", capsize=2, label=collection)
+            # the interval as computed: a percentile bootstrap interval of few resamples need not contain the
+            # score, so it is drawn from its own ends (an error bar would need it to)
+            line = ax.plot(rows[score], y, "o", label=collection)[0]
+            ax.hlines(y, rows[low], rows[high], color=line.get_color(), lw=1.2)
         ax.axvline(50, color="#777", ls="--", lw=0.8)
         ax.set_xlim(0, 100)
         ax.set_yticks(range(len(types)), [f"{t} (n={int(n)})" for t, n in zip(types, part.drop_duplicates(

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ...engines.base import ChatReply, SamplingSettings
+from ...engines.base import ChatAsk, ChatReply, SamplingSettings
 from ...schema import Stimulus, evidence
 from ..answers import AnswerParser
 from ..prompting import PromptSpec, user_message
@@ -82,14 +82,17 @@ def collect_chat_samples(wh, backend, pending, seeds: dict, spec: PromptSpec, *,
     step = max(1, min(chunk_size, CHAT_CHUNK))  # --chunk-size: the most an interruption loses
     if backend.batch:
         step = len(calls)  # one batch of everything pending (a batch is resumable: its id is stored)
-    for start in range(0, len(calls), step):
-        chunk = calls[start:start + step]
+    chunks = [calls[start:start + step] for start in range(0, len(calls), step)]
+
+    def ask(chunk) -> ChatAsk:
         first = chunk[0][0]
         own = SamplingSettings(params.temperature, params.top_k, params.top_p,
                                params.max_new_tokens + lead_allowance(first), params.min_new_tokens)
-        replies = backend.chat([list(req.messages) for req, _ in chunk],
-                               [seeds[(req.request_id, i)] for req, i in chunk], own,
-                               prefill=sent_prefill(first, spec))
+        return ChatAsk([list(req.messages) for req, _ in chunk], [seeds[(req.request_id, i)] for req, i in chunk],
+                       own, sent_prefill(first, spec))
+
+    # the next chunks' requests are answered while one is stored (`chat_chunks`: --max-concurrency in flight)
+    for chunk, replies in zip(chunks, backend.chat_chunks(ask(c) for c in chunks)):
         added += wh.append("samples", _sample_rows(chunk, replies, seeds, spec, params, key, run_id))
         if on_progress:
             finished = 0
@@ -224,10 +227,10 @@ def collect_chat_logprobs(wh, backend, requests, spec: PromptSpec, *, params: Sa
     greedy = SamplingSettings(0.0, params.top_k, 1.0, params.max_new_tokens + lead_allowance(requests[0]))
     added = 0
     step = len(requests) if backend.batch else max(1, min(chunk_size, CHAT_CHUNK))
-    for start in range(0, len(requests), step):
-        chunk = list(requests[start:start + step])
-        replies = backend.chat([list(r.messages) for r in chunk], [0] * len(chunk), greedy,
-                               prefill=sent_prefill(chunk[0], spec), top_logprobs=top_logprobs)
+    chunks = [list(requests[start:start + step]) for start in range(0, len(requests), step)]
+    asks = (ChatAsk([list(r.messages) for r in chunk], [0] * len(chunk), greedy, sent_prefill(chunk[0], spec),
+                    top_logprobs) for chunk in chunks)
+    for chunk, replies in zip(chunks, backend.chat_chunks(asks)):  # requests in flight across chunks
         positions: dict[str, list] = {k: [] for k in ("request_id", "position", "token", "logprob", "top_tokens",
                                                       "top_logprobs", "answer_start")}
         probs: dict[str, list] = {k: [] for k in ("request_id", "option", "prob")}

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import model_validator
 
-from ...engines.base import CHAT, SAMPLE, SamplingSettings
+from ...engines.base import CHAT, SAMPLE, ChatAsk, SamplingSettings
 from ...errors import DataError, UsageError
 from ...lexicon.pronoun_detection import vocabulary
 from ...lexicon.pronouns import capitalize
@@ -174,13 +174,14 @@ def collect_chat_generations(wh, backend, requests: Sequence[GenRequest], pendin
     added = 0
     if backend.batch:
         chunk_size = len(requests)  # one batch of everything pending (resumable: its id is stored)
-    for start in range(0, len(requests), chunk_size):
-        chunk = [r for r in requests[start:start + chunk_size] if r.request_id in pending]
-        if not chunk:
-            continue
-        calls = [(r, i, sample_seed(seed, r.request_id, i)) for r in chunk for i in pending[r.request_id]]
-        replies = backend.chat([[{"role": "user", "content": r.prompt_text}] for r, _, _ in calls],
-                               [s for _, _, s in calls], params)
+    chunks = [chunk for start in range(0, len(requests), chunk_size)
+              if (chunk := [r for r in requests[start:start + chunk_size] if r.request_id in pending])]
+    planned = [[(r, i, sample_seed(seed, r.request_id, i)) for r in chunk for i in pending[r.request_id]]
+               for chunk in chunks]
+    asks = (ChatAsk([[{"role": "user", "content": r.prompt_text}] for r, _, _ in calls], [s for _, _, s in calls],
+                    params) for calls in planned)
+    # the next chunks' requests are answered while one is stored (`chat_chunks`: --max-concurrency in flight)
+    for chunk, calls, replies in zip(chunks, planned, backend.chat_chunks(asks)):
         rows: dict[str, list] = {k: [] for k in ("request_id", "stimulus_id", "sample_index", "seed", "text",
                                                  "token_ids", "token_logprobs", "finish_reason")}
         for (r, i, s_seed), reply in zip(calls, replies, strict=True):

@@ -1,0 +1,77 @@
+"""`engines.chat.call_chunks` (issue 57): each chunk's results in order, with calls running across chunk boundaries
+up to the concurrency given, the chunks before a failure still delivered and the calls not started after it
+cancelled."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from biaslab.engines.chat import call_chunks
+from biaslab.errors import EngineError
+
+
+def test_results_come_per_chunk_in_order_with_calls_running_across_chunks():
+    workers, size, chunks = 8, 4, 8
+    # each call waits until `workers` calls run at once: with chunks of 4, that needs calls of two chunks at a time
+    barrier = threading.Barrier(workers, timeout=20)
+
+    def call(value):
+        def run():
+            barrier.wait()
+            return value
+        return run
+
+    plan = [[call(c * size + i) for i in range(size)] for c in range(chunks)]
+    got = list(call_chunks(iter(plan), workers))
+    assert got == [[c * size + i for i in range(size)] for c in range(chunks)]
+
+
+def test_a_chunk_waits_for_the_caller_only_after_the_next_chunks_were_started():
+    started = []
+    lock = threading.Lock()
+
+    def call(value):
+        def run():
+            with lock:
+                started.append(value)
+            return value
+        return run
+
+    chunks = call_chunks(iter([[call(1), call(2)], [call(3), call(4)], [call(5), call(6)]]), workers=2)
+    assert next(chunks) == [1, 2]
+    # while the caller holds chunk 0 (storing it; the generator is suspended), chunk 1's calls run
+    for _ in range(500):
+        with lock:
+            if {3, 4} <= set(started):
+                break
+        threading.Event().wait(0.01)
+    assert {3, 4} <= set(started)
+    assert list(chunks) == [[3, 4], [5, 6]]
+
+
+def test_the_chunks_before_a_failure_are_delivered_and_later_calls_are_cancelled():
+    ran = []
+    lock = threading.Lock()
+    gate = threading.Event()
+
+    def call(value):
+        def run():
+            with lock:
+                ran.append(value)
+            if value == 5:
+                raise EngineError("the provider refused request 5")
+            if value > 5:
+                gate.wait(5)  # later calls would still be waiting; they must be cancelled, not all run
+            return value
+        return run
+
+    plan = [[call(c * 2 + i) for i in range(2)] for c in range(40)]  # 80 calls, request 5 in chunk 2 fails
+    chunks = call_chunks(iter(plan), workers=2)
+    got = [next(chunks), next(chunks)]
+    assert got == [[0, 1], [2, 3]]
+    with pytest.raises(EngineError, match="request 5"):
+        next(chunks)
+    gate.set()
+    assert len(ran) < 20  # most of the 80 calls never started

@@ -84,7 +84,8 @@ FLAGS = (
     Flag("base_url", "the server's base URL, e.g. http://127.0.0.1:8000/v1."),
     Flag("api_key_env", "name of the environment variable holding the API key (the key itself is never stored).",
          metavar="VAR"),
-    Flag("max_concurrency", "requests in flight at once."),
+    Flag("max_concurrency", "requests in flight at once (default 8; chat collections keep them in flight "
+                            "across chunks)."),
 )
 
 

@@ -1,0 +1,172 @@
+"""Chat collections at high concurrency against a provider with 200 ms latency, beside a plain async client sending
+the same requests (issue 57).
+
+Usage: python benchmarks/bench_chat_concurrency.py [--concurrency 64] [--latency 0.2] [--prompts 160] [--samples 4]
+
+A stand-in of OpenAI's chat completions API on 127.0.0.1 (tests/chat_stub.py; every completion waits --latency
+seconds, its listen backlog raised so that no connection waits for the kernel) answers:
+
+1. `biaslab.collect` of WinoPron in sample mode through `--backend openai-chat` with `max_concurrency` set, end to
+   end (stored chunk by chunk in a fresh warehouse, as `runners collect` does);
+2. the same requests (the bodies the stub received in 1) through the engine's calls, chunks of 64 as the collection
+   cuts them: `call_chunks` (requests in flight across chunk boundaries, this release) and one `call_all` per chunk
+   (each chunk waits for its slowest request before the next starts: the release before);
+3. the same bodies from a plain `httpx.AsyncClient` with an `asyncio.Semaphore(concurrency)`: the baseline.
+
+The measure is the sending window: from the first request's arrival to the last reply (the stub's clock), so start-up
+and loading do not count. Target: the collection's window at least 0.9x as fast as the baseline's.
+Writes bench_out/chat_concurrency.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.server
+import os
+import sys
+import tempfile
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+from _common import cpu_facts, write_json
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from chat_stub import ChatStub  # noqa: E402
+
+TARGET = 0.9
+#: the chunk a chat collection stores at once (`runners.protocols.choice_chat.CHAT_CHUNK`)
+CHUNK = 64
+
+
+class TimedStub(ChatStub):
+    """The stand-in, recording when each completion ends."""
+
+    def __init__(self, latency: float):
+        http.server.ThreadingHTTPServer.request_queue_size = 1024  # every connection accepted at once
+        super().__init__(extensions=True)
+        self.delay_s, self.ends = latency, []
+
+    def answer(self, body):
+        if body.get("max_completion_tokens", 0) > 1:  # the engine's 1-token probe (its snapshot) is not counted
+            with self.lock:
+                self.ends.append(time.perf_counter())
+        return super().answer(body)
+
+    def window(self) -> float:
+        """Seconds from the first arrival (its end less the latency) to the last end."""
+        return max(self.ends) - min(self.ends) + self.delay_s
+
+    def reset(self) -> None:
+        with self.lock:
+            self.ends, self.bodies = [], []
+
+
+def collect(stub: TimedStub, concurrency: int, prompts: int, samples: int, db: Path) -> int:
+    import biaslab
+
+    os.environ["BENCH_STUB_KEY"] = "sk-bench"
+    result = biaslab.collect("winopron", model="stub-model", backend="openai-chat", db=str(db), limit=prompts,
+                             protocol="choice", mode="sample", samples=samples, seed=1,
+                             engine_args={"base_url": stub.url, "api_key_env": "BENCH_STUB_KEY",
+                                          "max_concurrency": concurrency})
+    return result.added
+
+
+def engine_backend(stub: TimedStub, concurrency: int):
+    from biaslab.engines import openai_chat
+    from biaslab.engines.base import BackendOptions
+
+    options = BackendOptions(engine_args=(("base_url", stub.url), ("api_key_env", "BENCH_STUB_KEY"),
+                                          ("max_concurrency", concurrency)))
+    return openai_chat.prepare("stub-model", options).load()
+
+
+#: fields of the wire body that the SDK takes as `extra_body` (vLLM's sampling extensions)
+EXTRA = ("top_k", "min_tokens", "repetition_penalty", "min_p", "add_generation_prompt", "continue_final_message")
+
+
+def sdk_body(wire: dict) -> dict:
+    """The SDK call's arguments of a body as the stub received it (vLLM's fields back into `extra_body`)."""
+    body = {k: v for k, v in wire.items() if k not in EXTRA}
+    extra = {k: wire[k] for k in EXTRA if k in wire}
+    return {**body, "extra_body": extra} if extra else body
+
+
+def replay(backend, bodies: list[dict], concurrency: int, pipelined: bool) -> None:
+    from biaslab.engines.chat import call_all, call_chunks
+
+    chunks = [[partial(backend._one, sdk_body(body)) for body in bodies[i:i + CHUNK]]
+              for i in range(0, len(bodies), CHUNK)]
+    if pipelined:
+        for _ in call_chunks(iter(chunks), concurrency):
+            pass
+    else:
+        for calls in chunks:
+            call_all(lambda call: call(), calls, concurrency)
+
+
+async def plain_async(url: str, bodies: list[dict], concurrency: int) -> None:
+    import httpx
+
+    gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        async def one(body):
+            async with gate:
+                answer = await client.post("/chat/completions", json=body,
+                                           headers={"Authorization": "Bearer sk-bench"})
+                answer.raise_for_status()
+        await asyncio.gather(*(one(b) for b in bodies))
+
+
+def measure(stub: TimedStub, run) -> float:
+    stub.reset()
+    run()
+    return stub.window()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--prompts", type=int, default=160)
+    parser.add_argument("--samples", type=int, default=4)
+    args = parser.parse_args()
+    stub = TimedStub(args.latency)
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as folder:
+        stub.reset()
+        added = collect(stub, args.concurrency, args.prompts, args.samples, Path(folder) / "w.duckdb")
+        collected = stub.window()
+        bodies = [b for b in stub.bodies if b.get("max_completion_tokens", 0) > 1]  # the probe request left out
+    backend = engine_backend(stub, args.concurrency)
+    try:
+        pipelined = measure(stub, lambda: replay(backend, bodies, args.concurrency, True))
+        per_chunk = measure(stub, lambda: replay(backend, bodies, args.concurrency, False))
+    finally:
+        backend.close()
+    baseline = measure(stub, lambda: asyncio.run(plain_async(stub.url, bodies, args.concurrency)))
+    ideal = -(-len(bodies) // args.concurrency) * args.latency
+    rows = {"collect (end to end, stored per chunk)": collected, "engine, call_chunks (this release)": pipelined,
+            "engine, call_all per chunk (before)": per_chunk, "plain httpx.AsyncClient (baseline)": baseline}
+    print(f"{len(bodies)} requests ({added} samples stored), concurrency {args.concurrency}, latency "
+          f"{args.latency:g} s: ideal window {ideal:.2f} s")
+    for name, seconds in rows.items():
+        print(f"{name:<42} {seconds:6.2f} s  {baseline / seconds:5.2f}x the baseline's rate")
+    met = baseline / collected >= TARGET
+    print(f"target: collect at least {TARGET:g}x the baseline's rate: {'met' if met else 'NOT met'}")
+    path = write_json("chat_concurrency", {
+        "requests": len(bodies), "samples_stored": added, "concurrency": args.concurrency, "latency_s": args.latency,
+        "ideal_window_s": ideal, "windows_s": rows, "ratio_collect_to_baseline": baseline / collected,
+        "ratio_call_chunks_to_baseline": baseline / pipelined, "ratio_per_chunk_to_baseline": baseline / per_chunk,
+        "target": TARGET, "met": met, "cpu": cpu_facts(), "load_before": load_before,
+        "load_after": os.getloadavg()})
+    print(f"wrote {path}")
+    threading.Thread(target=stub.close, daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()

@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import EngineError
 from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
 from .chat import (CHAT_FLAGS, WHY_NOT, ChatAsk, ChatBackend, ChatOptions, ChatPrepared, Provider, check_snapshot,
-                   first_reply, flat_body, run_batched, sdk_failure)
+                   first_reply, flat_body, readable, run_batched, sdk_failure)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "AnthropicPrepared", "AnthropicBackend"]
@@ -171,7 +171,7 @@ class AnthropicBackend(ChatBackend):
         import anthropic
 
         try:
-            reply = self.client.messages.create(**body)
+            reply = readable(partial(self.client.messages.create, **body), self.settings, PROVIDER.where(self.settings))
         except anthropic.AnthropicError as exc:
             raise failure(exc, self.settings) from None
         return self.reply(reply)

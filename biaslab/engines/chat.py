@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -356,6 +357,23 @@ def sdk_failure(exc: BaseException, sdk: Any, where: str, settings: dict[str, An
     return EngineError(f"{where}: {type(exc).__name__}: {exc}")
 
 
+def readable(call: Callable[[], Any], settings: dict[str, Any], where: str) -> Any:
+    """`call()` (one SDK request), sent again up to `retries` times when the reply's JSON cannot be read (a 200 reply
+    cut off in transit: every SDK raises `json.JSONDecodeError`); after that, one line (`EngineError`)."""
+    import json
+
+    for _ in range(settings["retries"]):
+        try:
+            return call()
+        except json.JSONDecodeError:
+            continue
+    try:
+        return call()
+    except json.JSONDecodeError as exc:
+        raise EngineError(f"{where} sent a malformed reply {settings['retries'] + 1} time(s): its JSON cannot be "
+                          f"read ({exc.msg} at character {exc.pos}); nothing of this chunk was stored") from None
+
+
 def first_reply(provider: Provider, settings: dict[str, Any], model: str, client: Any,
                 ask: Callable[[Any], Any], failure: Callable[[BaseException, dict[str, Any]], EngineError]) -> Any:
     """The reply to the one 1-token request `ask(client)` that learns which snapshot answers for `model`, the client
@@ -363,7 +381,7 @@ def first_reply(provider: Provider, settings: dict[str, Any], model: str, client
     is one line naming the model; any other failed request is `failure(exc, settings)`, one line."""
     sdk = provider.sdk_module()
     try:
-        return ask(client)
+        return readable(partial(ask, client), settings, provider.where(settings))
     except sdk.NotFoundError as exc:
         raise UsageError(f"{provider.where(settings)} has no model {model!r}: {provider_message(exc)}") from None
     except sdk.APIError as exc:
@@ -372,21 +390,51 @@ def first_reply(provider: Provider, settings: dict[str, Any], model: str, client
         client.close()
 
 
+class Stop:
+    """Set by the first call that fails (or by Ctrl-C): every call that has not started yet returns without sending
+    (`guarded`). Cancelling the pool's queue alone leaves a race: a worker that has just finished the failing call
+    may take the next one before the caller cancels it (one more billed request after a fatal failure)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.event = threading.Event()
+
+    def guarded(self, call: Callable[[], Any]) -> Callable[[], Any]:
+        """`call`, skipped once the run has stopped (it raises `Skipped`), and stopping the run when it fails."""
+        def run():
+            if self.event.is_set():
+                raise Skipped()
+            try:
+                return call()
+            except BaseException:
+                self.event.set()
+                raise
+        return run
+
+
+class Skipped(EngineError):
+    """A call not sent because the run had already stopped (never reaches the user: the first failure is raised)."""
+
+
 def call_all(one: Callable[[Any], Any], items: Sequence[Any], workers: int) -> list:
-    """`one(item)` for every item, `workers` at a time, results in order. At the first failure (or Ctrl-C) the calls
-    not started yet are cancelled (a billed API: nothing more is spent) and it is raised at once; calls in flight
-    finish in their threads, their replies unused."""
+    """`one(item)` for every item, `workers` at a time, results in order. At the first failure (or Ctrl-C) no call
+    starts any more (`Stop`; a billed API: nothing more is spent) and it is raised at once; calls in flight finish in
+    their threads, their replies unused."""
     from concurrent.futures import FIRST_EXCEPTION, wait
 
+    stop = Stop()
     pool = ThreadPoolExecutor(max(1, min(workers, len(items))))
-    futures = [pool.submit(one, item) for item in items]
+    futures = [pool.submit(stop.guarded(partial(one, item))) for item in items]
     try:
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = next((f for f in futures if f in done and f.exception() is not None), None)
+        failed = next((f for f in futures if f in done and f.exception() is not None
+                       and not isinstance(f.exception(), Skipped)), None)
         if failed is not None:
             raise failed.exception()
         return [future.result() for future in futures]
     finally:
+        stop.event.set()
         pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -397,14 +445,15 @@ def _call(call: Callable[[], Any]) -> Any:
 def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> Iterator[list]:
     """The results of each chunk of calls, in order, each chunk as soon as all of its calls have returned, with up to
     `workers` calls running across chunk boundaries: while the caller stores one chunk, the next chunks' calls run
-    (at least two chunks and 2 x `workers` calls are submitted ahead). At the first failure the calls of later chunks
-    not started yet are cancelled (a billed API: nothing more is spent); the chunks before the failing one are still
-    yielded (their calls had returned or were running), then the failure is raised. Ctrl-C cancels what has not
-    started; calls in flight finish in their threads, their replies unused."""
+    (at least two chunks and 2 x `workers` calls are submitted ahead). At the first failure no call starts any more
+    (`Stop`; a billed API: nothing more is spent); the chunks before the failing one whose calls had all started are
+    still yielded, then the failure is raised. Ctrl-C stops what has not started; calls in flight finish in their
+    threads, their replies unused."""
     import threading
     from collections import deque
     from concurrent.futures import FIRST_EXCEPTION, wait
 
+    stop = Stop()
     pool = ThreadPoolExecutor(max(1, workers))
     source = iter(chunks)
     window: deque[tuple[int, list]] = deque()  # (chunk index, its futures), submitted and not yielded yet
@@ -425,7 +474,7 @@ def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> 
             if calls is None:
                 return
             index = state["submitted"]
-            futures = [pool.submit(call) for call in calls]
+            futures = [pool.submit(stop.guarded(call)) for call in calls]
             with lock:
                 window.append((index, futures))
                 state["submitted"] += 1
@@ -440,18 +489,32 @@ def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> 
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((f for f in futures if f in done and not f.cancelled() and f.exception() is not None), None)
             if failed is not None:
-                raise failed.exception()
+                raise first_failure(window, failed.exception())
             with lock:
                 window.popleft()
             results = [future.result() for future in futures]
             submit_more()  # before the caller stores this chunk, so the workers stay busy meanwhile
             yield results
     finally:
+        stop.event.set()
         with lock:
             for _, futures in window:
                 for future in futures:
                     future.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def first_failure(window, found: BaseException) -> BaseException:
+    """The failure to raise: the real one where `found` is a call skipped after it (`Skipped`) in the same run."""
+    if not isinstance(found, Skipped):
+        return found
+    for _, futures in window:
+        for future in futures:
+            if future.done() and not future.cancelled():
+                error = future.exception()
+                if error is not None and not isinstance(error, Skipped):
+                    return error
+    return found
 
 
 def check_snapshot(where: str, got: str, expected: str) -> None:

@@ -29,7 +29,7 @@ from pydantic import Field
 from ..errors import EngineError, UsageError
 from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
 from .chat import (CHAT_FLAGS, WHY_NOT, ChatAsk, ChatBackend, ChatOptions, ChatPrepared,  # noqa: F401
-                   Provider, check_snapshot)
+                   Provider, check_snapshot, readable)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
            "GeminiPrepared", "GeminiBackend"]
@@ -123,8 +123,9 @@ def prepare(model: str, options: BackendOptions) -> GeminiPrepared:
     settings = PROVIDER.settings(options)
     client = make_client(settings)
     try:
-        reply = client.models.generate_content(
-            model=model, contents="Say OK.", config=config(None, SamplingSettings(0.0, 0, 1.0, 1), 0, None))
+        reply = readable(partial(client.models.generate_content, model=model, contents="Say OK.",
+                                 config=config(None, SamplingSettings(0.0, 0, 1.0, 1), 0, None)), settings,
+                         PROVIDER.where(settings))
     except errors.APIError as exc:
         if exc.code == 404:
             raise UsageError(f"{PROVIDER.where(settings)} has no model {model!r}: {exc.message}") from None
@@ -161,8 +162,9 @@ class GeminiBackend(ChatBackend):
              top_logprobs: int | None) -> ChatReply:
         system, turns = contents(messages)
         try:
-            reply = self.client.models.generate_content(model=self.spec.name, contents=turns,
-                                                        config=config(system, settings, seed, top_logprobs))
+            reply = readable(partial(self.client.models.generate_content, model=self.spec.name, contents=turns,
+                                     config=config(system, settings, seed, top_logprobs)), self.settings,
+                             PROVIDER.where(self.settings))
         except Exception as exc:
             if not _calls_failed(exc):
                 raise

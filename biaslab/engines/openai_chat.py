@@ -42,7 +42,7 @@ from pydantic import Field
 from ..errors import EngineError, UsageError
 from .base import CHAT, CHAT_LOGPROBS, BackendOptions, ChatReply, SamplingSettings
 from .chat import (CHAT_FLAGS, MAX_TOP_LOGPROBS, WHY_NOT, ChatAsk, ChatBackend, ChatOptions,  # noqa: F401
-                   ChatPrepared, Estimate, Provider, check_snapshot, first_reply, flat_body, run_batched,
+                   ChatPrepared, Estimate, Provider, check_snapshot, first_reply, flat_body, readable, run_batched,
                    sdk_failure)
 
 __all__ = ["NAME", "CAPABILITIES", "WHY_NOT", "Options", "FLAGS", "installed", "validate_options", "prepare",
@@ -258,7 +258,8 @@ class OpenAIChatBackend(ChatBackend):
         import openai
 
         try:
-            reply = self.client.chat.completions.create(**body)
+            reply = readable(partial(self.client.chat.completions.create, **body), self.settings,
+                             PROVIDER.where(self.settings))
         except openai.OpenAIError as exc:
             raise failure(exc, self.settings) from None
         return self.reply(reply, bool(body.get("logprobs")))

@@ -5,6 +5,7 @@ cancelled."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -75,3 +76,45 @@ def test_the_chunks_before_a_failure_are_delivered_and_later_calls_are_cancelled
         next(chunks)
     gate.set()
     assert len(ran) < 20  # most of the 80 calls never started
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_no_request_starts_after_a_fatal_failure(pipelined):
+    """Issue 56, item 5: at one request in flight, the failing request is the last one sent (the queue used to race
+    the cancellation: the worker took the next request before the caller cancelled it)."""
+    import sys
+
+    from biaslab.engines.chat import call_all
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)  # the worker keeps the interpreter after the failure: the race, made certain
+    try:
+        _no_request_after_a_failure(pipelined, call_all)
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def _calls(sent: list) -> list:
+    """Four requests; the first fails after its reply was awaited (the interpreter free meanwhile, as over HTTP)."""
+    def call(value):
+        def run():
+            sent.append(value)  # the request is sent ...
+            time.sleep(0.02)  # ... and its reply awaited
+            if value == 0:
+                raise EngineError("401: the key was refused")
+            return value
+        return run
+    return [call(v) for v in range(4)]
+
+
+def _no_request_after_a_failure(pipelined, call_all):
+    for _ in range(5):
+        sent: list = []
+        calls = _calls(sent)
+        with pytest.raises(EngineError, match="401"):
+            if pipelined:
+                list(call_chunks(iter([calls[:2], calls[2:]]), workers=1))
+            else:
+                call_all(lambda run: run(), calls, workers=1)
+        time.sleep(0.1)  # a request the worker took after the failure would have been sent by now
+        assert sent == [0]

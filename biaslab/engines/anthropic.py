@@ -87,14 +87,18 @@ def request(model: str, messages: Sequence[dict], settings: SamplingSettings, pr
 
 
 def prepare(model: str, options: BackendOptions) -> AnthropicPrepared:
-    """Ask the API once (a 1-token request) which model answers for `model`; compute the model key."""
+    """The model's settings, checked; nothing is sent: the model that answers for `model` (the key's revision) is
+    asked once, by a 1-token request, when the runner settles it (`ChatPrepared.settle`)."""
     validate_options(options)
     settings = PROVIDER.settings(options)
-    reply = first_reply(PROVIDER, settings, model, make_client(settings), lambda client: client.messages.create(
-        model=model, max_tokens=1, messages=[{"role": "user", "content": "Say OK."}]), failure)
-    snapshot = str(getattr(reply, "model", None) or model)
-    return AnthropicPrepared(spec=PROVIDER.spec(model, snapshot), settings=settings, snapshot=snapshot,
-                             where=PROVIDER.where(settings), backend=AnthropicBackend)
+
+    def probe() -> str:
+        reply = first_reply(PROVIDER, settings, model, make_client(settings), lambda client: client.messages.create(
+            model=model, max_tokens=1, messages=[{"role": "user", "content": "Say OK."}]), failure)
+        return str(getattr(reply, "model", None) or model)
+
+    return AnthropicPrepared(settings=settings, where=PROVIDER.where(settings), backend=AnthropicBackend,
+                             make_spec=partial(PROVIDER.spec, model), probe=probe)
 
 
 class AnthropicPrepared(ChatPrepared):

@@ -261,6 +261,9 @@ class Prepared(Protocol):
     batch : whether the engine sends a collection's requests through a provider's batch API, all pending work in
         one call (a hosted chat API with `--batch`); the loaded backend declares the same.
     billed : whether each request costs money (a hosted API): the runner then asks `estimate` before sending.
+    deferred : whether the model key still rests on an assumed snapshot (a hosted API before its first request):
+        the runner then `assume`s the one its warehouse last saw (`spec_at`), and `settle`s it (one request) only
+        after the cost was agreed to and when something is pending (`engines.chat.ChatPrepared`).
     """
 
     spec: Any
@@ -271,6 +274,7 @@ class Prepared(Protocol):
     provenance: dict[str, Any]
     batch: bool
     billed: bool
+    deferred: bool
 
     def estimate(self, requests: int, input_chars: int, output_tokens: int) -> Any:
         """What the pending work will cost before anything is sent, for a `billed` engine (an object with `line()`
@@ -307,9 +311,10 @@ class PreparedBase(Identified):
     for an in-process engine (its capabilities are its code's), `provenance` (nothing to add by default), no batch
     API and no bill (`batch`, `estimate`)."""
 
-    #: see `Prepared.batch` and `Prepared.billed`
+    #: see `Prepared.batch`, `Prepared.billed` and `Prepared.deferred`
     batch = False
     billed = False
+    deferred = False
 
     @property
     def provenance(self) -> dict[str, Any]:  # noqa: D102 - see `Prepared.provenance`

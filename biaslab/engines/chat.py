@@ -236,19 +236,44 @@ class Estimate:
 class ChatPrepared(PreparedBase):
     """A hosted model's identity and settings (no tokenizer: `tokenizer` is None and `chat` is True); `load()`
     opens the client (`backend(self)`). Subclasses say whether the API continues a prefill and which sampling
-    settings it can apply (`prefill`, `check_sampling`)."""
+    settings it can apply (`prefill`, `check_sampling`).
+
+    Nothing is sent to the provider while preparing: the snapshot that answers (part of the model key) is learned
+    by one 1-token request (`settle`, `probe`) only after the user agreed to the cost. Until then the runner
+    `assume`s the snapshot this warehouse last saw of the model (`spec_at`), so that pending work and its cost are
+    computed, and a rerun with nothing pending sends nothing (issue 56, item 3)."""
 
     label = "chat-api"
     chat = True
     tokenizer = None
     billed = True
 
-    def __init__(self, *, spec: Any, settings: dict[str, Any], snapshot: str, where: str,
-                 backend: Callable[[ChatPrepared], Any]) -> None:
-        self.spec, self.settings, self.snapshot, self.where = spec, settings, snapshot, where
+    def __init__(self, *, settings: dict[str, Any], where: str, backend: Callable[[ChatPrepared], Any],
+                 make_spec: Callable[[str | None], Any], probe: Callable[[], str]) -> None:
+        self.settings, self.where = settings, where
         self.device = where
         self.max_top_k = settings["top_logprobs"]
-        self._backend = backend
+        self._backend, self._make_spec, self._probe = backend, make_spec, probe
+        self.snapshot: str | None = None
+        self.spec = make_spec(None)
+        #: True until the provider has said which snapshot answers (`settle`)
+        self.deferred = True
+
+    def spec_at(self, revision: str | None) -> Any:
+        """The model's spec were the provider to answer with the snapshot stored as `revision`."""
+        return self._make_spec(revision)
+
+    def assume(self, revision: str | None) -> None:
+        """Take the snapshot stored as `revision` (the one a warehouse last saw) as the model's identity until the
+        provider is asked (None: none seen; nothing of this model can be stored then)."""
+        if self.deferred:
+            self.snapshot, self.spec = revision, self._make_spec(revision)
+
+    def settle(self) -> None:
+        """Ask the provider once (a 1-token request) which snapshot answers now; the model key from then on."""
+        if self.deferred:
+            self.snapshot = self._probe()
+            self.spec, self.deferred = self._make_spec(self.snapshot), False
 
     @property
     def prefill(self) -> bool:
@@ -271,6 +296,7 @@ class ChatPrepared(PreparedBase):
         return Estimate(requests, input_chars, output_tokens, self.settings)
 
     def load(self):
+        self.settle()
         return self._backend(self)
 
 

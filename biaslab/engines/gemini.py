@@ -116,11 +116,18 @@ def contents(messages: Sequence[dict]) -> tuple[str | None, list[dict]]:
 
 
 def prepare(model: str, options: BackendOptions) -> GeminiPrepared:
-    """Ask the API once (a 1-token request) which model version answers for `model`; compute the model key."""
-    from google.genai import errors
-
+    """The model's settings, checked; nothing is sent: the model version that answers for `model` (the key's
+    revision) is asked once, by a 1-token request, when the runner settles it (`ChatPrepared.settle`)."""
     validate_options(options)
     settings = PROVIDER.settings(options)
+    return GeminiPrepared(settings=settings, where=PROVIDER.where(settings), backend=GeminiBackend,
+                          make_spec=partial(PROVIDER.spec, model), probe=partial(_probe, model, settings))
+
+
+def _probe(model: str, settings: dict[str, Any]) -> str:
+    """The model version that answers for `model` (one 1-token request)."""
+    from google.genai import errors
+
     client = make_client(settings)
     try:
         reply = readable(partial(client.models.generate_content, model=model, contents="Say OK.",
@@ -134,9 +141,7 @@ def prepare(model: str, options: BackendOptions) -> GeminiPrepared:
         if not _calls_failed(exc):
             raise
         raise failure(exc, settings) from None
-    snapshot = str(getattr(reply, "model_version", None) or model)
-    return GeminiPrepared(spec=PROVIDER.spec(model, snapshot), settings=settings, snapshot=snapshot,
-                          where=PROVIDER.where(settings), backend=GeminiBackend)
+    return str(getattr(reply, "model_version", None) or model)
 
 
 class GeminiPrepared(ChatPrepared):

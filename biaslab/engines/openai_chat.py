@@ -111,20 +111,25 @@ def server_version(settings: dict[str, Any]) -> str | None:
 
 
 def prepare(model: str, options: BackendOptions) -> OpenAIChatPrepared:
-    """Ask the provider once (a 1-token request) which snapshot answers for `model`, and (unless `extensions` is
-    set) whether the server is vLLM, whose sampling extensions are then used and whose version joins the model key;
-    compute the model key. No weights, no tokenizer."""
+    """The model's settings, checked, and (unless `extensions` is set) whether a --base-url server is vLLM
+    (`GET /version`, free: it decides the request format), whose sampling extensions are then used and whose version
+    joins the model key. No completion is sent: the snapshot that answers for `model` (the key's revision) is asked
+    once, by a 1-token request, when the runner settles it (`ChatPrepared.settle`). No weights, no tokenizer."""
     validate_options(options)
     settings = PROVIDER.settings(options)
     version = server_version(settings)
     extensions = settings["extensions"] if settings["extensions"] is not None else version is not None
-    reply = first_reply(PROVIDER, settings, model, make_client(settings), lambda client: client.chat.completions.create(
-        model=model, messages=[{"role": "user", "content": "Say OK."}], max_completion_tokens=1, temperature=0.0,
-        seed=0), failure)
-    snapshot = snapshot_of(reply)
-    return OpenAIChatPrepared(spec=PROVIDER.spec(model, snapshot or None, version),
-                              settings={**settings, "extensions": extensions}, snapshot=snapshot,
-                              where=PROVIDER.where(settings), backend=OpenAIChatBackend)
+
+    def probe() -> str:
+        reply = first_reply(PROVIDER, settings, model, make_client(settings),
+                            lambda client: client.chat.completions.create(
+                                model=model, messages=[{"role": "user", "content": "Say OK."}],
+                                max_completion_tokens=1, temperature=0.0, seed=0), failure)
+        return snapshot_of(reply)
+
+    return OpenAIChatPrepared(settings={**settings, "extensions": extensions}, where=PROVIDER.where(settings),
+                              backend=OpenAIChatBackend, probe=probe,
+                              make_spec=lambda snapshot: PROVIDER.spec(model, snapshot or None, version))
 
 
 class OpenAIChatPrepared(ChatPrepared):

@@ -41,7 +41,11 @@ class EngineHandle:
 
     def __init__(self, prepared, backend=None, owned: bool = True) -> None:
         self.prepared, self.backend, self.owned = prepared, backend, owned
-        self.spec, self.model_key = prepared.spec, prepared.spec.model_key
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the model's identity again (a hosted model's key once its snapshot is assumed or settled)."""
+        self.spec, self.model_key = self.prepared.spec, self.prepared.spec.model_key
 
     def load_if(self, wh: Warehouse, pending: int):
         """The backend, its weights loaded only when something is pending (a rerun with nothing to do loads
@@ -101,13 +105,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
         # sql`, `info`, `metrics` and `report` can read the warehouse while the model computes
         with Warehouse.open(config.database(), shared=True, notify=notify) as wh:  # waits for readers, saying so
-            found, notes = stimuli_of.dataset_stimuli(wh, config)
-            selected = stimuli_of.select(found, config)
-            selected, note = protocol.stimuli(wh, handle.model_key, selected)
-            requests = protocol.requests(selected, handle.prepared)
-            runs.register_model(wh, handle.spec)
-            work = protocol.pending(wh, handle.model_key, requests)
-            notes = [*notes, *_billed(handle.prepared, protocol, work, confirm)]
+            selected, note, requests, work, notes = _pending_work(wh, config, handle, protocol, confirm)
             run_id, work, threads, how = _start_alone(wh, config, handle, protocol, requests, work, cores, notify)
             notes += _setup_lines(config, handle, threads, how)
             with runs.finishing(wh, run_id, protocol.table) as stats:
@@ -192,6 +190,45 @@ def _run_threads(wh, config, protocol, key: str, cores) -> tuple[int, str]:
     count = cores.threads()
     return count, f"the cores other processes leave free, {count} of {len(cores.cpus)}, measured once; fixed " \
                   f"for the run"
+
+
+def _pending_work(wh, config: CollectConfig, handle: EngineHandle, protocol, confirm):
+    """(stimuli selected, a note on them, requests, the work pending, notes): the dataset's stimuli as selected,
+    the protocol's requests and what of them the model has not stored. A billed engine's cost is estimated and agreed
+    to first (`_billed`); a hosted model is asked which snapshot answers only then, and only when something is
+    pending (`_settled`): until then its key is the one this warehouse last saw (`runs.known_revision`)."""
+    found, notes = stimuli_of.dataset_stimuli(wh, config)
+    selected = stimuli_of.select(found, config)
+    if handle.prepared.deferred:  # a hosted model: its snapshot as this warehouse last saw it, nothing sent
+        handle.prepared.assume(runs.known_revision(wh, handle.prepared))
+        handle.refresh()
+    selected, note = protocol.stimuli(wh, handle.model_key, selected)
+    requests = protocol.requests(selected, handle.prepared)
+    work = protocol.pending(wh, handle.model_key, requests)
+    notes = [*notes, *_billed(handle.prepared, protocol, work, confirm)]
+    if handle.prepared.deferred and work.count:  # agreed to: now ask which snapshot answers
+        work, notes = _settled(wh, handle, protocol, requests, work, notes, confirm)
+    if not handle.prepared.deferred:
+        runs.register_model(wh, handle.spec)
+    return selected, note, requests, work, notes
+
+
+def _settled(wh, handle, protocol, requests, work, notes: list[str], confirm):
+    """(the pending work, the notes) once the provider has said which snapshot answers (one 1-token request, after
+    the cost was agreed to). Under another snapshot than the one assumed, the work pending under its key is read
+    again; where it is more than was agreed to, it is estimated and agreed to again."""
+    assumed, agreed = handle.model_key, protocol.planned(work)[0]  # the requests the user agreed to send
+    handle.prepared.settle()
+    handle.refresh()
+    if handle.model_key == assumed:
+        return work, notes
+    work = protocol.pending(wh, handle.model_key, requests)
+    planned = protocol.planned(work)[0]
+    if planned <= agreed:
+        return work, notes
+    seen = (f"snapshot {handle.prepared.snapshot!r} answers now, not the one this warehouse last saw: {planned} "
+            f"requests are pending under it")
+    return work, [*notes, seen, *_billed(handle.prepared, protocol, work, confirm)]
 
 
 def _billed(prepared, protocol, work, confirm) -> list[str]:

@@ -20,6 +20,16 @@ def register_model(wh, spec) -> None:
     wh.append("models", [{k: v for k, v in spec.to_row().items() if k in columns}])
 
 
+def known_revision(wh, prepared) -> str | None:
+    """The revision (a hosted model's snapshot) under which this warehouse last registered the model `prepared`
+    names with the same settings: the latest `models` row of its name and backend whose key equals the key at that
+    revision (`prepared.spec_at`); None when there is none."""
+    spec = prepared.spec
+    rows = wh.rows("SELECT model_key, revision FROM models WHERE name = ? AND backend = ? "
+                   "ORDER BY registered_at DESC, model_key", [spec.name, spec.backend])
+    return next((revision for key, revision in rows if prepared.spec_at(revision).model_key == key), None)
+
+
 def start_run(wh, config, prepared, protocol, threads: int) -> str:
     """Register the run (status 'running'): the command, every common option and protocol setting, the threads
     used, the engine's version, the protocol's version and generation config; stamp a shard file first."""

@@ -52,7 +52,8 @@ def test_sample_mode_continues_the_prefill_and_sends_the_sampling_settings(claud
     assert sum(answer == options[1] for answer, _, _, options, _ in rows) == 3  # every third request: the second
     assert spec == [("anthropic", "stub-claude-2026-01-01", "provider")]
     assert KEY.encode() not in db.read_bytes()
-    assert "0 samples added" in collect(claude, db, *args).output and claude.completions == 11
+    # a rerun with nothing pending sends nothing, not even the snapshot probe (issue 56, item 3)
+    assert "0 samples added" in collect(claude, db, *args).output and claude.completions == 10
 
 
 def test_logprobs_mode_is_refused_with_why_and_a_refused_field_is_one_line(claude, tmp_path, data_dir):

@@ -84,7 +84,8 @@ def test_gen_needs_min_new_tokens_0_and_stores_the_replies(gemini, tmp_path, dat
     db = tmp_path / "w.duckdb"
     args = ["--dataset", "ruff", "--data-dir", str(data_dir), "--protocol", "gen", "--limit", "1", "--samples", "2"]
     refused = collect(gemini, db, *args)
-    assert refused.exit_code == 2 and "pass --min-new-tokens 0" in refused.output and gemini.completions == 1
+    # refused before any request, not even the snapshot probe (issue 56, item 3)
+    assert refused.exit_code == 2 and "pass --min-new-tokens 0" in refused.output and gemini.completions == 0
     result = collect(gemini, db, *args, "--min-new-tokens", "0")
     assert result.exit_code == 0, result.output
     with Warehouse.open(db, read_only=True) as wh:

@@ -67,7 +67,8 @@ def test_sample_mode_stores_seeded_parsed_replies_and_a_rerun_adds_nothing(stub,
     assert spec == [("openai-chat", "stub-model-2026-01-01", "provider")]
     assert adaptation == [("chat_api+prefill_continued", "sample")]
     again = collect(stub, db, *args)
-    assert again.exit_code == 0 and "0 samples added" in again.output and stub.completions == 22  # a probe only
+    # nothing pending: nothing is sent, not even the snapshot probe (issue 56, item 3)
+    assert again.exit_code == 0 and "0 samples added" in again.output and stub.completions == 21
 
 
 def _lead_share(temperature: float, top_k: int) -> float:
@@ -180,11 +181,12 @@ def test_the_cost_is_shown_and_max_cost_refuses_before_any_request(stub, tmp_pat
             "10", "--price-in", "2.5", "--price-out", "10"]
     refused = collect(stub, db, *args, "--max-cost", "0.0001")
     assert refused.exit_code == 2 and "above --max-cost" in refused.output and "40 requests" in refused.output
-    assert stub.completions == 1  # the probe only
+    assert stub.completions == 0  # not even the snapshot probe before the cost is agreed to (issue 56, item 3)
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.count("runs") == 0 and wh.count("samples") == 0
     ok = collect(stub, db, *args, "--max-cost", "1")
-    assert ok.exit_code == 0 and "estimated cost $0.0" in ok.output and stub.completions == 42
+    assert ok.exit_code == 0 and "estimated cost $0.0" in ok.output and stub.completions == 41
+    assert ok.output.count("about to send") == 1  # asked once: nothing was stored under the snapshot learned
 
 
 def test_429_with_retry_after_then_success_and_5xx_that_persists(stub, tmp_path, data_dir):
@@ -279,13 +281,16 @@ def test_a_provider_that_never_answers_ends_the_run_in_one_line(tmp_path, data_d
         result = CliRunner().invoke(runners, [
             "collect", "--backend", "openai-chat", "--base-url", url, "--model", "stub-model", "--db",
             str(tmp_path / "w.duckdb"), "--yes", "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1",
-            "--mode", "sample", "--samples", "1", "--engine-arg", "timeout_s=1", "--engine-arg", "retries=1"])
+            "--mode", "sample", "--samples", "1", "--top-k", "0", "--engine-arg", "timeout_s=1", "--engine-arg",
+            "retries=1"])
         elapsed = time.monotonic() - started
     finally:
         silent.close()
     assert result.exit_code == 1 and f"{url} did not answer within 1 s (1 retries)" in result.output
-    assert len(result.output.strip().splitlines()) == 1 and elapsed < 30
-    assert not (tmp_path / "w.duckdb").exists()
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and errors[0] == result.output.strip().splitlines()[-1] and elapsed < 30
+    with Warehouse.open(tmp_path / "w.duckdb", read_only=True) as wh:  # the probe comes after the estimate now
+        assert wh.count("runs") == 0 and wh.count("samples") == 0 and wh.count("models") == 0
 
 
 def test_unreturned_weight_in_each_regime():

@@ -1,0 +1,63 @@
+"""Issue 56, item 3: nothing reaches a hosted provider before the user has agreed to the cost, and a rerun with
+nothing pending sends nothing (not even the 1-token probe that learns the snapshot), through `collect` against the
+stand-in of OpenAI's chat API (tests/chat_stub.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from biaslab.errors import UsageError
+from biaslab.runners.collect import CollectConfig, collect
+from biaslab.warehouse import Warehouse
+from chat_stub import ChatStub
+
+
+@pytest.fixture
+def stub():
+    server = ChatStub(extensions=True)
+    yield server
+    server.close()
+
+
+def _config(stub, db, data_dir, samples=2):
+    return CollectConfig(dataset="winopron", backend="openai-chat", model="stub-model", db=str(db),
+                         data_dir=str(data_dir), limit=2, protocol="choice", mode="sample", samples=samples, seed=3,
+                         top_k=0,
+                         engine_args={"base_url": stub.url, "api_key_env": "STUB_KEY", "extensions": True})
+
+
+def test_declining_the_cost_sends_nothing(stub, tmp_path, data_dir, monkeypatch):
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    asked = []
+    with pytest.raises(UsageError, match="not confirmed: nothing was sent"):
+        collect(_config(stub, tmp_path / "w.duckdb", data_dir), confirm=lambda line: asked.append(line) or False)
+    assert len(asked) == 1 and "4 requests" in asked[0] and stub.completions == 0
+
+
+def test_a_rerun_with_nothing_pending_sends_nothing_even_to_a_provider_that_is_down(tmp_path, data_dir,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    openai_like = ChatStub(extensions=False)  # as OpenAI's API: no vLLM version, no top_k
+    db = tmp_path / "w.duckdb"
+    config = _config(openai_like, db, data_dir).model_copy(update={"engine_args": {
+        "base_url": openai_like.url, "api_key_env": "STUB_KEY"}})
+    first = collect(config, confirm=lambda line: True)
+    assert first.added == 4 and openai_like.completions == 5  # the probe, after the answer, and the 4 samples
+    openai_like.close()  # the provider is down
+    again = collect(config, confirm=lambda line: pytest.fail("nothing to agree to"))
+    assert again.pending == 0 and again.added == 0
+
+
+def test_a_new_snapshot_is_learned_after_consent_and_its_work_agreed_to_again(stub, tmp_path, data_dir, monkeypatch):
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    db = tmp_path / "w.duckdb"
+    collect(_config(stub, db, data_dir), confirm=lambda line: True)
+    stub.snapshot = "stub-model-2026-06-01"  # the provider moved on
+    asked = []
+    more = collect(_config(stub, db, data_dir, samples=3), confirm=lambda line: asked.append(line) or True)
+    # agreed to the 2 samples pending under the snapshot last seen; under the new one all 6 are pending: asked again
+    assert [line.split(" requests")[0].split()[-1] for line in asked] == ["2", "6"]
+    assert more.added == 6 and stub.completions == 5 + 1 + 6
+    with Warehouse.open(db, read_only=True) as wh:
+        assert sorted(r[0] for r in wh.rows("SELECT revision FROM models")) == ["stub-model-2026-01-01",
+                                                                                 "stub-model-2026-06-01"]

@@ -137,11 +137,11 @@ def collection_records(wh, columns) -> tuple[list[str], list[tuple]]:
     return _records(wh, NAMED_COLLECTIONS_SQL, columns)
 
 
-def _records(wh, sql: str, columns) -> tuple[list[str], list[tuple]]:
+def _records(wh, query_sql: str, columns) -> tuple[list[str], list[tuple]]:
     from ..sql.quoting import identifiers
 
     columns = list(columns)
-    return columns, [tuple(r) for r in wh.rows(f"SELECT {identifiers(columns)} FROM ({sql})")]
+    return columns, [tuple(r) for r in wh.rows(f"SELECT {identifiers(columns)} FROM ({query_sql})")]
 
 
 def models(handle) -> ir.Table:

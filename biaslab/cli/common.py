@@ -115,6 +115,27 @@ class Group(click.Group):
             raise click.exceptions.Exit(1) from None
 
 
+class LazyGroup(Group):
+    """A `Group` whose subcommands are imported when they are used (`lazy`: command name -> "module:attribute" of
+    `biaslab.cli`), so that `biaslab sql` imports the SQL command and not the metrics, data or view commands. Listing
+    them (`--help`) imports them all, for their help."""
+
+    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str):
+        if name in self.lazy and name not in self.commands:
+            import importlib
+
+            module, attribute = self.lazy[name].split(":")
+            self.add_command(getattr(importlib.import_module(module, __package__), attribute), name)
+        return super().get_command(ctx, name)
+
+
 db_option = click.option(
     "--db", "db", type=click.Path(dir_okay=False), default=str(DEFAULT_DB), show_default=True,
     help="DuckDB warehouse file.",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from .common import Group, db_option, debug_option
-from .catalog_cmd import collections_command, models_command
-from .compare_cmd import compare_command
-from .data_cmd import data_group
-from .metrics_cmd import annotate_group, metrics_group, report_group
-from .sql_cmd import info_command, sql_command
-from .view_cmd import view_command
+from .common import Group, LazyGroup, db_option, debug_option
+
+#: the subcommands, imported when used (`LazyGroup`): name -> module:attribute
+COMMANDS = {"sql": ".sql_cmd:sql_command", "info": ".sql_cmd:info_command", "models": ".catalog_cmd:models_command",
+            "collections": ".catalog_cmd:collections_command", "data": ".data_cmd:data_group",
+            "metrics": ".metrics_cmd:metrics_group", "report": ".metrics_cmd:report_group",
+            "compare": ".compare_cmd:compare_command", "view": ".view_cmd:view_command",
+            "annotate": ".metrics_cmd:annotate_group"}
 
 
 def _print_version(ctx: click.Context, param, value: bool) -> None:
@@ -23,7 +24,7 @@ def _print_version(ctx: click.Context, param, value: bool) -> None:
     ctx.exit()
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and exit.")
 @debug_option
@@ -134,14 +135,4 @@ def migrate_command(db: str) -> None:
     click.echo(f"{db}: schema version {version}")
 
 
-biaslab.add_command(sql_command)
-biaslab.add_command(info_command)
-biaslab.add_command(models_command)
-biaslab.add_command(collections_command)
-biaslab.add_command(data_group)
 biaslab.add_command(warehouse_group)
-biaslab.add_command(metrics_group)
-biaslab.add_command(report_group)
-biaslab.add_command(compare_command)
-biaslab.add_command(view_command)
-biaslab.add_command(annotate_group)

@@ -2,6 +2,7 @@
 the same requests (issue 57).
 
 Usage: python benchmarks/bench_chat_concurrency.py [--concurrency 64] [--latency 0.2] [--prompts 160] [--samples 4]
+       [--repeats 3]
 
 A stand-in of OpenAI's chat completions API on 127.0.0.1 (tests/chat_stub.py; every completion waits --latency
 seconds, its listen backlog raised so that no connection waits for the kernel) answers:
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import http.server
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -37,12 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from chat_stub import ChatStub  # noqa: E402
 
 TARGET = 0.9
+#: the four measures, in the order each repeat takes them
+NAMES = ("collect (end to end, stored per chunk)", "engine, call_chunks (this release)",
+         "engine, call_all per chunk (before)", "plain httpx.AsyncClient (baseline)")
 #: the chunk a chat collection stores at once (`runners.protocols.choice_chat.CHAT_CHUNK`)
 CHUNK = 64
 
 
 class TimedStub(ChatStub):
-    """The stand-in, recording when each completion ends."""
+    """The stand-in, recording when each completion ends; `GET /bench/ends` returns the bodies received and the
+    ends (the stub's clock) since the last such request, and forgets them."""
 
     def __init__(self, latency: float):
         http.server.ThreadingHTTPServer.request_queue_size = 1024  # every connection accepted at once
@@ -55,16 +61,42 @@ class TimedStub(ChatStub):
                 self.ends.append(time.perf_counter())
         return super().answer(body)
 
-    def window(self) -> float:
-        """Seconds from the first arrival (its end less the latency) to the last end."""
-        return max(self.ends) - min(self.ends) + self.delay_s
-
-    def reset(self) -> None:
+    def batch_get(self, path: str):
+        if path != "/bench/ends":
+            return super().batch_get(path)
         with self.lock:
+            taken = {"ends": self.ends, "bodies": self.bodies}
             self.ends, self.bodies = [], []
+        return 200, taken
 
 
-def collect(stub: TimedStub, concurrency: int, prompts: int, samples: int, db: Path) -> int:
+class StubProcess:
+    """The stand-in in a process of its own (its handler threads do not share this process's interpreter lock with
+    the clients measured)."""
+
+    def __init__(self, latency: float):
+        import subprocess
+
+        self.latency = latency
+        self.process = subprocess.Popen([sys.executable, __file__, "--serve", str(latency)], stdout=subprocess.PIPE,
+                                        text=True)
+        self.url = self.process.stdout.readline().strip()
+
+    def taken(self) -> dict:
+        import httpx
+
+        return httpx.get(self.url.removesuffix("/v1") + "/bench/ends", timeout=30).json()
+
+    def window(self, ends: list[float]) -> float:
+        """Seconds from the first arrival (its end less the latency) to the last end."""
+        return max(ends) - min(ends) + self.latency
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def collect(stub: StubProcess, concurrency: int, prompts: int, samples: int, db: Path) -> int:
     import biaslab
 
     os.environ["BENCH_STUB_KEY"] = "sk-bench"
@@ -75,7 +107,7 @@ def collect(stub: TimedStub, concurrency: int, prompts: int, samples: int, db: P
     return result.added
 
 
-def engine_backend(stub: TimedStub, concurrency: int):
+def engine_backend(stub: StubProcess, concurrency: int):
     from biaslab.engines import openai_chat
     from biaslab.engines.base import BackendOptions
 
@@ -122,10 +154,14 @@ async def plain_async(url: str, bodies: list[dict], concurrency: int) -> None:
         await asyncio.gather(*(one(b) for b in bodies))
 
 
-def measure(stub: TimedStub, run) -> float:
-    stub.reset()
+def plain(url: str, bodies: list[dict], concurrency: int) -> None:
+    asyncio.run(plain_async(url, bodies, concurrency))
+
+
+def measure(stub: StubProcess, run) -> float:
+    stub.taken()
     run()
-    return stub.window()
+    return stub.window(stub.taken()["ends"])
 
 
 def main() -> None:
@@ -134,38 +170,50 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--prompts", type=int, default=160)
     parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--serve", type=float, default=None, help=argparse.SUPPRESS)  # the stand-in's process
     args = parser.parse_args()
-    stub = TimedStub(args.latency)
+    if args.serve is not None:
+        server = TimedStub(args.serve)
+        print(server.url, flush=True)
+        threading.Event().wait()
+    stub = StubProcess(args.latency)
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory() as folder:
-        stub.reset()
-        added = collect(stub, args.concurrency, args.prompts, args.samples, Path(folder) / "w.duckdb")
-        collected = stub.window()
-        bodies = [b for b in stub.bodies if b.get("max_completion_tokens", 0) > 1]  # the probe request left out
-    backend = engine_backend(stub, args.concurrency)
+    windows: dict[str, list[float]] = {name: [] for name in NAMES}
     try:
-        pipelined = measure(stub, lambda: replay(backend, bodies, args.concurrency, True))
-        per_chunk = measure(stub, lambda: replay(backend, bodies, args.concurrency, False))
+        for _ in range(args.repeats):  # each repeat in a fresh warehouse, the four measures one after the other
+            with tempfile.TemporaryDirectory() as folder:
+                stub.taken()
+                added = collect(stub, args.concurrency, args.prompts, args.samples, Path(folder) / "w.duckdb")
+                taken = stub.taken()
+                windows[NAMES[0]].append(stub.window(taken["ends"]))
+                bodies = [b for b in taken["bodies"] if b.get("max_completion_tokens", 0) > 1]  # the probe left out
+            backend = engine_backend(stub, args.concurrency)
+            try:
+                windows[NAMES[1]].append(measure(stub, partial(replay, backend, bodies, args.concurrency, True)))
+                windows[NAMES[2]].append(measure(stub, partial(replay, backend, bodies, args.concurrency, False)))
+            finally:
+                backend.close()
+            windows[NAMES[3]].append(measure(stub, partial(plain, stub.url, bodies, args.concurrency)))
     finally:
-        backend.close()
-    baseline = measure(stub, lambda: asyncio.run(plain_async(stub.url, bodies, args.concurrency)))
+        stub.close()
+    collected, pipelined, per_chunk, baseline = (statistics.median(windows[name]) for name in NAMES)
     ideal = -(-len(bodies) // args.concurrency) * args.latency
-    rows = {"collect (end to end, stored per chunk)": collected, "engine, call_chunks (this release)": pipelined,
-            "engine, call_all per chunk (before)": per_chunk, "plain httpx.AsyncClient (baseline)": baseline}
+    rows = dict(zip(NAMES, (collected, pipelined, per_chunk, baseline)))
     print(f"{len(bodies)} requests ({added} samples stored), concurrency {args.concurrency}, latency "
-          f"{args.latency:g} s: ideal window {ideal:.2f} s")
+          f"{args.latency:g} s: ideal window {ideal:.2f} s; medians of {args.repeats} repeats")
     for name, seconds in rows.items():
         print(f"{name:<42} {seconds:6.2f} s  {baseline / seconds:5.2f}x the baseline's rate")
     met = baseline / collected >= TARGET
     print(f"target: collect at least {TARGET:g}x the baseline's rate: {'met' if met else 'NOT met'}")
     path = write_json("chat_concurrency", {
         "requests": len(bodies), "samples_stored": added, "concurrency": args.concurrency, "latency_s": args.latency,
-        "ideal_window_s": ideal, "windows_s": rows, "ratio_collect_to_baseline": baseline / collected,
+        "ideal_window_s": ideal, "windows_s": rows, "repeats_s": windows,
+        "ratio_collect_to_baseline": baseline / collected,
         "ratio_call_chunks_to_baseline": baseline / pipelined, "ratio_per_chunk_to_baseline": baseline / per_chunk,
         "target": TARGET, "met": met, "cpu": cpu_facts(), "load_before": load_before,
         "load_after": os.getloadavg()})
     print(f"wrote {path}")
-    threading.Thread(target=stub.close, daemon=True).start()
 
 
 if __name__ == "__main__":

@@ -89,8 +89,22 @@ def compare(d: dict[str, Any]) -> list[Row]:
                          "< 300 ms", d["stimulus_page_p95_s"] < 0.3)] if "stimulus_page_median_s" in d else [])
 
 
+def startup(d: dict[str, Any]) -> list[Row]:
+    target = d["target_ratio"]
+    return [(f"{name}: ratio to plain DuckDB ({row['median_s'] * 1000:.0f} ms vs "
+             f"{row['baseline_median_s'] * 1000:.0f} ms)", f"{row['ratio']:.2f}", f"<= {target:g}", row["met"])
+            for name, row in d["rows"].items()]
+
+
+def chat_concurrency(d: dict[str, Any]) -> list[Row]:
+    return [(f"chat collect at {d['concurrency']} in flight, {d['latency_s'] * 1000:.0f} ms latency: rate vs a plain "
+             "async client", f"{d['ratio_collect_to_baseline']:.2f}", f">= {d['target']:g}", d["met"]),
+            ("the same requests, one chunk at a time (before issue 57)", f"{d['ratio_per_chunk_to_baseline']:.2f}",
+             "-", None)]
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
-    "bench_compare": compare,
+    "bench_compare": compare, "startup": startup, "chat_concurrency": chat_concurrency,
     "scoring": scoring, "scoring_peers": scoring_peers, "exact_vs_sampling": exact_vs_sampling,
     "warehouse_append": warehouse_append, "metrics_latency": metrics_latency,
     "main_job_bf16": main_job, "main_job_fp32": main_job,

@@ -22,3 +22,23 @@ def spec_warehouse(folder: Path, spec_text: str, dataset: str, loaded, collectio
     for options in collections:
         collect(CollectConfig(dataset=dataset, db=str(path), **options), loaded=loaded)
     return path
+
+
+#: a two-option study (she / he) in two orders, four occupations, two templates with gold options and two contexts:
+#: 32 stimuli (templates x occupations x contexts x orders); the comparisons' tests collect it in two settings
+COMPARE_SPEC = """
+name: demo-compare
+protocols: [choice, prob]
+options:
+  - {label: female, forms: {nom: she}}
+  - {label: male, forms: {nom: he}}
+orders: [[female, male], [male, female]]
+fillers:
+  occupation: [{value: nurse}, {value: pilot}, {value: baker}, {value: judge}]
+templates:
+  - {id: late, text: "The {occupation} said that {pronoun} was late.", case: nom, gold: female}
+  - {id: home, text: "The {occupation} went home because {pronoun} was tired.", case: nom, gold: male}
+contexts:
+  - {name: unprimed}
+  - {name: primed_f, prime: "{pronoun:female} is kind."}
+"""

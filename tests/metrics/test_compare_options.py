@@ -13,24 +13,9 @@ from statsmodels.stats.contingency_tables import mcnemar
 import biaslab
 from biaslab.cli.main import biaslab as cli
 from biaslab.metrics.calibration.stats import ece
-from user_specs import spec_warehouse
+from user_specs import COMPARE_SPEC, spec_warehouse
 
-SPEC = """
-name: demo-compare
-protocols: [choice, prob]
-options:
-  - {label: female, forms: {nom: she}}
-  - {label: male, forms: {nom: he}}
-orders: [[female, male], [male, female]]
-fillers:
-  occupation: [{value: nurse}, {value: pilot}, {value: baker}, {value: judge}]
-templates:
-  - {id: late, text: "The {occupation} said that {pronoun} was late.", case: nom, gold: female}
-  - {id: home, text: "The {occupation} went home because {pronoun} was tired.", case: nom, gold: male}
-contexts:
-  - {name: unprimed}
-  - {name: primed_f, prime: "{pronoun:female} is kind."}
-"""
+SPEC = COMPARE_SPEC
 
 
 @pytest.fixture(scope="module")

@@ -16,23 +16,9 @@ import biaslab
 from biaslab.cli.main import biaslab as cli
 from biaslab.metrics.compare.core import Measure, Observations, compare_observations, valid_share_gap
 from biaslab.metrics.studies import options
-from user_specs import spec_warehouse
+from user_specs import COMPARE_SPEC, spec_warehouse
 
-SPEC = """
-name: demo-validity
-protocols: [choice, prob]
-options:
-  - {label: female, forms: {nom: she}}
-  - {label: male, forms: {nom: he}}
-orders: [[female, male], [male, female]]
-fillers:
-  occupation: [{value: nurse}, {value: pilot}, {value: baker}, {value: judge}]
-templates:
-  - {id: late, text: "The {occupation} said that {pronoun} was late.", case: nom, gold: female}
-contexts:
-  - {name: unprimed}
-  - {name: primed_f, prime: "{pronoun:female} is kind."}
-"""
+SPEC = COMPARE_SPEC.replace("demo-compare", "demo-validity")
 
 
 @pytest.fixture(scope="module")

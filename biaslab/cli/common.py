@@ -120,9 +120,25 @@ class LazyGroup(Group):
     `biaslab.cli`), so that `biaslab sql` imports the SQL command and not the metrics, data or view commands. Listing
     them (`--help`) imports them all, for their help."""
 
-    def __init__(self, *args, lazy: dict[str, str] | None = None, **kwargs) -> None:
+    def __init__(self, *args, lazy: dict[str, str] | None = None, short_help: dict[str, str] | None = None,
+                 **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.lazy = dict(lazy or {})
+        self.lazy, self.short_help = dict(lazy or {}), dict(short_help or {})
+
+    def format_commands(self, ctx: click.Context, formatter) -> None:
+        """The command list of --help: a command not imported yet is listed with its `short_help` when one is
+        given (nothing is imported then), else imported for its own."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.short_help and name not in self.commands:
+                rows.append((name, self.short_help[name]))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))

@@ -62,3 +62,11 @@ def test_a_command_imports_nothing_heavy(db, module, name, args):
 def test_the_probe_sees_a_heavy_import(db):
     # the check itself can fail: `biaslab metrics` builds frames with pandas
     assert "pandas" in imported("main", "biaslab", ["metrics", "contextuality", "--db", db], succeeds=False)
+
+
+def test_runners_lists_its_commands_with_their_own_help_without_importing_them():
+    from biaslab.cli.runners_cli import COMMANDS, SHORT_HELP, runners
+
+    assert set(SHORT_HELP) == set(COMMANDS)
+    for name, text in SHORT_HELP.items():  # the help `runners --help` shows is each command's own
+        assert runners.get_command(None, name).get_short_help_str(300) == text

@@ -72,4 +72,4 @@ def test_settings_resolve_per_protocol_with_defaults():
 
 def _defaults() -> dict:
     """Every option of `runners collect` at its default, as click passes them."""
-    return runners.commands["collect"].make_context("collect", ["--dataset", "winopron"]).params
+    return runners.get_command(None, "collect").make_context("collect", ["--dataset", "winopron"]).params

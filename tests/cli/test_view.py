@@ -184,3 +184,21 @@ def test_token_text_comes_from_the_models_own_record(tmp_path, tiny_gpt2_dir, mo
     assert tokenizer_place(str(gguf), "r", "hf") is None  # a file never converted here has no tokenizer
     tokenizer = _tokenizer(tokenizer_place("pkg==1.0:model.Q4_1.gguf", "abc", "hf"))
     assert tokenizer is not None and tokenizer.decode(tokenizer("she said")["input_ids"]) == "she said"
+
+
+def test_two_sampler_settings_of_one_model_are_labelled_apart(tmp_path_factory, tiny_gpt2):
+    """Issue 58: samples of one request at T = 0.5 and T = 1.0 are two settings: the heading names both, each row
+    its own (they used to look like duplicate rows)."""
+    db = spec_warehouse(tmp_path_factory.mktemp("view-settings"), SPEC, "view-demo", tiny_gpt2,
+                        [{"protocol": "choice", "mode": "sample", "samples": 2},
+                         {"protocol": "choice", "mode": "sample", "samples": 2, "temperature": 1.0}])
+    with Warehouse.open(db, read_only=True) as wh:
+        stimulus_id = wh.rows("SELECT stimulus_id FROM choice_requests ORDER BY stimulus_id LIMIT 1")[0][0]
+        stored = wh.rows("SELECT temperature, count(*) FROM samples WHERE stimulus_id = ? GROUP BY ALL ORDER BY 1",
+                         [stimulus_id])
+    assert stored == [(0.5, 2), (1.0, 2)]
+    page = create_app(db).test_client().get(f"/stimulus/{stimulus_id}").get_data(as_text=True)
+    heading = re.search(r'<h2 id="request-[0-9a-f]+">([^<]+)</h2>', page).group(1)
+    assert "T=0.5 top_k=40 top_p=1" in heading and "T=1 top_k=40 top_p=1" in heading
+    rows = re.findall(r'<tr><td class="num">([0-9.]+)</td><td class="num">40</td>', page)
+    assert sorted(rows) == ["0.5", "0.5", "1", "1"]

@@ -281,8 +281,10 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
             entry["trie"] = trie_rows(nodes, edges, float(first["temperature"]), int(first["top_k"]), decode)
         samples = wh.query("SELECT sample_index, seed, temperature, top_k, top_p, text, answer, valid, finish_reason, "
                            "token_ids, token_logprobs FROM samples WHERE model_key = ? AND request_id = ? "
-                           "ORDER BY seed, sample_index LIMIT 100", [key, rid])
+                           "ORDER BY temperature, top_k, top_p, seed, sample_index LIMIT 100", [key, rid])
         entry["samples"] = _records(samples)
+        # the sampler settings of this request's samples: two temperatures of one model are two settings, labelled
+        entry["sample_settings"] = sorted({(s["temperature"], s["top_k"], s["top_p"]) for s in entry["samples"]})
         requests.append(entry)
     scores = []
     for seq in _records(wh.query("SELECT * FROM sequence_scores WHERE stimulus_id = ? ORDER BY model_key, scheme, "
@@ -295,9 +297,10 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
                                    "logprob": float(t.logprob)} for t in tokens.itertuples(index=False)]})
     generations = _records(wh.query(
         "SELECT g.model_key, coalesce(m.name, g.model_key) AS model_name, g.context, g.declared, g.prompt_text, "
-        "x.sample_index, x.seed, x.text FROM gen_requests g JOIN samples x USING (model_key, request_id) "
-        "LEFT JOIN models m USING (model_key) WHERE g.stimulus_id = ? ORDER BY g.model_key, g.context, x.seed, "
-        "x.sample_index LIMIT 200", [stimulus_id]))
+        "x.sample_index, x.seed, x.temperature, x.top_k, x.top_p, x.max_new_tokens, x.text FROM gen_requests g "
+        "JOIN samples x USING (model_key, request_id) LEFT JOIN models m USING (model_key) WHERE g.stimulus_id = ? "
+        "ORDER BY g.model_key, x.temperature, x.top_k, x.top_p, g.context, x.seed, x.sample_index LIMIT 200",
+        [stimulus_id]))
     siblings = wh.query(
         "SELECT s.stimulus_id, s.context, s.option_order, coalesce(m.name, o.model_key) AS model_name, o.method, "
         "o.option_label, o.p, o.valid_mass FROM stimuli s LEFT JOIN option_probs o USING (stimulus_id) "

@@ -107,7 +107,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         with Warehouse.open(config.database(), shared=True, notify=notify) as wh:  # waits for readers, saying so
             selected, note, requests, work, notes = _pending_work(wh, config, handle, protocol, confirm)
             run_id, work, threads, how = _start_alone(wh, config, handle, protocol, requests, work, cores, notify)
-            notes += _setup_lines(config, handle, threads, how)
+            notes += [*_setup_lines(config, handle, threads, how), *protocol.setup_notes(handle.prepared)]
             with runs.finishing(wh, run_id, protocol.table) as stats:
                 backend = handle.load_if(wh, work.count)
                 if backend is not None and backend.batch:  # a chat API's batch mode: its batches are recorded here

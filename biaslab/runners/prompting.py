@@ -208,9 +208,13 @@ def user_message(spec: PromptSpec, stimulus: Stimulus) -> str:
     return spec.user_text(passage(stimulus), stimulus.options, where)
 
 
+def has_chat_template(tokenizer) -> bool:
+    """Whether the tokenizer renders chat messages (an instruction-tuned model); False for a base model's."""
+    return bool(getattr(tokenizer, "chat_template", None))
+
+
 def _render_user(spec: PromptSpec, tokenizer, user: str) -> RenderedPrompt:
-    template = getattr(tokenizer, "chat_template", None)
-    if not template:
+    if not has_chat_template(tokenizer):
         return RenderedPrompt(f"{spec.system}\n\n{user}\n{spec.prefill}", "no_chat_template+prefill_appended")
     messages = [{"role": "system", "content": spec.system}, {"role": "user", "content": user}]
     try:

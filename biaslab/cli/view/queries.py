@@ -282,8 +282,7 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
         samples = wh.query("SELECT sample_index, seed, temperature, top_k, top_p, text, answer, valid, finish_reason, "
                            "token_ids, token_logprobs FROM samples WHERE model_key = ? AND request_id = ? "
                            "ORDER BY temperature, top_k, top_p, seed, sample_index LIMIT 100", [key, rid])
-        entry["samples"] = _records(samples)
-        # the sampler settings of this request's samples: two temperatures of one model are two settings, labelled
+        entry["samples"] = _records(samples)  # and their sampler settings: two temperatures are two settings
         entry["sample_settings"] = sorted({(s["temperature"], s["top_k"], s["top_p"]) for s in entry["samples"]})
         requests.append(entry)
     scores = []

@@ -128,6 +128,10 @@ class Protocol(ABC):
     def check_engine(self, prepared: Any) -> None:
         """Refuse what the resolved engine cannot do (e.g. a K above its limit), before any run row is written."""
 
+    def setup_notes(self, prepared: Any) -> list[str]:
+        """Lines the run prints about how the model is asked (none by default)."""
+        return []
+
     def stimuli(self, wh, model_key: str, stimuli: list[Stimulus]) -> tuple[list[Stimulus], str]:
         """The stimuli asked, and a note for the command output ("" for none)."""
         return stimuli, ""

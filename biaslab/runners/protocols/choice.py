@@ -383,6 +383,17 @@ class Choice(Protocol):
         raise UsageError(f"--k-store {k_store} exceeds the {k} top log-probabilities this engine returns: give "
                          f"--k-store between {MIN_K_STORE} and {k} (with --top-k <= --k-store), or {raise_limit}")
 
+    def setup_notes(self, prepared) -> list[str]:
+        """A line when a model without a chat template (a base model) is asked with a chat prompt: such a model
+        mostly copies the format's placeholder, so its valid share is low (shown beside every score); the base-model
+        prompt (`--prompt forced_choice_plain_v1`) states the same task as a text to continue."""
+        from ..prompting import has_chat_template
+
+        if self.chat or has_chat_template(prepared.tokenizer) or self.spec.version != "forced-choice-v1":
+            return []
+        return ["prompt: this model has no chat template, and forced-choice-v1 is a chat prompt: a base model is asked "
+                "with --prompt forced_choice_plain_v1 (another prompt version, so the two are never mixed)"]
+
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[ChoiceRequest]:
         self.engine = prepared.label
         if self.chat:

@@ -123,12 +123,15 @@ def terminations_interrupt() -> Iterator[None]:
 
 @contextmanager
 def finishing(wh, run_id: str, table: str) -> Iterator[dict]:
-    """Mark the run finished, interrupted (Ctrl-C, SIGTERM, SIGHUP) or failed (any other exception: out of memory,
+    """Mark the run finished, interrupted (Ctrl-C, SIGTERM, SIGHUP), pending (a provider's batch that has not ended
+    within --batch-wait: rerun to fetch it) or failed (any other exception: out of memory,
     disk full, a bug), with the rows it added to `table` (the protocol's evidence table; for a run that did not
     finish, its rows stored there under its run_id: the chunks committed before it stopped). A SIGKILL cannot be
     caught: `biaslab warehouse check` finds such runs by their dead process and `--repair` marks them
     interrupted. Yields a dict whose "added" the caller sets, and "params" if it has parameters to add to the run's
     (`Warehouse.finish_run`)."""
+    from ..engines.chat import BatchPending
+
     stats = {"added": 0}
     status = "failed"
     with terminations_interrupt():
@@ -137,6 +140,9 @@ def finishing(wh, run_id: str, table: str) -> Iterator[dict]:
             status = "finished"
         except KeyboardInterrupt:  # includes RunInterrupted
             status = "interrupted"
+            raise
+        except BatchPending:  # a provider's batch still running: its id is stored, a rerun fetches it
+            status = "pending"
             raise
         finally:
             try:

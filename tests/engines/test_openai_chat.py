@@ -373,6 +373,7 @@ def test_batch_mode_submits_once_and_a_rerun_fetches(stub, tmp_path, data_dir):
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.count("samples") == 0 and wh.rows("SELECT batch_id, len(custom_ids) FROM api_batches") == [
             ("batch_1", 8)]
+        assert wh.rows("SELECT status FROM runs") == [("pending",)]  # not failed: a rerun fetches it (issue 56)
     second = collect(stub, db, *args)
     assert second.exit_code == 0 and "8 samples added" in second.output, second.output
     assert list(stub.batches) == ["batch_1"] and stub.batch_posts.count("/v1/batches") == 1

@@ -388,16 +388,13 @@ def readable(call: Callable[[], Any], settings: dict[str, Any], where: str) -> A
     cut off in transit: every SDK raises `json.JSONDecodeError`); after that, one line (`EngineError`)."""
     import json
 
-    for _ in range(settings["retries"]):
+    for _ in range(settings["retries"] + 1):
         try:
             return call()
-        except json.JSONDecodeError:
-            continue
-    try:
-        return call()
-    except json.JSONDecodeError as exc:
-        raise EngineError(f"{where} sent a malformed reply {settings['retries'] + 1} time(s): its JSON cannot be "
-                          f"read ({exc.msg} at character {exc.pos}); nothing of this chunk was stored") from None
+        except json.JSONDecodeError as exc:
+            last = exc
+    raise EngineError(f"{where} sent a malformed reply {settings['retries'] + 1} time(s): its JSON cannot be read "
+                      f"({last.msg} at character {last.pos}); nothing of this chunk was stored")
 
 
 def first_reply(provider: Provider, settings: dict[str, Any], model: str, client: Any,

@@ -115,6 +115,21 @@ class Group(click.Group):
             raise click.exceptions.Exit(1) from None
 
 
+def version_option(prog_name: str):
+    """--version of a console script: the installed version (`biaslab.__version__`), read only when asked, so that
+    start-up does not read the package metadata."""
+    def show(ctx: click.Context, param, value: bool) -> None:
+        if not value or ctx.resilient_parsing:
+            return
+        from .. import __version__
+
+        click.echo(f"{prog_name}, version {__version__}")
+        ctx.exit()
+
+    return click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=show,
+                        help="Show the version and exit.")
+
+
 class LazyGroup(Group):
     """A `Group` whose subcommands are imported when they are used (`lazy`: command name -> "module:attribute" of
     `biaslab.cli`), so that `biaslab sql` imports the SQL command and not the metrics, data or view commands. Listing

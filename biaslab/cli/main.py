@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import Group, LazyGroup, db_option, debug_option
+from .common import Group, LazyGroup, db_option, debug_option, version_option
 
 #: the subcommands, imported when used (`LazyGroup`): name -> module:attribute
 COMMANDS = {"sql": ".sql_cmd:sql_command", "info": ".sql_cmd:info_command", "models": ".catalog_cmd:models_command",
@@ -14,19 +14,8 @@ COMMANDS = {"sql": ".sql_cmd:sql_command", "info": ".sql_cmd:info_command", "mod
             "annotate": ".metrics_cmd:annotate_group"}
 
 
-def _print_version(ctx: click.Context, param, value: bool) -> None:
-    """--version: the installed version, read only when asked (`biaslab.__version__`)."""
-    if not value or ctx.resilient_parsing:
-        return
-    from .. import __version__
-
-    click.echo(f"biaslab, version {__version__}")
-    ctx.exit()
-
-
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Show the version and exit.")
+@version_option("biaslab")
 @debug_option
 def biaslab() -> None:
     """biaslab: measure gender and social bias in language models from stored evidence.

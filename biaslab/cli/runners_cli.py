@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from .common import LazyGroup, debug_option
+from .common import LazyGroup, debug_option, version_option
 
 #: the subcommands, imported when used: name -> module:attribute
 COMMANDS = {"collect": ".runners_collect:collect_command", "backends": ".runners_collect:backends_command"}
@@ -19,20 +19,9 @@ SHORT_HELP = {
 }
 
 
-def _print_version(ctx: click.Context, param, value: bool) -> None:
-    """--version: the installed version, read only when asked (`biaslab.__version__`)."""
-    if not value or ctx.resilient_parsing:
-        return
-    from .. import __version__
-
-    click.echo(f"runners, version {__version__}")
-    ctx.exit()
-
-
 @click.group(cls=LazyGroup, lazy=COMMANDS, short_help=SHORT_HELP,
              context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Show the version and exit.")
+@version_option("runners")
 @debug_option
 def runners() -> None:
     """Run language models over loaded stimuli and store raw evidence (scores, choice logits, samples).

@@ -164,7 +164,8 @@ def test_a_crafted_dataset_value_is_a_404_page_never_sql(db, value):
 
 def test_token_text_comes_from_the_models_own_record(tmp_path, tiny_gpt2_dir, monkeypatch):
     """A stored model whose source is an alias or a .gguf file finds the folder it was converted into (by its
-    stamp); a local folder is itself; a hosted chat model has no tokenizer; anything else is a hub id."""
+    stamp); a local folder is itself; a model recorded without a tokenizer (a hosted chat model) has none; anything
+    else is a hub id. ("tok" stands for a recorded tokenizer identity.)"""
     import json
     import shutil
 
@@ -175,14 +176,14 @@ def test_token_text_comes_from_the_models_own_record(tmp_path, tiny_gpt2_dir, mo
     folder = tmp_path / "cache" / "converted"
     shutil.copytree(tiny_gpt2_dir, folder)
     (folder / aliases.STAMP).write_text(json.dumps({"source": "pkg==1.0:model.Q4_1.gguf", "revision": "abc"}))
-    assert tokenizer_place("pkg==1.0:model.Q4_1.gguf", "abc", "hf") == str(folder)
-    assert tokenizer_place("pkg==1.0:model.Q4_1.gguf", "other-revision", "hf") == "pkg==1.0:model.Q4_1.gguf"
-    assert tokenizer_place(str(tiny_gpt2_dir), None, "hf") == str(tiny_gpt2_dir)
-    assert tokenizer_place("gpt-4o", "gpt-4o-2024-08-06", "openai-chat") is None
+    assert tokenizer_place("pkg==1.0:model.Q4_1.gguf", "abc", "tok") == str(folder)
+    assert tokenizer_place("pkg==1.0:model.Q4_1.gguf", "other-revision", "tok") == "pkg==1.0:model.Q4_1.gguf"
+    assert tokenizer_place(str(tiny_gpt2_dir), None, "tok") == str(tiny_gpt2_dir)
+    assert tokenizer_place("gpt-4o", "gpt-4o-2024-08-06", None) is None
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
-    assert tokenizer_place(str(gguf), "r", "hf") is None  # a file never converted here has no tokenizer
-    tokenizer = _tokenizer(tokenizer_place("pkg==1.0:model.Q4_1.gguf", "abc", "hf"))
+    assert tokenizer_place(str(gguf), "r", "tok") is None  # a file never converted here has no tokenizer
+    tokenizer = _tokenizer(tokenizer_place("pkg==1.0:model.Q4_1.gguf", "abc", "tok"))
     assert tokenizer is not None and tokenizer.decode(tokenizer("she said")["input_ids"]) == "she said"
 
 

@@ -195,13 +195,14 @@ def _tokenizer(source: str):
         return None
 
 
-def tokenizer_place(source: str | None, revision: str | None, backend: str | None) -> str | None:
-    """Where a stored model's tokenizer is on this machine, from the model's own record: its local folder, the
-    folder its alias or `.gguf` file was converted into (`engines.aliases.converted_folder`), or its hub id (read
-    from the local cache only); None for a hosted chat model (no tokenizer) or no source."""
+def tokenizer_place(source: str | None, revision: str | None, tokenizer: str | None) -> str | None:
+    """Where a stored model's tokenizer is on this machine, from the model's own record (`source`, `revision` and
+    `tokenizer`, the identity of the tokenizer it was run with): its local folder, the folder its alias or `.gguf`
+    file was converted into (`engines.aliases.converted_folder`), or its hub id (read from the local cache only);
+    None for a model recorded without a tokenizer (a hosted chat model) or without a source."""
     from ...engines.aliases import converted_folder
 
-    if not source or backend in ("openai-chat", "anthropic", "gemini"):
+    if not source or tokenizer is None:
         return None
     folder = Path(source)
     if folder.is_dir():
@@ -215,7 +216,7 @@ def tokenizer_place(source: str | None, revision: str | None, backend: str | Non
 def decoder(wh, model_key: str):
     """f(token id) -> its text under the model's tokenizer (loaded from disk only: `tokenizer_place`), or "#id"
     without one."""
-    found = wh.rows("SELECT source, revision, backend FROM models WHERE model_key = ?", [model_key])
+    found = wh.rows("SELECT source, revision, tokenizer FROM models WHERE model_key = ?", [model_key])
     place = tokenizer_place(*found[0]) if found else None
     tokenizer = _tokenizer(place) if place else None
 

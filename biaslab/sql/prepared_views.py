@@ -4,18 +4,20 @@
 
 The file holds `biaslab.views.statements(temp=True)` (each view's Ibis expression compiled to DuckDB SQL, then the
 macros) and a fingerprint of the sources they come from (`SOURCES`: the view definitions, the macros, the stored
-schema). A connection uses the file only while the fingerprint matches the installed sources; a source edited
-since (a developer's checkout) falls back to compiling with Ibis, so a stale file is never used. `python -m
+schema). A process uses the file only when the fingerprint matches the installed sources (checked on its first
+connection, `shipped`); a source edited since (a developer's checkout) falls back to compiling with Ibis, so a
+stale file is never used. `python -m
 biaslab.views.prepare` writes it; tests/sql/test_prepared_views.py checks that it equals the Ibis compilation.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from importlib import resources
 
-__all__ = ["FILE", "SOURCES", "fingerprint", "shipped"]
+__all__ = ["FILE", "SOURCES", "fingerprint", "read", "shipped"]
 
 #: the shipped file, beside this module
 FILE = "views.json"
@@ -36,7 +38,7 @@ def fingerprint() -> str:
     return digest.hexdigest()
 
 
-def shipped() -> list[tuple[str, str]] | None:
+def read() -> tuple[tuple[str, str], ...] | None:
     """The (object name, SQL statement) pairs of the shipped file when it was compiled from the installed sources;
     None when it is absent or stale (the caller compiles with Ibis instead)."""
     place = resources.files("biaslab").joinpath("sql", FILE)
@@ -46,4 +48,11 @@ def shipped() -> list[tuple[str, str]] | None:
         return None
     if not isinstance(data, dict) or data.get("fingerprint") != fingerprint():
         return None
-    return [(str(name), str(sql)) for name, sql in data["statements"]]
+    return tuple((str(name), str(sql)) for name, sql in data["statements"])
+
+
+@functools.lru_cache(maxsize=1)
+def shipped() -> tuple[tuple[str, str], ...] | None:
+    """`read()`, once per process: a shared writer reconnects for every chunk it stores, and the sources do not
+    change under a running process (as Ibis's compilation, `views.compile.compiled`, is cached too)."""
+    return read()

@@ -124,7 +124,7 @@ def terminations_interrupt() -> Iterator[None]:
 @contextmanager
 def finishing(wh, run_id: str, table: str) -> Iterator[dict]:
     """Mark the run finished, interrupted (Ctrl-C, SIGTERM, SIGHUP), pending (a provider's batch that has not ended
-    within --batch-wait: rerun to fetch it) or failed (any other exception: out of memory,
+    within the engine's batch_wait_s: rerun to fetch it) or failed (any other exception: out of memory,
     disk full, a bug), with the rows it added to `table` (the protocol's evidence table; for a run that did not
     finish, its rows stored there under its run_id: the chunks committed before it stopped). A SIGKILL cannot be
     caught: `biaslab warehouse check` finds such runs by their dead process and `--repair` marks them

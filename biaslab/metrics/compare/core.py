@@ -300,9 +300,9 @@ def valid_share_gap(table: pd.DataFrame, factor: float = VALID_SHARE_FACTOR) -> 
     if table.empty or "valid_share_a" not in table.columns:
         return ""
     a, b = table["valid_share_a"].to_numpy(float), table["valid_share_b"].to_numpy(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # a share of 0 beside a positive one: an infinite ratio
         ratio = np.maximum(a, b) / np.minimum(a, b)
-    gap = np.isfinite(a) & np.isfinite(b) & ((ratio > factor) | ((np.minimum(a, b) == 0) & (np.maximum(a, b) > 0)))
+    gap = np.isfinite(a) & np.isfinite(b) & (ratio > factor)
     if not gap.any():
         return ""
     first = table[gap].iloc[0]

@@ -472,58 +472,38 @@ def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> 
     (`Stop`; a billed API: nothing more is spent); the chunks before the failing one whose calls had all started are
     still yielded, then the failure is raised. Ctrl-C stops what has not started; calls in flight finish in their
     threads, their replies unused."""
-    import threading
     from collections import deque
     from concurrent.futures import FIRST_EXCEPTION, wait
 
     stop = Stop()
     pool = ThreadPoolExecutor(max(1, workers))
     source = iter(chunks)
-    window: deque[tuple[int, list]] = deque()  # (chunk index, its futures), submitted and not yielded yet
-    lock = threading.Lock()
-    state = {"submitted": 0, "failed_at": None}
-
-    def cancel_after(index: int) -> None:
-        with lock:
-            state["failed_at"] = index if state["failed_at"] is None else min(index, state["failed_at"])
-            for later, futures in window:
-                if later > index:
-                    for future in futures:
-                        future.cancel()
+    window: deque[list] = deque()  # the futures of each chunk submitted and not yielded yet
 
     def submit_more() -> None:
-        while state["failed_at"] is None and (len(window) < 2 or sum(len(f) for _, f in window) < 2 * workers):
+        while not stop.event.is_set() and (len(window) < 2 or sum(map(len, window)) < 2 * workers):
             calls = next(source, None)
             if calls is None:
                 return
-            index = state["submitted"]
-            futures = [pool.submit(stop.guarded(call)) for call in calls]
-            with lock:
-                window.append((index, futures))
-                state["submitted"] += 1
-            for future in futures:
-                future.add_done_callback(lambda f, at=index: None if f.cancelled() or f.exception() is None
-                                         else cancel_after(at))
+            window.append([pool.submit(stop.guarded(call)) for call in calls])
 
     try:
         submit_more()
         while window:
-            index, futures = window[0]
+            futures = window[0]
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = next((f for f in futures if f in done and not f.cancelled() and f.exception() is not None), None)
             if failed is not None:
                 raise first_failure(window, failed.exception())
-            with lock:
-                window.popleft()
+            window.popleft()
             results = [future.result() for future in futures]
             submit_more()  # before the caller stores this chunk, so the workers stay busy meanwhile
             yield results
     finally:
         stop.event.set()
-        with lock:
-            for _, futures in window:
-                for future in futures:
-                    future.cancel()
+        for futures in window:
+            for future in futures:
+                future.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -531,7 +511,7 @@ def first_failure(window, found: BaseException) -> BaseException:
     """The failure to raise: the real one where `found` is a call skipped after it (`Skipped`) in the same run."""
     if not isinstance(found, Skipped):
         return found
-    for _, futures in window:
+    for futures in window:
         for future in futures:
             if future.done() and not future.cancelled():
                 error = future.exception()

@@ -170,8 +170,8 @@ def _biaslab_errors(tmp_path, db):
          "known: " + ", ".join(sorted(loaders.MODULES))),
         (biaslab_cli, ["sql", "select * from no_such_table", "--db", db], 1,
          "Error: Catalog Error: Table with name no_such_table does not exist!"),
-        (runners, ["collect", "--dataset", "winopron", "--shard", "0/2", "--db", db], 2,
-         "Error: --shard i/n and --out-shard DIR go together"),
+        (runners, ["collect", "--dataset", "winopron", "--out-shard", str(tmp_path / "shards"), "--db", db], 2,
+         "Error: --out-shard DIR needs --shard i/n (the shard this job writes into its own file)"),
     ]
 
 

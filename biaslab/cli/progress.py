@@ -145,6 +145,14 @@ def progress_bar(description: str, clock: Callable[[], float] = time.monotonic, 
                         TextColumn("ETA", table_column=_kept()), EtaColumn(clock), get_time=clock, expand=True,
                         console=console)
 
+    return progress, work_factory(progress, description, clock)
+
+
+def work_factory(progress: Progress, description: str, clock: Callable[[], float] = time.monotonic
+                 ) -> Callable[[int, int], Callable[[int], None]]:
+    """The factory `collect` calls with (total, already done) when its work starts, adding one bar named
+    `description` to `progress` (`progress_bar`; `biaslab audit` adds one per unit of its plan to one display)."""
+
     def factory(total: int, done: int) -> Callable[[int], None]:
         if not progress.live_started:
             progress.start()
@@ -169,4 +177,4 @@ def progress_bar(description: str, clock: Callable[[], float] = time.monotonic, 
 
         return advance
 
-    return progress, factory
+    return factory

@@ -152,7 +152,8 @@ FLAG_NOTES: list[str] = []
 @click.option("--pronouns", default=None, help="Pronoun families (loader option), e.g. all for tango.")
 @click.option("--option", "-o", "extra", multiple=True, metavar="KEY=VALUE", help="Other loader option (repeatable).")
 @click.option("--shard", default=None, metavar="I/N",
-              help="Collect only shard I (0-based) of N: stimuli whose content hash is I modulo N.")
+              help="Collect only shard I (0-based) of N: stimuli whose content hash is I modulo N (into --db, or "
+                   "with --out-shard into the shard's own file).")
 @click.option("--out-shard", default=None, type=click.Path(file_okay=False),
               help="With --shard: write this shard's own warehouse file into this folder (merge them later with "
                    "`biaslab warehouse merge FOLDER --db ...`).")

@@ -20,7 +20,7 @@ from ..warehouse import Warehouse
 from . import runs, stimuli as stimuli_of
 from .config import CollectConfig
 
-__all__ = ["CollectConfig", "CollectResult", "collect", "collect_dataset"]
+__all__ = ["CollectConfig", "CollectResult", "Survey", "collect", "collect_dataset", "survey"]
 
 
 @dataclass
@@ -245,6 +245,56 @@ def _billed(prepared, protocol, work, confirm) -> list[str]:
     if confirm is not None and not confirm(planned.line()):
         raise UsageError(f"not confirmed: nothing was sent ({planned.line()})")
     return [f"estimated before sending: {planned.line()}"]
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What one collection would do now, found without computing or writing anything (`survey`): the model key,
+    the stimuli selected, the requests, those not stored yet, and for a billed engine the estimate of what they would
+    send ("" otherwise)."""
+
+    model_key: str
+    stimuli: int
+    requests: int
+    pending: int
+    estimate: str = ""
+
+
+def survey(config: CollectConfig) -> Survey:
+    """The collection `config` stands for, surveyed read-only: the arguments validated as `collect` validates them,
+    the model prepared without weights (a hosted model is sent nothing: its key is the snapshot --db last saw), the
+    stimuli read from the data directory or --db without storing them, and the requests counted against what --db
+    already stores (an empty in-memory warehouse when --db does not exist). Writes nothing anywhere.
+
+    Parameters
+    ----------
+    config : the collection (its `database()` is read: --db, or the shard's own file with --out-shard).
+
+    Returns
+    -------
+    `Survey`.
+    """
+    from pathlib import Path
+
+    protocol, module = config.validate()
+    handle = _handle(config, module, None)
+    path = config.database()
+    try:
+        with (Warehouse.open(path, read_only=True) if Path(path).exists() else Warehouse.empty()) as wh:
+            found, _ = stimuli_of.dataset_stimuli(wh, config, store=False)
+            selected = stimuli_of.select(found, config)
+            if handle.prepared.deferred:
+                handle.prepared.assume(runs.known_revision(wh, handle.prepared))
+                handle.refresh()
+            selected, _ = protocol.stimuli(wh, handle.model_key, selected)
+            requests = protocol.requests(selected, handle.prepared)
+            work = protocol.pending(wh, handle.model_key, requests)
+        estimate = ""
+        if handle.prepared.billed and work.count:
+            estimate = handle.prepared.estimate(*protocol.planned(work)).line()
+    finally:
+        handle.close()
+    return Survey(handle.model_key, len(selected), len(requests), work.count, estimate)
 
 
 def collect_dataset(dataset: str, *, progress: Callable[[int, int], Callable[[int], None]] | None = None,

@@ -185,8 +185,8 @@ class CollectConfig(BaseModel):
         module = self.backend_module()  # unknown or not installed: one line, before anything is read or loaded
         module.validate_options(self.backend_options())
         plugin = self.plugin()
-        if (self.shard is None) != (self.out_shard is None):
-            raise UsageError("--shard i/n and --out-shard DIR go together")
+        if self.out_shard is not None and self.shard is None:
+            raise UsageError("--out-shard DIR needs --shard i/n (the shard this job writes into its own file)")
         if self.shard is not None:
             self.shard_position()
         from .stimuli import check_where

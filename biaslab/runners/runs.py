@@ -34,7 +34,7 @@ def start_run(wh, config, prepared, protocol, threads: int) -> str:
     """Register the run (status 'running'): the command, every common option and protocol setting, the threads
     used, the engine's version, the protocol's version and generation config; stamp a shard file first."""
     extra, generation = protocol.provenance()
-    if config.shard is not None:
+    if config.out_shard is not None:  # a shard file (a shard collected into --db itself is not stamped)
         stamp_shard(wh, config, prepared.spec.model_key, extra)
     params = {**config.model_dump(exclude={"db"}), **protocol.settings.model_dump(),
               "protocol": protocol.name, "threads": threads, "backend_version": prepared.spec.backend_version,

@@ -45,22 +45,24 @@ def stimuli_from_warehouse(wh, dataset: str, ids: list[str] | None = None,
     return out
 
 
-def dataset_stimuli(wh, config) -> tuple[list[Stimulus], list[str]]:
+def dataset_stimuli(wh, config, store: bool = True) -> tuple[list[Stimulus], list[str]]:
     """The dataset's own stimuli and the notes of loading them (modified files accepted).
 
-    From the data directory when its folder is there (loaded into `stimuli`, idempotent), else the stored rows;
+    From the data directory when its folder is there (loaded into `stimuli`, idempotent; not with `store` False,
+    a survey that writes nothing), else the stored rows;
     either way in one canonical order (item_id, then stimulus_id), so `--limit N` and chunk boundaries select the
     same stimuli whichever source was used. Stimuli derived by a protocol (TANGO's templates, which name the prompt
     they were built from in `attrs.template_of`) are not the dataset's own and are left out.
     """
     ref = config.dataset_ref()
     if ref.user:
-        return user_stimuli(wh, config, ref), []
+        return user_stimuli(wh, config, ref, store), []
     info = ref.info
     root = loaders.default_data_dir(config.data_dir)
     if info.path(root).is_dir():
         loaded = info.load_verified(root, accept_modified=config.accept_modified, **config.loader_options)
-        wh.append("stimuli", [s.to_row() for s in loaded.stimuli])
+        if store:
+            wh.append("stimuli", [s.to_row() for s in loaded.stimuli])
         stimuli, notes = sorted(loaded.stimuli, key=lambda s: (s.item_id, s.stimulus_id)), loaded.notes()
     else:
         stimuli, notes = stimuli_from_warehouse(wh, info.name), []
@@ -70,7 +72,7 @@ def dataset_stimuli(wh, config) -> tuple[list[Stimulus], list[str]]:
     return [s for s in stimuli if "template_of" not in s.attrs], notes
 
 
-def user_stimuli(wh, config, ref) -> list[Stimulus]:
+def user_stimuli(wh, config, ref, store: bool = True) -> list[Stimulus]:
     """A user dataset's current version, read from --db (where `biaslab data load` put it); when this collection
     writes a shard file, the stimuli and the dataset's version are copied into it (merging brings them back)."""
     ids = list(ref.stored.stimulus_ids)
@@ -83,7 +85,8 @@ def user_stimuli(wh, config, ref) -> list[Stimulus]:
 
         with Warehouse.open(config.db, read_only=True) as main:
             stimuli = stimuli_from_warehouse(main, ref.name, ids, kind)
-        copy(wh, ref.stored, stimuli)
+        if store:
+            copy(wh, ref.stored, stimuli)
     if len(stimuli) != len(set(ids)):
         raise DataError(config.db, f"dataset {ref.name}: {len(set(ids)) - len(stimuli)} of its stimuli are missing "
                                    f"from the stimuli table (load it again with biaslab data load)")

@@ -147,6 +147,10 @@ FOREIGN_FILES = ((b"SQLite format 3\x00", 0, "SQLite file"), (b"PAR1", 0, "Parqu
 DUCKDB_MAGIC, DUCKDB_MAGIC_AT = b"DUCK", 8
 
 
+#: the DuckDB path of an in-memory database (`Warehouse.empty`)
+MEMORY = ":memory:"
+
+
 def refuse_foreign_file(path: Path) -> None:
     """Raise WarehouseError when `path` exists, is not empty and is not a DuckDB database (its header lacks
     DuckDB's magic bytes), naming what it is when known ("not a biaslab warehouse (SQLite file)")."""
@@ -275,8 +279,18 @@ class Warehouse:
             return self._reconnect(self.wait)
         return self._con
 
+    @classmethod
+    def empty(cls) -> Warehouse:
+        """An empty warehouse at the current schema, in memory (nothing is written to any file): what a survey of
+        a warehouse that does not exist yet reads (`biaslab audit --dry-run`). It is never released."""
+        wh = cls(None, Path(MEMORY), False)
+        wh._reconnect(0.0)
+        return wh
+
     def release(self) -> None:
         """Close the connection so that other processes can open the file; the next use of `con` reopens it."""
+        if str(self.path) == MEMORY:  # an in-memory warehouse lives as long as its connection
+            return
         if self._con is not None and not self._in_transaction:
             self._con.close()
             self._con = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -272,71 +271,91 @@ def report_command(plan: str, db: str | None, out: str, study_reports: bool) -> 
     model and a column per headline measure of each study (the value, its 95% interval, its coverage), with each
     model's paired comparison against the reference model (the plan's `report.reference`, else its first model),
     Holm and Benjamini-Hochberg adjusted across the table. Reads only the warehouse (and writes OUT)."""
-    from ..errors import NoEvidence, UsageError
-    from ..metrics.html_report import write_page
-    from ..metrics.leaderboard import leaderboard, leaderboard_html
-    from ..metrics.registry import get_study, studies
+    from ..errors import UsageError
+    from ..metrics.leaderboard import leaderboard
     from ..runners.audit import model_keys
-    from ..warehouse.handle import open_warehouse
-    from .view_cmd import VIEW_URL
 
     loaded, units = _plan(plan, db)
     if not loaded.database.exists():
         raise UsageError(f"no warehouse at {loaded.database}: run the plan first (biaslab audit {plan})")
     keys = model_keys(loaded, units)
-    rows = {key: name for name, key in keys.items()}
-    wanted = list(dict.fromkeys(e.dataset for e in loaded.datasets))
-    chosen: list[tuple[str, dict]] = []
-    for name, study in studies().items():
-        if study.compare is not None and name != "options" and set(study.dataset_names) & set(wanted):
-            chosen.append((name, {}))
-    covered = {d for name, _ in chosen for d in get_study(name).dataset_names}
-    chosen += [("options", {"dataset": d}) for d in wanted if d not in covered]
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    observations, links, view_links, notes = _observations(loaded, out_dir, study_reports)
+    tables = leaderboard(observations, {key: name for name, key in keys.items()}, keys[loaded.reference],
+                         bootstrap=loaded.report.bootstrap, permutations=loaded.report.permutations,
+                         seed=loaded.report.seed)
+    if notes:
+        import pandas as pd
+
+        tables["notes"] = pd.concat([tables["notes"], pd.DataFrame({"note": notes})], ignore_index=True)
+    index = _write_leaderboard(loaded, keys, tables, out_dir, links, view_links)
+    width = tables["cells"][["study", "measure", "group"]].drop_duplicates().shape[0]
+    click.echo(f"wrote {index} ({len(keys)} models x {width} columns), {out_dir / 'leaderboard.csv'}, "
+               f"{out_dir / 'leaderboard.json'}")
+    for note in tables["notes"]["note"]:
+        click.echo(f"note: {note}", err=True)
+
+
+def _studies_of(plan) -> list[tuple[str, dict]]:
+    """(study, its options) for the plan's datasets: each study with comparisons that reads one of them, and the
+    options study of each dataset no such study reads (a user's own)."""
+    from ..metrics.registry import get_study, studies
+
+    wanted = list(dict.fromkeys(e.dataset for e in plan.datasets))
+    chosen = [(name, {}) for name, study in studies().items()
+              if study.compare is not None and name != "options" and set(study.dataset_names) & set(wanted)]
+    covered = {d for name, _ in chosen for d in get_study(name).dataset_names}
+    return chosen + [("options", {"dataset": d}) for d in wanted if d not in covered]
+
+
+def _observations(plan, out_dir: Path, study_reports: bool):
+    """(study label, its comparison observations) per study of the plan, the links to the study reports written
+    under OUT/studies/ and to their `biaslab view` pages, and a note for each study without evidence or report."""
+    from ..errors import NoEvidence
+    from ..metrics.registry import get_study
+    from ..warehouse.handle import open_warehouse
+    from .view_cmd import VIEW_URL
+
     observations, links, view_links, notes = [], {}, {}, []
-    with open_warehouse(str(loaded.database)) as handle:
-        for name, options in chosen:
+    with open_warehouse(str(plan.database)) as handle:
+        for name, options in _studies_of(plan):
             label = name if name != "options" else f"options:{options['dataset']}"
             try:
                 observations.append((label, get_study(name).comparer(handle, **options)))
             except NoEvidence as exc:
                 notes.append(f"{label}: {exc}")
                 continue
-            query = f"?dataset={options['dataset']}" if options else ""
-            view_links[label] = f"{VIEW_URL}/study/{name}{query}"
+            view_links[label] = f"{VIEW_URL}/study/{name}" + (f"?dataset={options['dataset']}" if options else "")
             if study_reports and get_study(name).report is not None:
                 folder = out_dir / "studies" / label.replace(":", "-")
-                why = _study_report(name, options, folder, str(loaded.database))
+                why = _study_report(name, options, folder, str(plan.database))
                 if why:
                     notes.append(f"{label}: no study report: {why}")
                 else:
                     links[label] = f"studies/{folder.name}/index.html"
-    tables = leaderboard([(label, obs) for label, obs in observations], rows, keys[loaded.reference],
-                         bootstrap=loaded.report.bootstrap, permutations=loaded.report.permutations,
-                         seed=loaded.report.seed)
-    import pandas as pd
+    return observations, links, view_links, notes
 
-    if notes:
-        tables["notes"] = pd.concat([tables["notes"], pd.DataFrame({"note": notes})], ignore_index=True)
-    page = leaderboard_html(tables, title=f"Audit {loaded.name}: leaderboard", db=str(loaded.database),
-                            reference=loaded.reference, links=links, view_links=view_links)
-    index = write_page(out_dir, f"Audit {loaded.name}", [page])
+
+def _write_leaderboard(plan, keys: dict[str, str], tables: dict, out_dir: Path, links: dict, view_links: dict
+                       ) -> Path:
+    """OUT/index.html, OUT/leaderboard.csv (a row per cell, its comparison beside it) and OUT/leaderboard.json."""
+    from ..metrics.html_report import write_page
+    from ..metrics.leaderboard import leaderboard_html
     from ..metrics.results import records
 
+    page = leaderboard_html(tables, title=f"Audit {plan.name}: leaderboard", db=str(plan.database),
+                            reference=plan.reference, links=links, view_links=view_links)
+    index = write_page(out_dir, f"Audit {plan.name}", [page])
+    compared = ("estimate", "ci_low", "ci_high", "p_value", "p_holm", "p_bh", "test", "n_items", "n_excluded",
+                "low_coverage")
     merged = tables["cells"].merge(
         tables["comparisons"].drop(columns=["value", "valid_share"]).rename(
-            columns={c: f"{c}_vs_reference" for c in ("estimate", "ci_low", "ci_high", "p_value", "p_holm", "p_bh",
-                                                       "test", "n_items", "n_excluded", "low_coverage")}),
+            columns={c: f"{c}_vs_reference" for c in compared}),
         on=["row", "study", "measure", "group"], how="left")
     merged.to_csv(out_dir / "leaderboard.csv", index=False)
     (out_dir / "leaderboard.json").write_text(json.dumps(
-        {"plan": loaded.name, "warehouse": str(loaded.database), "reference": loaded.reference,
+        {"plan": plan.name, "warehouse": str(plan.database), "reference": plan.reference,
          "models": keys, "cells": records(tables["cells"]), "comparisons": records(tables["comparisons"]),
          "notes": list(tables["notes"]["note"])}, indent=1, allow_nan=False), encoding="utf-8")
-    width = tables["cells"][["study", "measure", "group"]].drop_duplicates().shape[0]
-    click.echo(f"wrote {index} ({len(rows)} models x {width} columns), {out_dir / 'leaderboard.csv'}, "
-               f"{out_dir / 'leaderboard.json'}")
-    for note in tables["notes"]["note"]:
-        click.echo(f"note: {note}", err=True)
-    sys.stdout.flush()
+    return index

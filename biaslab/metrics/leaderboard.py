@@ -171,21 +171,13 @@ def leaderboard(studies: list[tuple[str, Observations]], rows: dict[str, str], r
         settings = obs.settings[obs.settings["model_key"].isin(rows)].reset_index(drop=True)
         per_key = settings["model_key"].value_counts()
         rng = np.random.default_rng(seed)
-        values = obs.values
         for _, setting in settings.iterrows():
             key = setting["model_key"]
             row = rows[key] if per_key[key] == 1 else f"{rows[key]} · {setting['label']}"
-            mine = values[values["setting_id"] == setting["setting_id"]]
-            for measure, group in columns:
-                part = mine[(mine["measure"] == measure) & (mine["group"] == group)]
-                spec = obs.measures[measure]
-                value, low, high, n, units = side_value(spec, part, bootstrap=bootstrap, rng=rng)
-                share = float(part["valid"].mean()) if "valid" in part and part["valid"].notna().any() else np.nan
-                cells.append({"row": row, "model_key": key, "setting": setting["label"], "study": study,
-                              "measure": measure, "group": group, "value": value, "ci_low": low, "ci_high": high,
-                              "n_items": n, "n_invalid": int(len(part) - n), "valid_share": share,
-                              "low_coverage": bool(np.isfinite(share) and share < min_coverage) or n == 0,
-                              "unit": spec.unit, "n_units": units})
+            mine = obs.values[obs.values["setting_id"] == setting["setting_id"]]
+            cells += [{"row": row, "model_key": key, "setting": setting["label"], "study": study,
+                       **_cell(obs.measures[m], mine[(mine["measure"] == m) & (mine["group"] == g)], bootstrap, rng,
+                               min_coverage), "measure": m, "group": g} for m, g in columns]
             if key == reference:
                 continue
             ref = _reference_setting(obs, setting, reference)
@@ -199,30 +191,60 @@ def leaderboard(studies: list[tuple[str, Observations]], rows: dict[str, str], r
             except BiaslabError as exc:
                 notes.append(f"{study}: {row} against {rows[reference]}: {exc}")
                 continue
-            for measure, group in columns:
-                hit = table[(table["measure"] == measure) & (table["group"] == group)]
-                if hit.empty:
-                    continue
-                r = hit.iloc[0]
-                comparisons.append({"row": row, "reference": rows[reference], "study": study, "measure": measure,
-                                    "group": group, "value": r["value_a"], "value_reference": r["value_b"],
-                                    "estimate": r["estimate"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-                                    "p_value": r["p_value"], "test": r["test"], "n_items": r["n_items"],
-                                    "n_excluded": r["n_excluded"], "valid_share": r["valid_share_a"],
-                                    "valid_share_reference": r["valid_share_b"],
-                                    "low_coverage": bool(r["low_coverage"])})
+            comparisons += _comparisons(table, columns, {"row": row, "reference": rows[reference], "study": study})
     cell_frame = pd.DataFrame(cells, columns=CELL_COLUMNS)
-    comparison_frame = pd.DataFrame(comparisons, columns=[c for c in COMPARISON_COLUMNS
-                                                          if c not in ("p_holm", "p_bh")])
-    p = comparison_frame["p_value"].to_numpy(dtype=float)
+    comparison_frame = _adjusted(pd.DataFrame(comparisons, columns=[c for c in COMPARISON_COLUMNS
+                                                                   if c not in ("p_holm", "p_bh")]))
+    return {"cells": cell_frame, "comparisons": comparison_frame, "notes": pd.DataFrame({"note": notes})}
+
+
+def _cell(measure: Measure, part: pd.DataFrame, bootstrap: int, rng: np.random.Generator,
+          min_coverage: float) -> dict:
+    """One model's cell of one column: `side_value`, the invalid items, the valid share and the coverage mark."""
+    value, low, high, n, units = side_value(measure, part, bootstrap=bootstrap, rng=rng)
+    share = float(part["valid"].mean()) if "valid" in part and part["valid"].notna().any() else np.nan
+    return {"value": value, "ci_low": low, "ci_high": high, "n_items": n, "n_invalid": int(len(part) - n),
+            "valid_share": share, "low_coverage": bool(np.isfinite(share) and share < min_coverage) or n == 0,
+            "unit": measure.unit, "n_units": units}
+
+
+def _comparisons(table: pd.DataFrame, columns: list[tuple[str, str]], naming: dict) -> list[dict]:
+    """The headline rows of one `compare_observations` table (a model against the reference)."""
+    out = []
+    for measure, group in columns:
+        hit = table[(table["measure"] == measure) & (table["group"] == group)]
+        if hit.empty:
+            continue
+        r = hit.iloc[0]
+        out.append({**naming, "measure": measure, "group": group, "value": r["value_a"],
+                    "value_reference": r["value_b"], "estimate": r["estimate"], "ci_low": r["ci_low"],
+                    "ci_high": r["ci_high"], "p_value": r["p_value"], "test": r["test"], "n_items": r["n_items"],
+                    "n_excluded": r["n_excluded"], "valid_share": r["valid_share_a"],
+                    "valid_share_reference": r["valid_share_b"], "low_coverage": bool(r["low_coverage"])})
+    return out
+
+
+def _adjusted(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with p_holm and p_bh: its p-values adjusted together, over every comparison of the table."""
+    p = frame["p_value"].to_numpy(dtype=float)
     finite = np.isfinite(p)
     for column, adjust in (("p_holm", holm), ("p_bh", benjamini_hochberg)):
         adjusted = np.full(len(p), np.nan)
         if finite.any():
             adjusted[finite] = adjust(p[finite])
-        comparison_frame[column] = adjusted
-    comparison_frame = comparison_frame[COMPARISON_COLUMNS]
-    return {"cells": cell_frame, "comparisons": comparison_frame, "notes": pd.DataFrame({"note": notes})}
+        frame[column] = adjusted
+    return frame[COMPARISON_COLUMNS]
+
+
+#: the page's sorting: a click on a column head sorts the rows by its values (numbers where the head says so)
+SORT_SCRIPT = ("<script>document.querySelectorAll('table.leaderboard th').forEach(function(th,i){th.style.cursor="
+               "'pointer';th.addEventListener('click',function(e){if(e.target.tagName==='A'){return;}"
+               "var tb=th.closest('table').tBodies[0],rows=Array.from(tb.rows),num=th.dataset.kind==='num',"
+               "dir=th.dataset.dir==='asc'?-1:1;th.dataset.dir=dir===1?'asc':'desc';rows.sort(function(a,b){"
+               "var x=num?a.cells[i].dataset.value:a.cells[i].textContent,y=num?b.cells[i].dataset.value:"
+               "b.cells[i].textContent;if(num){x=x===''?Infinity:parseFloat(x);y=y===''?Infinity:parseFloat(y);"
+               "return dir*(x-y);}return dir*x.localeCompare(y);});rows.forEach(function(r){tb.appendChild(r);});"
+               "document.body.setAttribute('data-sorted',i+':'+th.dataset.dir);});});</script>")
 
 
 def _number(value, digits: int = 3) -> str:
@@ -251,39 +273,9 @@ def leaderboard_html(tables: dict[str, pd.DataFrame], *, title: str, db: str, re
     body = []
     for name in row_names:
         tds = [f"<td>{html.escape(name)}{' (reference)' if name == reference else ''}</td>"]
-        for study, measure, group in columns:
-            hit = cells[(cells["row"] == name) & (cells["study"] == study) & (cells["measure"] == measure)
-                        & (cells["group"] == group)]
-            if hit.empty:
-                tds.append('<td class="num" data-value="">not collected</td>')
-                continue
-            c = hit.iloc[0]
-            coverage = f"n={int(c['n_items'])}, invalid {int(c['n_invalid'])}"
-            if np.isfinite(c["valid_share"]):
-                coverage += f", valid {100 * c['valid_share']:.0f}%"
-            text = (f"{_number(c['value'])} <small>[{_number(c['ci_low'])}, {_number(c['ci_high'])}]</small>"
-                    f"<br><small>{coverage}</small>")
-            cmp = comparisons[(comparisons["row"] == name) & (comparisons["study"] == study)
-                              & (comparisons["measure"] == measure) & (comparisons["group"] == group)]
-            if not cmp.empty:
-                d = cmp.iloc[0]
-                star = " ★" if np.isfinite(d["p_holm"]) and d["p_holm"] < 0.05 else ""
-                text += (f"<br><small>Δ {_number(d['estimate'])} [{_number(d['ci_low'])}, {_number(d['ci_high'])}]"
-                         f", p<sub>Holm</sub> {_number(d['p_holm'])}{star}</small>")
-            cls = "num low-coverage" if c["low_coverage"] or (not cmp.empty and cmp.iloc[0]["low_coverage"]) \
-                else "num"
-            value = "" if not np.isfinite(c["value"]) else repr(float(c["value"]))
-            tds.append(f'<td class="{cls}" data-value="{value}">{text}</td>')
+        tds += [_cell_html(cells, comparisons, name, column) for column in columns]
         body.append("<tr>" + "".join(tds) + "</tr>")
     notes = "".join(f"<p class=\"note\">{html.escape(n)}</p>" for n in tables["notes"]["note"])
-    sort = ("<script>document.querySelectorAll('table.leaderboard th').forEach(function(th,i){th.style.cursor="
-            "'pointer';th.addEventListener('click',function(e){if(e.target.tagName==='A'){return;}"
-            "var tb=th.closest('table').tBodies[0],rows=Array.from(tb.rows),num=th.dataset.kind==='num',"
-            "dir=th.dataset.dir==='asc'?-1:1;th.dataset.dir=dir===1?'asc':'desc';rows.sort(function(a,b){"
-            "var x=num?a.cells[i].dataset.value:a.cells[i].textContent,y=num?b.cells[i].dataset.value:"
-            "b.cells[i].textContent;if(num){x=x===''?Infinity:parseFloat(x);y=y===''?Infinity:parseFloat(y);"
-            "return dir*(x-y);}return dir*x.localeCompare(y);});rows.forEach(function(r){tb.appendChild(r);});"
-            "document.body.setAttribute('data-sorted',i+':'+th.dataset.dir);});});</script>")
     intro = (f"<p>Warehouse: {html.escape(db)}. One row per model, one column per headline measure: the model's value "
              "over its items with its 95% cluster-bootstrap interval (the study's unit resampled), the items it rests "
              "on and the invalid ones left out; below it, for each model but the reference "
@@ -292,4 +284,34 @@ def leaderboard_html(tables: dict[str, pd.DataFrame], *, title: str, db: str, re
              "comparison of this table (★: below 0.05; leaderboard.csv also has Benjamini-Hochberg). Shaded cells "
              "rest on a valid share below the coverage threshold. Click a column head to sort.</p>")
     return (f"<h1>{html.escape(title)}</h1>{intro}<table class=\"leaderboard\"><thead><tr>{''.join(head)}</tr>"
-            f"</thead><tbody>{''.join(body)}</tbody></table>{notes}{sort}")
+            f"</thead><tbody>{''.join(body)}</tbody></table>{notes}{SORT_SCRIPT}")
+
+
+def _cell_html(cells: pd.DataFrame, comparisons: pd.DataFrame, name: str, column: tuple[str, str, str]) -> str:
+    """One cell of the page: the value with its interval and coverage, and the difference from the reference."""
+    import html
+
+    study, measure, group = column
+
+    def pick(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[(frame["row"] == name) & (frame["study"] == study) & (frame["measure"] == measure)
+                     & (frame["group"] == group)]
+
+    hit, cmp = pick(cells), pick(comparisons)
+    if hit.empty:
+        return '<td class="num" data-value="">not collected</td>'
+    c = hit.iloc[0]
+    coverage = f"n={int(c['n_items'])}, invalid {int(c['n_invalid'])}"
+    if np.isfinite(c["valid_share"]):
+        coverage += f", valid {100 * c['valid_share']:.0f}%"
+    text = (f"{_number(c['value'])} <small>[{_number(c['ci_low'])}, {_number(c['ci_high'])}]</small>"
+            f"<br><small>{html.escape(coverage)}</small>")
+    low = bool(c["low_coverage"])
+    if not cmp.empty:
+        d = cmp.iloc[0]
+        star = " ★" if np.isfinite(d["p_holm"]) and d["p_holm"] < 0.05 else ""
+        text += (f"<br><small>Δ {_number(d['estimate'])} [{_number(d['ci_low'])}, {_number(d['ci_high'])}], "
+                 f"p<sub>Holm</sub> {_number(d['p_holm'])}{star}</small>")
+        low = low or bool(d["low_coverage"])
+    value = "" if not np.isfinite(c["value"]) else repr(float(c["value"]))
+    return f'<td class="{"num low-coverage" if low else "num"}" data-value="{value}">{text}</td>'

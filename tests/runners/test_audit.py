@@ -58,6 +58,7 @@ BAD_PLANS = [
     ("name: p\nmodels: [{name: a, model: m}]\ndatasets: [{dataset: crows-pairs}]\nreport: {reference: b}\n",
      "report.reference 'b' is not a model of the plan"),
     ("name: p\nmodels: []\ndatasets: [{dataset: crows-pairs}]\n", "models:"),
+    ("name: p\npath: /x\nmodels: [{name: a, model: m}]\ndatasets: [{dataset: crows-pairs}]\n", "path: unknown key"),
     ("- just a list\n", "a plan is a mapping"),
     ("name: p\nmodels: [{name: a\n", "not valid YAML (line"),
 ]
@@ -156,6 +157,33 @@ def test_the_local_executor_stores_what_runners_collect_stores_and_a_rerun_compu
 
     rows = json.loads(status.output)
     assert [r["state"] for r in rows] == ["stored"] * 8 and sum(r["requests"] for r in rows) == 24
+    check_the_report(plan, tmp_path / "report")
+
+
+def check_the_report(plan: Path, out: Path) -> None:
+    """The leaderboard of the tiny plan: a row per model, the study reports linked, the page open in Chromium."""
+    import json
+
+    from report_layout import chromium, dump_dom
+
+    result = run("audit", "report", str(plan), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert board["reference"] == "a" and set(board["models"]) == {"a", "b"}
+    cells = board["cells"]
+    assert {c["row"] for c in cells} == {"a", "b"}
+    crows = {c["row"]: c for c in cells if c["study"] == "crows-pairs" and c["group"] == "crows-pairs · (all)"}
+    assert crows["a"]["n_items"] == crows["b"]["n_items"] == 4  # 8 sentences, 4 pairs
+    compared = [c for c in board["comparisons"] if c["study"] == "crows-pairs"]
+    assert [c["row"] for c in compared] == ["b"] and compared[0]["test"] == "mcnemar"
+    assert compared[0]["estimate"] == pytest.approx(crows["b"]["value"] - crows["a"]["value"])
+    page = (out / "index.html").read_text()
+    for study in ("crows-pairs", "contextuality"):
+        assert f'href="studies/{study}/index.html"' in page and (out / "studies" / study / "index.html").is_file()
+    assert "leaderboard.csv" in page and (out / "leaderboard.csv").read_text().count("\n") == len(cells) + 1
+    if chromium() is not None:
+        dom = dump_dom(out / "index.html", out.parent / "profile")
+        assert dom.count("<tr><td>") == 2 and "(reference)" in dom
 
 
 def test_an_interrupted_plan_resumes_where_it_stopped(tmp_path, data_dir, tiny_gpt2_dir, second_tiny, monkeypatch):

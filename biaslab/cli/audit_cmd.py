@@ -49,6 +49,10 @@ def _plan(plan: str, db: str | None, validate: bool = True):
     return loaded, expand(loaded, validate=validate)
 
 
+def _count(n: int, what: str = "unit") -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def _table(title: str, rows: list[dict], columns: list[str]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -98,10 +102,10 @@ def _dry_run(plan, units) -> None:
         rows.append({"unit": unit.label, "model key": found.model_key[:12], "stimuli": found.stimuli,
                      "requests": found.requests, "stored": found.requests - found.pending, "to compute": found.pending,
                      "estimate": found.estimate or ("-" if found.pending else "nothing to do")})
-    _table(f"audit {plan.name}: {len(units)} units into {plan.database}", rows,
+    _table(f"audit {plan.name}: {_count(len(units))} into {plan.database}", rows,
            ["unit", "model key", "stimuli", "requests", "stored", "to compute", "estimate"])
     todo = sum(1 for r in rows if r["to compute"])
-    click.echo(f"{len(units)} units: {todo} with work to do, {len(units) - todo} stored; {pending} of {requests} "
+    click.echo(f"{_count(len(units))}: {todo} with work to do, {len(units) - todo} stored; {pending} of {requests} "
                f"requests to compute (dry run: nothing was run or written)")
 
 
@@ -151,9 +155,9 @@ def _local(plan, units, yes: bool) -> None:
     if bar.console.is_terminal:
         for line in lines:
             click.echo(line)
-    click.echo(f"audit {plan.name}: {len(units)} units, {len(computed)} computed, {len(units) - len(computed)} already "
-               f"stored, "
-               f"in {time.perf_counter() - started:.1f} s; warehouse {plan.database}")
+    stored = len(units) - len(computed)
+    click.echo(f"audit {plan.name}: {_count(len(units))}, {len(computed)} computed, {stored} already stored, in "
+               f"{time.perf_counter() - started:.1f} s; warehouse {plan.database}")
 
 
 def _submit(plan, units, plan_file: Path) -> None:

@@ -220,3 +220,30 @@ def test_plan_paths_are_relative_to_the_plan_file(tmp_path, data_dir, tiny_gpt2_
     plan = load_plan(write_plan(folder, [("a", tiny_gpt2_dir)], data_dir, db="../out/w.duckdb"))
     assert plan.database.resolve() == (tmp_path / "out" / "w.duckdb").resolve()
     assert plan.work_folder == plan.database.with_name("w.duckdb.audit")
+
+
+def test_a_hosted_model_in_a_plan_names_its_key_variable_and_the_dry_run_prices_it_sending_nothing(
+        tmp_path, data_dir, monkeypatch):
+    from chat_stub import ChatStub
+
+    stub = ChatStub(extensions=True)
+    try:
+        monkeypatch.setenv("STUB_KEY", "sk-test")
+        plan = tmp_path / "plan.yaml"
+        plan.write_text(
+            f"name: hosted\ndb: w.duckdb\ndata_dir: {data_dir}\nmodels:\n"
+            f"  - {{name: stub, model: stub-model, backend: openai-chat, api_key_env: STUB_KEY,\n"
+            f"     engine_args: {{base_url: '{stub.url}', extensions: true, price_in: 2.0, price_out: 8.0}}}}\n"
+            "datasets:\n  - {dataset: winopron, limit: 2, settings: {mode: sample, samples: 3, seed: 1, top_k: 0}}\n")
+        result = run("audit", str(plan), "--dry-run")
+        assert result.exit_code == 0, result.output
+        assert "6 requests" in result.output and "$" in result.output  # the estimate (3 samples each), its cost
+        assert "1 unit: 1 with work to do, 0 stored; 2 of 2 requests to compute" in result.output
+        assert stub.completions == 0 and not (tmp_path / "w.duckdb").exists()
+        assert "sk-test" not in plan.read_text()
+        ran = run("audit", str(plan), "--yes")
+        assert "audit hosted: 1 unit, 1 computed" in ran.output, ran.output
+        with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+            assert "sk-test" not in str(con.execute("SELECT params, command FROM runs").fetchall())
+    finally:
+        stub.close()

@@ -21,7 +21,7 @@ def models_command(db: str, fmt: str) -> None:
     from ..warehouse import Warehouse
     from ..warehouse.catalog import model_records
 
-    with Warehouse.open(db, read_only=True) as wh:
+    with Warehouse.open(db, read_only=True, views=False) as wh:
         columns, rows = model_records(wh, MODEL_COLUMNS)
     emit(columns, rows, fmt, title=f"models ({db})")
 
@@ -40,6 +40,6 @@ def collections_command(db: str, fmt: str, all_columns: bool) -> None:
     from ..warehouse import Warehouse
     from ..warehouse.catalog import COLLECTION_COLUMNS, collection_records
 
-    with Warehouse.open(db, read_only=True) as wh:
+    with Warehouse.open(db, read_only=True, views=False) as wh:
         columns, rows = collection_records(wh, COLLECTION_COLUMNS if all_columns else BRIEF_COLLECTION_COLUMNS)
     emit(columns, rows, fmt, title=f"collections ({db})")

@@ -218,13 +218,14 @@ class Warehouse:
         self.config = dict(config or {})
         self.wait = wait
         self.shared = shared
+        self.views = True
         self._in_transaction = False
 
     # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, path: str | os.PathLike = DEFAULT_DB, read_only: bool = False, *,
              wait: float | None = None, config: Mapping[str, Any] | None = None,
-             shared: bool = False, notify: Callable[[str], None] | None = None) -> Warehouse:
+             shared: bool = False, notify: Callable[[str], None] | None = None, views: bool = True) -> Warehouse:
         """Open (and for writers create and migrate) the warehouse at `path`.
 
         A warehouse written by a newer biaslab is refused; an older one is migrated in one transaction by a
@@ -240,6 +241,8 @@ class Warehouse:
         config : DuckDB configuration options given to `duckdb.connect` (e.g. ``enable_external_access``).
         shared : release the connection after every write (see the class docstring).
         notify : gets one line when the first open waits for another process (e.g. stderr of a command).
+        views : create the relational views on the connection (False: a command that reads only tables, e.g.
+            `biaslab info`, starts without them).
         """
         path = Path(path)
         if read_only and not path.exists():
@@ -257,6 +260,7 @@ class Warehouse:
         if wait is None:
             wait = READER_WAIT_S if read_only or shared else 0.0
         wh = cls(None, path, read_only, config, max(wait, WRITER_WAIT_S) if shared else wait, shared)
+        wh.views = views
         wh._reconnect(wait, notify)  # the first open waits `wait`; a shared writer taking the lock back waits longer
         return wh
 
@@ -265,7 +269,8 @@ class Warehouse:
         self._con = con
         try:
             self._check_and_migrate()
-            self._create_views()
+            if self.views:
+                self._create_views()
         except Exception:
             self._con = None
             con.close()
@@ -582,6 +587,14 @@ class Warehouse:
             "AND table_type = 'BASE TABLE' ORDER BY table_name"
         ).fetchall()
         return [r[0] for r in rows]
+
+    def table_counts(self) -> list[tuple[str, int]]:
+        """(table, rows) of every base table, by name, in one statement."""
+        names = self.tables()
+        if not names:
+            return []
+        union = " UNION ALL ".join(f"SELECT {literal(n)} AS t, count(*) AS n FROM {identifier(n)}" for n in names)
+        return [(t, int(n)) for t, n in self.con.execute(f"SELECT t, n FROM ({union}) ORDER BY t").fetchall()]
 
     def count(self, table: str, where_sql: str | None = None, params: Sequence[Any] = ()) -> int:
         """Rows of `table`, optionally those matching `where_sql` (SQL text written by biaslab, values as bound

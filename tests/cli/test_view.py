@@ -203,3 +203,68 @@ def test_two_sampler_settings_of_one_model_are_labelled_apart(tmp_path_factory, 
     assert "T=0.5 top_k=40 top_p=1" in heading and "T=1 top_k=40 top_p=1" in heading
     rows = re.findall(r'<tr><td class="num">([0-9.]+)</td><td class="num">40</td>', page)
     assert sorted(rows) == ["0.5", "0.5", "1", "1"]
+
+
+def _labels(client, path: str) -> list[str]:
+    page = client.get(path).get_data(as_text=True)
+    select = re.search(r'<select name="a">(.*?)</select>', page, re.S).group(1)
+    return re.findall(r"<option[^>]*>([^<]+)</option>", select)
+
+
+def test_the_comparison_page_shows_what_compare_computes(db):
+    """Issue 58: a comparison page per study: two chosen settings, the paired differences with intervals and
+    adjusted p (the numbers of `compare_observations`), each row linked to its stimuli; a label not offered is 404."""
+    from biaslab.metrics.compare.core import compare_observations
+    from biaslab.metrics.registry import get_study
+    from biaslab.warehouse.handle import open_warehouse
+
+    client = create_app(db).test_client()
+    labels = _labels(client, "/compare/options?dataset=view-demo")
+    assert len(labels) >= 2
+    response = client.get("/compare/options", query_string={"dataset": "view-demo", "a": labels[0], "b": labels[1]})
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200 and f"{labels[0]} − {labels[1]}" in page
+    with open_warehouse(str(db)) as handle:
+        expected = compare_observations(get_study("options").comparer(handle, dataset="view-demo"),
+                                        between=labels[:2], bootstrap=1000, permutations=2000, seed=0)
+    body = page.split('id="differences"')[1]
+    shown = re.findall(r"<tr[^>]*>\s*<td><a href=\"(/stimuli\?[^\"]*)\">stimuli</a></td>\s*<td>([^<]*)</td>", body)
+    assert [m for _, m in shown] == list(expected["measure"])
+    assert all("dataset=view-demo" in link for link, _ in shown)
+    from biaslab.cli.view.queries import number
+
+    assert number(expected["estimate"].iloc[0]) in body and number(expected["p_holm"].iloc[0]) in body
+    for a, b in ((labels[0], "nope"), ("x\x00", labels[0]), (labels[0], labels[0])):
+        bad = client.get("/compare/options", query_string={"dataset": "view-demo", "a": a, "b": b})
+        assert bad.status_code == 404 and "Traceback" not in bad.get_data(as_text=True)
+    assert client.get("/compare/no-such-study").status_code == 404
+    assert client.get("/compare/options", query_string={"dataset": "\x00"}).status_code == 404
+
+
+def test_a_study_page_is_computed_once_per_warehouse_state(db, tmp_path, monkeypatch):
+    """Issue 58: a study page's tables come from memory until the warehouse changes (evidence added)."""
+    import shutil
+
+    from biaslab.metrics import registry
+
+    copy = tmp_path / "w.duckdb"
+    shutil.copy(db, copy)
+    entry = registry.get_study("options")
+    calls = []
+
+    def counting(handle, *args, **kwargs):
+        calls.append(1)
+        return entry.function(handle, *args, **kwargs)
+
+    import dataclasses
+
+    monkeypatch.setitem(registry._STUDIES, "options", dataclasses.replace(entry, metrics=counting))
+    client = create_app(copy).test_client()
+    first = client.get("/study/options?dataset=view-demo").get_data(as_text=True)
+    second = client.get("/study/options?dataset=view-demo").get_data(as_text=True)
+    assert len(calls) == 1 and first == second
+    with Warehouse.open(copy) as wh:  # evidence added (any write changes the file's state)
+        wh.set_meta("touched", "yes")
+    client.get("/study/options?dataset=view-demo")
+    assert len(calls) == 2
+

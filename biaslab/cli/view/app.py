@@ -8,8 +8,14 @@ each edge's probability and the parser's verdict, the samples with their parsed 
 log-probabilities of scored sentences, continuations, and the same item across contexts, option orders and models
 side by side).
 
+`/compare/<study>?a=&b=` shows the paired differences between two of the study's settings (what `biaslab compare`
+prints: intervals, adjusted p, coverage and valid shares, the marks), each row linked to the stimuli behind it.
+
 Every request opens the warehouse read-only and closes it (a collection can write between requests); values from
-a URL are bound parameters; an id that is not a stimulus id, or no stimulus, is a 404 page; nothing is written.
+a URL are bound parameters or must be one of the values the page offers; an id that is not a stimulus id, or no
+stimulus, is a 404 page; nothing is written. A study page's tables and a comparison are computed once per warehouse
+state (`WarehouseCache`: the file's and its WAL's size and modification time), so a page answers from memory until
+evidence is added.
 """
 
 from __future__ import annotations
@@ -36,10 +42,42 @@ STUDY_TABLES = {
 LINK_COLUMNS = {"dataset": "dataset", "context": "context", "model_key": "model"}
 
 
+class WarehouseCache:
+    """Results computed from a warehouse, kept while the warehouse is unchanged: each entry is keyed by what it is
+    and by the warehouse's state (size and modification time of the file and of its write-ahead log), so a
+    collection that adds evidence makes every entry computed before it stale. At most `size` entries (the oldest
+    go first)."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size, self.entries = size, {}
+
+    @staticmethod
+    def state(db: str) -> tuple:
+        out = []
+        for path in (Path(db), Path(str(db) + ".wal")):
+            try:
+                stat = path.stat()
+                out.append((stat.st_size, stat.st_mtime_ns))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def get(self, db: str, key: tuple, compute):
+        full = (key, self.state(db))
+        if full not in self.entries:
+            value = compute()
+            full = (key, self.state(db))  # the state after computing: a write meanwhile leaves it uncached
+            self.entries[full] = value
+            while len(self.entries) > self.size:
+                self.entries.pop(next(iter(self.entries)))
+        return self.entries[full]
+
+
 def create_app(db: str | Path) -> Flask:
     """The Flask app over the warehouse `db` (read-only; see the module docstring)."""
     app = Flask(__name__, template_folder=str(Path(__file__).parent / "templates"))
     app.config["DB"] = str(db)
+    app.config["CACHE"] = WarehouseCache()
     app.jinja_env.filters["num"] = queries.number
     app.jinja_env.globals["link"] = _stimuli_link
 
@@ -58,7 +96,11 @@ def create_app(db: str | Path) -> Flask:
 
     @app.route("/study/<name>")
     def study(name: str):
-        return _study_page(app.config["DB"], name, request.args.get("dataset", ""))
+        return _study_page(app.config["DB"], name, request.args.get("dataset", ""), app.config["CACHE"])
+
+    @app.route("/compare/<name>")
+    def compare(name: str):
+        return _compare_page(app.config["DB"], name, request.args, app.config["CACHE"])
 
     @app.route("/stimuli")
     def stimuli():
@@ -100,7 +142,7 @@ def _stimuli_link(row: dict, dataset: str = "") -> str:
     return "/stimuli?" + urlencode(args)
 
 
-def _study_page(db: str, name: str, dataset: str):
+def _study_page(db: str, name: str, dataset: str, cache: WarehouseCache | None = None):
     from ...errors import BiaslabError
     from ...metrics.registry import studies
     from ...warehouse.handle import open_warehouse
@@ -110,27 +152,89 @@ def _study_page(db: str, name: str, dataset: str):
         abort(404, description=f"no study {name!r}; studies: {', '.join(known)}")
     entry = known[name]
     datasets = list(entry.dataset_names)
-    tables, message = {}, ""
-    with open_warehouse(db) as handle:
-        # the datasets with options, read with no value of the URL in the SQL; ?dataset= must be one of them, so
-        # no URL value (a NUL byte, a huge or crafted string) ever reaches a query
-        option_datasets = [d for (d,) in handle.warehouse.rows("SELECT DISTINCT dataset FROM option_probs "
-                                                               "ORDER BY 1")] if name == "options" else []
-        if name == "options" and dataset and dataset not in option_datasets:
-            shown = repr(dataset[:60]) + (" (cut)" if len(dataset) > 60 else "")
-            abort(404, description=f"no dataset with options named {shown}; datasets: "
-                                   f"{', '.join(option_datasets) or 'none'}")
-        try:
-            if name == "options":
-                if not dataset:
-                    message = "the option study reads one dataset: choose it below"
-                else:
-                    tables = entry.function(handle, dataset)
-            else:
-                tables = entry.function(handle)
-        except BiaslabError as exc:
-            message = str(exc)
-    shown = {t: tables[t] for t in STUDY_TABLES.get(name, list(tables)) if t in tables and not tables[t].empty}
+    option_datasets = _option_datasets(db) if name == "options" else []
+    # ?dataset= must be one of the datasets with options, read with no value of the URL in the SQL: no URL value
+    # (a NUL byte, a huge or crafted string) ever reaches a query
+    if name == "options" and dataset and dataset not in option_datasets:
+        shown = repr(dataset[:60]) + (" (cut)" if len(dataset) > 60 else "")
+        abort(404, description=f"no dataset with options named {shown}; datasets: "
+                               f"{', '.join(option_datasets) or 'none'}")
+
+    def compute():
+        if name == "options" and not dataset:
+            return {}, "the option study reads one dataset: choose it below"
+        with open_warehouse(db) as handle:
+            try:
+                return (entry.function(handle, dataset) if name == "options" else entry.function(handle)), ""
+            except BiaslabError as exc:
+                return {}, str(exc)
+
+    tables, message = (cache or WarehouseCache()).get(db, ("study", name, dataset), compute)
+    shown = {t: _notes_apart(tables[t]) for t in STUDY_TABLES.get(name, list(tables))
+             if t in tables and not tables[t].empty}
     default = dataset or (datasets[0] if len(datasets) == 1 else "")
     return render_template("study.html", name=name, description=entry.description, tables=shown, message=message,
-                           dataset=default, option_datasets=option_datasets)
+                           dataset=default, option_datasets=option_datasets, compare=entry.compare is not None)
+
+
+def _option_datasets(db: str) -> list[str]:
+    with queries.warehouse(db) as wh:
+        return [d for (d,) in wh.rows("SELECT DISTINCT dataset FROM option_probs ORDER BY 1")]
+
+
+#: columns of a study table that hold sentences (a note, a reason): said once under the table, not in every row
+NOTE_COLUMNS = ("note", "notes", "reason", "coverage_note")
+
+
+def _notes_apart(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """(the table without its note columns, their distinct sentences with the number of rows each applies to)."""
+    columns = [c for c in frame.columns if c in NOTE_COLUMNS]
+    notes = []
+    for column in columns:
+        counts = frame[column].dropna().astype(str).str.strip()
+        for text, n in counts[counts != ""].value_counts(sort=False).items():
+            notes.append(f"{text} ({n} of {len(frame)} rows)" if n < len(frame) else text)
+    return frame.drop(columns=columns), notes
+
+
+def _compare_page(db: str, name: str, args, cache: WarehouseCache):
+    """The paired differences between two settings `a` and `b` of study `name` (`?dataset=` for the option study):
+    the settings offered are the study's own (a value not among them is a 404), computed once per warehouse state."""
+    from ...errors import BiaslabError
+    from ...metrics.compare.core import compare_observations, valid_share_gap
+    from ...metrics.registry import studies
+    from ...warehouse.handle import open_warehouse
+
+    known = {n: s for n, s in studies().items() if s.compare is not None}
+    if name not in known:
+        abort(404, description=f"no study with comparisons named {name[:60]!r}; studies: {', '.join(known)}")
+    dataset = args.get("dataset", "")
+    if name == "options" and dataset not in _option_datasets(db):
+        abort(404, description="choose a dataset with options: /study/options")
+
+    def observations():
+        with open_warehouse(db) as handle:
+            try:
+                return known[name].comparer(handle, **({"dataset": dataset} if name == "options" else {})), ""
+            except BiaslabError as exc:
+                return None, str(exc)
+
+    obs, message = cache.get(db, ("observations", name, dataset), observations)
+    labels = [] if obs is None else [str(v) for v in obs.settings["label"]]
+    a, b = args.get("a", ""), args.get("b", "")
+    table, gap = None, ""
+    if a or b:
+        if a not in labels or b not in labels or a == b:
+            abort(404, description=f"choose two different settings of {name}: {', '.join(labels) or 'none stored'}")
+        table = cache.get(db, ("compare", name, dataset, a, b), lambda: compare_observations(
+            obs, between=[a, b], bootstrap=1000, permutations=2000, seed=0))
+        gap = valid_share_gap(table)
+        table = table.drop(columns=["study", "setting_a", "setting_b", "model_key_a", "model_key_b"])
+        datasets = known[name].dataset_names
+        first = table["group"].astype(str).str.split(" · ").str[0]
+        if first.isin(datasets).any():  # a group named by its dataset (CrowS-Pairs): the row's stimuli link
+            table.insert(1, "dataset", first.where(first.isin(datasets), None))
+    table, notes = _notes_apart(table) if table is not None else (None, [])
+    return render_template("compare.html", name=name, labels=labels, a=a, b=b, table=table, gap=gap, notes=notes,
+                           message=message, dataset=dataset or (known[name].dataset_names[0]
+                                                                if len(known[name].dataset_names) == 1 else ""))

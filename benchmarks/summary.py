@@ -103,8 +103,14 @@ def chat_concurrency(d: dict[str, Any]) -> list[Row]:
              "-", None)]
 
 
+def view(d: dict[str, Any]) -> list[Row]:
+    return [(f"biaslab view {row['page']}: warm (cold {row['cold_s'] * 1000:.0f} ms)",
+             f"{row['warm_median_s'] * 1000:.0f} ms", f"<= {d['target_s'] * 1000:.0f} ms", row["warm_met"])
+            for row in d["pages"]]
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
-    "bench_compare": compare, "startup": startup, "chat_concurrency": chat_concurrency,
+    "bench_compare": compare, "startup": startup, "chat_concurrency": chat_concurrency, "view": view,
     "scoring": scoring, "scoring_peers": scoring_peers, "exact_vs_sampling": exact_vs_sampling,
     "warehouse_append": warehouse_append, "metrics_latency": metrics_latency,
     "main_job_bf16": main_job, "main_job_fp32": main_job,

@@ -60,7 +60,8 @@ def option_labels(stimuli: ir.Table) -> ir.Table:
 def model_labels(source: Source) -> ir.Table:
     """One row per registered model: model_key, model_name, dtype, quantization, backend (DEFAULT_BACKEND where the
     record has none), kind, source, revision, bos_policy, registered_at, converted_from (the quantized file the
-    weights were de-quantized from, e.g. "gguf Q4_K_M"; NULL where none or not recorded).
+    weights were de-quantized from, e.g. "gguf Q4_K_M"; NULL where none or not recorded). Records of one name,
+    backend and dtype with different revisions (a hosted model's snapshots) are named "name @ revision".
 
     Parameters
     ----------
@@ -69,9 +70,14 @@ def model_labels(source: Source) -> ir.Table:
     models = source("models")
     backend = (ibis.coalesce(models["backend"], ibis.literal(DEFAULT_BACKEND)) if "backend" in models.columns
                else ibis.literal(DEFAULT_BACKEND))
+    # a hosted model's snapshots are records of one name, backend and dtype with other revisions: named apart
+    same = ibis.window(group_by=[models["name"], models["backend"] if "backend" in models.columns else backend,
+                                 models.dtype])
+    snapshots = models.revision.notnull() & (models.revision.min().over(same) != models.revision.max().over(same))
+    name = ibis.ifelse(snapshots, models["name"].concat(" @ ", models.revision), models["name"])
     converted = (models["converted_from"] if "converted_from" in models.columns
                  else ibis.null("string"))  # schema 11: the quantized file de-quantized (e.g. "gguf Q4_K_M")
-    return models.select("model_key", model_name=models["name"], dtype=models.dtype, quantization=models.quant,
+    return models.select("model_key", model_name=name, dtype=models.dtype, quantization=models.quant,
                          backend=backend, kind=models.kind, source=models.source, revision=models.revision,
                          bos_policy=models.bos_policy, registered_at=models.registered_at,
                          converted_from=converted)

@@ -107,12 +107,17 @@ ORDER BY c.model_key, c.dataset, c.protocol, c.settings
 """
 
 
+#: a model's name as every listing shows it (`views.common.model_labels` in Ibis): its name, and " @ " its revision
+#: where another record of the same name, backend and dtype has another revision (a hosted model's snapshots)
+MODEL_NAME_SQL = ("CASE WHEN revision IS NOT NULL AND min(revision) OVER same_model <> max(revision) OVER same_model "
+                  "THEN name || ' @ ' || revision ELSE name END")
+_SAME_MODEL = "WINDOW same_model AS (PARTITION BY name, backend, dtype)"
 #: the registered models as `models` lists them, in plain SQL (`model_records`)
 MODELS_SQL = f"""
-SELECT name AS model_name, dtype, quant AS quantization, converted_from,
+SELECT {MODEL_NAME_SQL} AS model_name, dtype, quant AS quantization, converted_from,
        coalesce(backend, {literal(DEFAULT_BACKEND)}) AS backend, kind, source, revision, bos_policy, registered_at,
        model_key
-FROM models ORDER BY registered_at, model_key
+FROM models {_SAME_MODEL} ORDER BY registered_at, model_key
 """
 #: the collections with their models' names, in plain SQL: `model_names_of`'s rule (a key without a model record is
 #: its own name, NULL dtype, DEFAULT_BACKEND)
@@ -120,7 +125,8 @@ NAMED_COLLECTIONS_SQL = f"""
 WITH coll AS ({_COLLECTIONS_SQL})
 SELECT coalesce(m.name, coll.model_key) AS model_name, m.dtype,
        coalesce(m.backend, {literal(DEFAULT_BACKEND)}) AS backend, coll.* EXCLUDE (model_key), coll.model_key
-FROM coll LEFT JOIN models m USING (model_key)
+FROM coll LEFT JOIN (SELECT model_key, {MODEL_NAME_SQL} AS name, dtype, backend FROM models {_SAME_MODEL}) m
+     USING (model_key)
 ORDER BY coll.model_key, coll.dataset, coll.protocol, coll.settings
 """
 

@@ -61,3 +61,13 @@ def test_a_new_snapshot_is_learned_after_consent_and_its_work_agreed_to_again(st
     with Warehouse.open(db, read_only=True) as wh:
         assert sorted(r[0] for r in wh.rows("SELECT revision FROM models")) == ["stub-model-2026-01-01",
                                                                                  "stub-model-2026-06-01"]
+        # issue 56, item 6: the two snapshots are named apart in every listing, metric table and comparison
+        from biaslab.warehouse.catalog import MODELS_SQL, NAMED_COLLECTIONS_SQL
+
+        expected = ["stub-model @ stub-model-2026-01-01", "stub-model @ stub-model-2026-06-01"]
+        assert sorted(r[0] for r in wh.rows(f"SELECT model_name FROM ({MODELS_SQL})")) == expected
+        assert sorted({r[0] for r in wh.rows(f"SELECT model_name FROM ({NAMED_COLLECTIONS_SQL})")}) == expected
+    from biaslab.warehouse.handle import open_warehouse
+
+    with open_warehouse(str(db)) as handle:
+        assert sorted(handle.models()["model_name"]) == expected

@@ -247,3 +247,33 @@ def test_a_hosted_model_in_a_plan_names_its_key_variable_and_the_dry_run_prices_
             assert "sk-test" not in str(con.execute("SELECT params, command FROM runs").fetchall())
     finally:
         stub.close()
+
+
+def test_a_killed_plan_resumes_and_stores_what_an_uninterrupted_run_stores(tmp_path, data_dir, tiny_gpt2_dir,
+                                                                            second_tiny):
+    """SIGKILL at random moments (the whole process group, as a node failure would), then one more run: the
+    evidence equals an uninterrupted run of the same plan, row for row."""
+    import shutil
+    import sys
+
+    from kill_runs import kill_at_random_moments
+
+    plan = write_plan(tmp_path, [("a", tiny_gpt2_dir), ("b", second_tiny)], data_dir, shards=2)
+    biaslab_script = shutil.which("biaslab") or str(Path(sys.executable).with_name("biaslab"))
+    db = tmp_path / "w.duckdb"
+
+    def stored() -> int:
+        if not db.exists():
+            return 0
+        with duckdb.connect(str(db), read_only=True) as con:
+            return con.execute("SELECT (SELECT count(*) FROM sequence_scores) + "
+                               "(SELECT count(*) FROM choice_requests)").fetchone()[0]
+
+    counts = kill_at_random_moments([biaslab_script, "audit", str(plan)], wall=14.0, times=3, seed=5,
+                                    between=(0.4, 0.9), stored=stored)
+    assert counts == sorted(counts)  # what was stored stays stored
+    final = run("audit", str(plan))
+    assert final.exit_code == 0 and "audit tiny: 8 units" in final.output, final.output
+    clean = tmp_path / "clean.duckdb"
+    assert run("audit", str(plan), "--db", str(clean)).exit_code == 0
+    assert _evidence(db) == _evidence(clean)

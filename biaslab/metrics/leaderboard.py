@@ -236,6 +236,10 @@ def _adjusted(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[COMPARISON_COLUMNS]
 
 
+#: the page's own style: model names on one line, shaded cells, the table scrolled sideways inside the page
+STYLE = ("<style>table.leaderboard td.name{white-space:nowrap;overflow-wrap:normal;font-weight:bold}"
+         "table.leaderboard td.low-coverage{background:#fde8e8} table.leaderboard th{min-width:9em}"
+         "div.board{overflow-x:auto;max-width:100%}</style>")
 #: the page's sorting: a click on a column head sorts the rows by its values (numbers where the head says so)
 SORT_SCRIPT = ("<script>document.querySelectorAll('table.leaderboard th').forEach(function(th,i){th.style.cursor="
                "'pointer';th.addEventListener('click',function(e){if(e.target.tagName==='A'){return;}"
@@ -272,7 +276,7 @@ def leaderboard_html(tables: dict[str, pd.DataFrame], *, title: str, db: str, re
                     f'<small>{html.escape(str(group))}</small><br><small>{ref}</small></th>')
     body = []
     for name in row_names:
-        tds = [f"<td>{html.escape(name)}{' (reference)' if name == reference else ''}</td>"]
+        tds = [f"<td class=\"name\">{html.escape(name)}{' (reference)' if name == reference else ''}</td>"]
         tds += [_cell_html(cells, comparisons, name, column) for column in columns]
         body.append("<tr>" + "".join(tds) + "</tr>")
     notes = "".join(f"<p class=\"note\">{html.escape(n)}</p>" for n in tables["notes"]["note"])
@@ -283,8 +287,8 @@ def leaderboard_html(tables: dict[str, pd.DataFrame], *, title: str, db: str, re
              "interval and its permutation p (McNemar's exact p for binary measures), Holm-adjusted over every "
              "comparison of this table (★: below 0.05; leaderboard.csv also has Benjamini-Hochberg). Shaded cells "
              "rest on a valid share below the coverage threshold. Click a column head to sort.</p>")
-    return (f"<h1>{html.escape(title)}</h1>{intro}<table class=\"leaderboard\"><thead><tr>{''.join(head)}</tr>"
-            f"</thead><tbody>{''.join(body)}</tbody></table>{notes}{SORT_SCRIPT}")
+    return (f"<h1>{html.escape(title)}</h1>{intro}{STYLE}<div class=\"board\"><table class=\"leaderboard\"><thead><tr>"
+            f"{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{notes}{SORT_SCRIPT}")
 
 
 def _cell_html(cells: pd.DataFrame, comparisons: pd.DataFrame, name: str, column: tuple[str, str, str]) -> str:

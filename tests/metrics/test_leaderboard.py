@@ -135,7 +135,7 @@ def test_the_page_sorts_by_a_column_in_headless_chromium(tmp_path):
                                   "</script></body>"), encoding="utf-8")
     dom = dump_dom(probe, tmp_path / "profile")
     assert f'data-sorted="{column}:asc"' in dom, dom[-1500:]
-    order = re.findall(r"<tr><td>([ABC])", dom)
+    order = re.findall(r"<tr><td class=\"name\">([ABC])", dom)
     values = {r: cells_value(tables, r) for r in "ABC"}
     assert order == sorted("ABC", key=values.get)
 

@@ -183,7 +183,7 @@ def check_the_report(plan: Path, out: Path) -> None:
     assert "leaderboard.csv" in page and (out / "leaderboard.csv").read_text().count("\n") == len(cells) + 1
     if chromium() is not None:
         dom = dump_dom(out / "index.html", out.parent / "profile")
-        assert dom.count("<tr><td>") == 2 and "(reference)" in dom
+        assert dom.count("<tr><td class=\"name\">") == 2 and "(reference)" in dom
 
 
 def test_an_interrupted_plan_resumes_where_it_stopped(tmp_path, data_dir, tiny_gpt2_dir, second_tiny, monkeypatch):

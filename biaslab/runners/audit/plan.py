@@ -11,9 +11,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
 
 from ...errors import BiaslabError, UsageError
 from ...schema.errors import first_error
@@ -32,6 +33,24 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 SECRET_SETTINGS = ("api_key", "key", "token", "secret", "password")
 
 
+def _safe_name(what: str, pattern: str, allowed: str):
+    """A name that names files and jobs: letters and digits first, then `allowed` (a one-line refusal otherwise)."""
+
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"a {what} name is letters, digits and {allowed} (it names files, jobs and table rows)")
+        return value
+
+    return AfterValidator(check)
+
+
+#: the name of a model of the plan (its leaderboard row) and of the plan (its Slurm jobs)
+ModelName = Annotated[str, Field(min_length=1, max_length=80), _safe_name("model", r"[A-Za-z0-9][A-Za-z0-9._+-]*",
+                                                                            ". _ + -")]
+PlanName = Annotated[str, Field(min_length=1, max_length=80), _safe_name("plan", r"[A-Za-z0-9][A-Za-z0-9._-]*",
+                                                                           ". _ -")]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -42,7 +61,7 @@ class ModelEntry(_Strict):
     `model_args`, `engine_args` (any engine setting), and `api_key_env`, the name of the environment variable
     holding a hosted model's key (never the key)."""
 
-    name: str = Field(min_length=1, max_length=80)
+    name: ModelName
     model: str = Field(min_length=1)
     backend: str | None = None
     dtype: str | None = None
@@ -52,13 +71,6 @@ class ModelEntry(_Strict):
     model_args: dict[str, str] = Field(default_factory=dict)
     engine_args: dict[str, Any] = Field(default_factory=dict)
     api_key_env: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", value):
-            raise ValueError("a model name is letters, digits and . _ + - (it names files and table rows)")
-        return value
 
     @field_validator("api_key_env")
     @classmethod
@@ -142,7 +154,7 @@ class Plan(_Strict):
     """An audit plan (the module docstring). Paths (`db`, `workdir`, `data_dir`) are relative to the plan file's
     folder."""
 
-    name: str = Field(min_length=1, max_length=80)
+    name: PlanName
     db: str = "warehouse/biaslab.duckdb"
     workdir: str | None = None
     data_dir: str | None = None
@@ -158,13 +170,6 @@ class Plan(_Strict):
     def path(self) -> Path | None:
         """The plan file (resolved), when read from one (`load_plan`)."""
         return self._path
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
-            raise ValueError("a plan name is letters, digits and . _ - (it names the Slurm jobs)")
-        return value
 
     @field_validator("collect")
     @classmethod

@@ -593,8 +593,8 @@ class Warehouse:
         names = self.tables()
         if not names:
             return []
-        union = " UNION ALL ".join(f"SELECT {literal(n)} AS t, count(*) AS n FROM {identifier(n)}" for n in names)
-        return [(t, int(n)) for t, n in self.con.execute(f"SELECT t, n FROM ({union}) ORDER BY t").fetchall()]
+        counts_sql = " UNION ALL ".join(f"SELECT {literal(n)} AS t, count(*) AS n FROM {identifier(n)}" for n in names)
+        return [(t, int(n)) for t, n in self.con.execute(f"SELECT t, n FROM ({counts_sql}) ORDER BY t").fetchall()]
 
     def count(self, table: str, where_sql: str | None = None, params: Sequence[Any] = ()) -> int:
         """Rows of `table`, optionally those matching `where_sql` (SQL text written by biaslab, values as bound

@@ -38,7 +38,7 @@ def _safe_name(what: str, pattern: str, allowed: str):
 
     def check(value: str) -> str:
         if not re.fullmatch(pattern, value):
-            raise ValueError(f"a {what} name is letters, digits and {allowed} (it names files, jobs and table rows)")
+            raise UsageError(f"a {what} name is letters, digits and {allowed} (it names files, jobs and table rows)")
         return value
 
     return AfterValidator(check)
@@ -76,7 +76,7 @@ class ModelEntry(_Strict):
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
         if value is not None and not ENV_NAME.fullmatch(value):
-            raise ValueError("is the NAME of the environment variable holding the key (e.g. OPENAI_API_KEY), "
+            raise UsageError("is the NAME of the environment variable holding the key (e.g. OPENAI_API_KEY), "
                              "never the key itself")
         return value
 
@@ -85,7 +85,7 @@ class ModelEntry(_Strict):
     def _no_secret(cls, value: dict[str, Any]) -> dict[str, Any]:
         for key in value:
             if key.lower() in SECRET_SETTINGS:
-                raise ValueError(f"{key!r}: a plan never holds a key; give api_key_env, the name of the "
+                raise UsageError(f"{key!r}: a plan never holds a key; give api_key_env, the name of the "
                                  f"environment variable that holds it")
         return value
 
@@ -109,9 +109,9 @@ class DatasetEntry(_Strict):
     def _matrix(self) -> DatasetEntry:
         for key, values in self.matrix.items():
             if not values:
-                raise ValueError(f"matrix {key!r} lists no values")
+                raise UsageError(f"matrix {key!r} lists no values")
             if key in self.settings:
-                raise ValueError(f"{key!r} is both a setting and a matrix key")
+                raise UsageError(f"{key!r} is both a setting and a matrix key")
         return self
 
 
@@ -177,7 +177,7 @@ class Plan(_Strict):
         allowed = {"max_tokens", "chunk_size", "threads", "accept_modified"}
         unknown = sorted(set(value) - allowed)
         if unknown:
-            raise ValueError(f"takes {', '.join(sorted(allowed))}, not {', '.join(unknown)}")
+            raise UsageError(f"takes {', '.join(sorted(allowed))}, not {', '.join(unknown)}")
         return value
 
     @model_validator(mode="after")
@@ -185,9 +185,9 @@ class Plan(_Strict):
         names = [m.name for m in self.models]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
-            raise ValueError(f"model names must be unique: {', '.join(repeated)} repeated")
+            raise UsageError(f"model names must be unique: {', '.join(repeated)} repeated")
         if self.report.reference is not None and self.report.reference not in names:
-            raise ValueError(f"report.reference {self.report.reference!r} is not a model of the plan "
+            raise UsageError(f"report.reference {self.report.reference!r} is not a model of the plan "
                              f"({', '.join(names)})")
         return self
 

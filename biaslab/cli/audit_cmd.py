@@ -247,23 +247,6 @@ def merge_command(plan: str, db: str | None) -> None:
                + (f"; rerun `biaslab audit {plan} --executor slurm` for the rest" if missing else ""))
 
 
-def _study_report(study: str, options: dict, folder: Path, db: str) -> str:
-    """Write `biaslab report STUDY --out FOLDER --db DB` (what that command writes, its comparison section
-    included), quietly; "" when written, else why not (one line)."""
-    import contextlib
-    import io
-
-    from .metrics_cmd import report_group
-
-    args = [study, "--out", str(folder), "--db", db, *(a for k, v in options.items() for a in (f"--{k}", v))]
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            report_group.main(args, prog_name="biaslab report", standalone_mode=False)
-    except click.ClickException as exc:
-        return exc.format_message()
-    return ""
-
-
 @audit_group.command("report")
 @PLAN
 @DB
@@ -319,6 +302,7 @@ def _observations(plan, out_dir: Path, study_reports: bool):
     from ..errors import NoEvidence
     from ..metrics.registry import get_study
     from ..warehouse.handle import open_warehouse
+    from .metrics_cmd import write_study_report
     from .view_cmd import VIEW_URL
 
     observations, links, view_links, notes = [], {}, {}, []
@@ -333,7 +317,7 @@ def _observations(plan, out_dir: Path, study_reports: bool):
             view_links[label] = f"{VIEW_URL}/study/{name}" + (f"?dataset={options['dataset']}" if options else "")
             if study_reports and get_study(name).report is not None:
                 folder = out_dir / "studies" / label.replace(":", "-")
-                why = _study_report(name, options, folder, str(plan.database))
+                why = write_study_report(name, options, folder, str(plan.database))
                 if why:
                     notes.append(f"{label}: no study report: {why}")
                 else:

@@ -716,3 +716,19 @@ def annotate_import_command(file: str, db: str) -> None:
     with Warehouse.open(db) as wh:
         read, added = import_annotations(wh, Path(file))
     click.echo(f"{file}: {read} annotations read, {added} new")
+
+
+def write_study_report(study: str, options: dict, folder: Path, db: str) -> str:
+    """Write what `biaslab report STUDY --out FOLDER --db DB` writes (its comparison section included), quietly:
+    the audit leaderboard links these reports and `biaslab view` shows their figures. "" when written, else why not
+    (one line)."""
+    import contextlib
+    import io
+
+    args = [study, "--out", str(folder), "--db", db, *(a for k, v in options.items() for a in (f"--{k}", v))]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            report_group.main(args, prog_name="biaslab report", standalone_mode=False)
+    except click.ClickException as exc:
+        return exc.format_message()
+    return ""

@@ -268,3 +268,18 @@ def test_a_study_page_is_computed_once_per_warehouse_state(db, tmp_path, monkeyp
     client.get("/study/options?dataset=view-demo")
     assert len(calls) == 2
 
+
+
+def test_a_study_page_shows_its_reports_figures(db):
+    """Issue 58: a study page opens with the figures of the study's report (the same plots), served from memory;
+    an index past them answers an SVG saying so, never a broken image; an unknown study is a 404."""
+    client = create_app(db).test_client()
+    page = client.get("/study/options?dataset=view-demo").get_data(as_text=True)
+    sources = re.findall(r'<img class="figure" src="([^"]+)"', page)
+    assert sources == ["/figure/options/0?dataset=view-demo", "/figure/options/1?dataset=view-demo"]
+    first = client.get(sources[0])
+    assert first.status_code == 200 and first.mimetype == "image/png" and first.data[:8] == b"\x89PNG\r\n\x1a\n"
+    past = client.get("/figure/options/40?dataset=view-demo")
+    assert past.status_code == 200 and past.mimetype == "image/svg+xml" and b"figure(s)" in past.data
+    assert client.get("/figure/no-such-study/0").status_code == 404
+    assert client.get("/figure/options/0", query_string={"dataset": "\x00"}).status_code == 404

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pandas as pd
-from flask import Flask, abort, render_template, request
+from flask import Flask, Response, abort, render_template, request
 
 from ...sql.quoting import identifier
 from . import queries
@@ -49,7 +49,10 @@ class WarehouseCache:
     go first)."""
 
     def __init__(self, size: int = 32) -> None:
+        import threading
+
         self.size, self.entries = size, {}
+        self.lock = threading.Lock()  # the app serves requests in threads: one computation at a time
 
     @staticmethod
     def state(db: str) -> tuple:
@@ -63,6 +66,10 @@ class WarehouseCache:
         return tuple(out)
 
     def get(self, db: str, key: tuple, compute):
+        with self.lock:
+            return self._get(db, key, compute)
+
+    def _get(self, db: str, key: tuple, compute):
         full = (key, self.state(db))
         if full not in self.entries:
             value = compute()
@@ -97,6 +104,10 @@ def create_app(db: str | Path) -> Flask:
     @app.route("/study/<name>")
     def study(name: str):
         return _study_page(app.config["DB"], name, request.args.get("dataset", ""), app.config["CACHE"])
+
+    @app.route("/figure/<name>/<int:index>")
+    def figure(name: str, index: int):
+        return _figure(app.config["DB"], name, index, request.args.get("dataset", ""), app.config["CACHE"])
 
     @app.route("/compare/<name>")
     def compare(name: str):
@@ -173,8 +184,49 @@ def _study_page(db: str, name: str, dataset: str, cache: WarehouseCache | None =
     shown = {t: _notes_apart(tables[t]) for t in STUDY_TABLES.get(name, list(tables))
              if t in tables and not tables[t].empty}
     default = dataset or (datasets[0] if len(datasets) == 1 else "")
+    figures = entry.report is not None and bool(shown) and (name != "options" or bool(dataset))
     return render_template("study.html", name=name, description=entry.description, tables=shown, message=message,
-                           dataset=default, option_datasets=option_datasets, compare=entry.compare is not None)
+                           dataset=default, option_datasets=option_datasets, compare=entry.compare is not None,
+                           figures=FIGURES_SHOWN if figures else 0, query=f"?dataset={dataset}" if dataset else "")
+
+
+#: how many of a study report's figures its page shows first (the report has the rest)
+FIGURES_SHOWN = 2
+#: what a figure address answers where the report has no such figure: an SVG saying so (never a broken image)
+NO_FIGURE = ('<svg xmlns="http://www.w3.org/2000/svg" width="420" height="24"><text x="4" y="16" font-size="13" '
+             'font-family="sans-serif" fill="#777">{}</text></svg>')
+
+
+def _figure(db: str, name: str, index: int, dataset: str, cache: WarehouseCache) -> Response:
+    """Figure `index` of study `name`'s report (`biaslab report NAME`, written once per warehouse state into a
+    temporary folder that is removed at once: the PNG bytes are kept in memory)."""
+    import html
+    import re
+    import tempfile
+
+    from ...metrics.registry import studies
+    from ..metrics_cmd import write_study_report
+
+    known = studies()
+    if name not in known or known[name].report is None:
+        abort(404, description=f"no study report named {name[:60]!r}")
+    if name == "options" and dataset not in _option_datasets(db):
+        abort(404, description="choose a dataset with options: /study/options")
+
+    def render() -> tuple[list[bytes], str]:
+        with tempfile.TemporaryDirectory(prefix="biaslab-view-") as folder:
+            why = write_study_report(name, {"dataset": dataset} if name == "options" else {}, Path(folder), db)
+            index_html = Path(folder) / "index.html"
+            if why or not index_html.is_file():
+                return [], why or "no report"
+            names = re.findall(r"<img src=['\"]([^'\"/]+\.png)['\"]", index_html.read_text(encoding="utf-8"))
+            return [(Path(folder) / n).read_bytes() for n in names if (Path(folder) / n).is_file()], ""
+
+    images, why = cache.get(db, ("figures", name, dataset), render)
+    if index < len(images):
+        return Response(images[index], mimetype="image/png")
+    text = f"no figure {index + 1}: {why}" if why else f"the report has {len(images)} figure(s)"
+    return Response(NO_FIGURE.format(html.escape(text[:80])), mimetype="image/svg+xml")
 
 
 def _option_datasets(db: str) -> list[str]:

@@ -140,11 +140,14 @@ def test_pages_load_in_chromium_without_console_messages(db, tmp_path):
         base = f"http://127.0.0.1:{server.server_port}"
         pages = list(_crawl(create_app(db).test_client(), limit=40))
         chosen = ["/", "/study/options?dataset=view-demo", "/stimuli?dataset=view-demo",
-                  *[p for p in pages if p.startswith("/stimulus/")][:3], "/study/contextuality"]
+                  *[p for p in pages if p.startswith("/stimulus/")][:3], "/study/contextuality",
+                  "/compare/options?dataset=view-demo"]
         for path in chosen:
             dom, console = _chromium(urljoin(base, path), tmp_path / "profile")
             assert "<h1>" in dom and "</html>" in dom, path
             assert console == [], (path, console)
+            if path.startswith("/study/options"):  # the report's figures, loaded as images
+                assert 'data-images-loaded="2/2"' in dom, dom[-600:]
             for href in re.findall(r'href="(/[^"]*)"', dom):
                 assert urlparse(href).path.startswith(("/", "/stimulus/", "/study/", "/stimuli"))
     finally:

@@ -286,3 +286,30 @@ def test_a_study_page_shows_its_reports_figures(db):
     assert past.status_code == 200 and past.mimetype == "image/svg+xml" and b"figure(s)" in past.data
     assert client.get("/figure/no-such-study/0").status_code == 404
     assert client.get("/figure/options/0", query_string={"dataset": "\x00"}).status_code == 404
+
+
+def test_a_compact_table_keeps_what_tells_rows_apart_and_their_coverage():
+    """Issue 58: the columns behind the "all columns" toggle: the key, the settings every row shares and the numbers
+    past the width; a setting that differs between rows and the coverage stay in view."""
+    import pandas as pd
+
+    from biaslab.cli.view.app import COMPACT_WIDTH, more_columns
+
+    frame = pd.DataFrame({"model_name": ["m", "m"], "dtype": ["fp32", "fp32"], "model_key": ["k", "k"],
+                          "temperature": [0.5, 1.0], "top_k": [40, 40], "context": ["a", "a"],
+                          **{f"x{i}": [1.0, 2.0] for i in range(14)}, "n_loaded": [3, 3], "coverage": [1.0, 1.0],
+                          "valid_share": [0.9, 0.8]})
+    more = more_columns(frame)
+    assert {"dtype", "model_key", "top_k", "n_loaded"} <= set(more)
+    assert not {"model_name", "temperature", "context", "coverage", "valid_share"} & set(more)
+    shown = [c for c in frame.columns if c not in more]
+    assert len(shown) == COMPACT_WIDTH and shown[-2:] == ["coverage", "valid_share"]
+    # one row: nothing tells rows apart, so the settings stay (they name the row)
+    assert more_columns(frame.iloc[:1]) == ["model_key", "n_loaded"] + [f"x{i}" for i in range(5, 14)]
+
+
+def test_the_study_page_offers_every_column_behind_a_toggle(db):
+    page = create_app(db).test_client().get("/study/options?dataset=view-demo").get_data(as_text=True)
+    assert re.search(r'<input type="checkbox" class="all-columns" id="all-means"><label for="all-means" '
+                     r'class="note">all \d+ columns \(\d+ more: [^)]*model_key', page)
+    assert '<th class="more">model_key</th>' in page

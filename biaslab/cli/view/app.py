@@ -181,8 +181,9 @@ def _study_page(db: str, name: str, dataset: str, cache: WarehouseCache | None =
                 return {}, str(exc)
 
     tables, message = (cache or WarehouseCache()).get(db, ("study", name, dataset), compute)
-    shown = {t: _notes_apart(tables[t]) for t in STUDY_TABLES.get(name, list(tables))
+    shown = {t: (*_notes_apart(tables[t]), ) for t in STUDY_TABLES.get(name, list(tables))
              if t in tables and not tables[t].empty}
+    shown = {t: (df, notes, more_columns(df)) for t, (df, notes) in shown.items()}
     default = dataset or (datasets[0] if len(datasets) == 1 else "")
     figures = entry.report is not None and bool(shown) and (name != "options" or bool(dataset))
     return render_template("study.html", name=name, description=entry.description, tables=shown, message=message,
@@ -238,6 +239,32 @@ def _option_datasets(db: str) -> list[str]:
 NOTE_COLUMNS = ("note", "notes", "reason", "coverage_note")
 
 
+#: columns a compact table leaves behind its "all columns" toggle: the key (the name is shown), counts that the
+#: coverage sums up, and the mark (the row's shading shows it)
+SECONDARY_COLUMNS = ("model_key", "n_loaded", "n_missing", "low_coverage", "unresolved_mass")
+#: the settings of a collection: behind the toggle where every row has the same (they tell no rows apart)
+SETTING_COLUMNS = ("dtype", "backend", "scheme", "mode", "temperature", "top_k", "top_p", "prompt_version",
+                   "max_new_tokens", "min_new_tokens", "method", "setting", "seed", "samples", "option_order",
+                   "variant")
+#: what a number rests on: always in view
+COVERAGE_COLUMNS = ("n_used", "n_invalid", "coverage", "valid_share")
+#: the most columns a compact table shows
+COMPACT_WIDTH = 12
+
+
+def more_columns(frame: pd.DataFrame) -> list[str]:
+    """The columns a study table shows only behind its "all columns" toggle: the secondary ones, the settings with
+    one value on every row, and the numbers past COMPACT_WIDTH (the first ones, the row's names and its coverage stay
+    in view). A setting whose values differ between rows (temperature, dtype, prompt) stays in view: it is what tells
+    two rows apart."""
+    more = [c for c in frame.columns if c in SECONDARY_COLUMNS
+            or (c in SETTING_COLUMNS and len(frame) > 1 and frame[c].astype(str).nunique() == 1)]
+    shown = [c for c in frame.columns if c not in more]
+    fixed = [c for c in shown if c in COVERAGE_COLUMNS]
+    rest = [c for c in shown if c not in fixed]
+    return more + rest[max(0, COMPACT_WIDTH - len(fixed)):]
+
+
 def _notes_apart(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """(the table without its note columns, their distinct sentences with the number of rows each applies to)."""
     columns = [c for c in frame.columns if c in NOTE_COLUMNS]
@@ -287,6 +314,8 @@ def _compare_page(db: str, name: str, args, cache: WarehouseCache):
         if first.isin(datasets).any():  # a group named by its dataset (CrowS-Pairs): the row's stimuli link
             table.insert(1, "dataset", first.where(first.isin(datasets), None))
     table, notes = _notes_apart(table) if table is not None else (None, [])
+    more = more_columns(table) if table is not None else []
     return render_template("compare.html", name=name, labels=labels, a=a, b=b, table=table, gap=gap, notes=notes,
+                           more=more,
                            message=message, dataset=dataset or (known[name].dataset_names[0]
                                                                 if len(known[name].dataset_names) == 1 else ""))

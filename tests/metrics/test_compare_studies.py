@@ -97,3 +97,32 @@ def test_negation_interaction_equals_the_mixed_model_on_balanced_items(db):
     assert set(within["group"]) == {"negation-examples · SA vs negation-examples · SN",
                                     "negation-examples · NA vs negation-examples · NN"}
     assert isinstance(within, pd.DataFrame) and len(within) == 4  # two simple effects x two models
+
+
+def test_two_sampling_settings_of_one_model_are_two_settings_of_misgendering(tmp_path, data_dir, tiny_gpt2):
+    """Issue 56, item 9: gen at T = 1.0 and at T = 0.7 of one model compare as two settings (they were one, and
+    compare said "one collection setting is stored"), each side's value the study's own correctness rate."""
+    from biaslab.runners.collect import CollectConfig, collect
+
+    db = tmp_path / "w.duckdb"
+    for temperature in (1.0, 0.7):
+        collect(CollectConfig(dataset="misgendered", protocol="gen", samples=3, temperature=temperature,
+                              max_new_tokens=6, limit=6, db=str(db), data_dir=str(data_dir), dtype="fp32"),
+                loaded=tiny_gpt2)
+    with biaslab.open(db) as wh:
+        table = biaslab.compare(wh, "misgendering", bootstrap=50, permutations=100)
+        correctness = biaslab.misgendering(wh)["correctness"]
+        with pytest.raises(biaslab.errors.UsageError, match="not paired item by item inside one setting"):
+            biaslab.compare(wh, "misgendering", within=True)
+    assert set(table["measure"]) == {"gen_correct"} and len(table) >= 1
+    first = table.iloc[0]
+    labels = sorted([first["setting_a"], first["setting_b"]])
+    assert "method=gen T=0.7 " in labels[0] and "method=gen T=1 " in labels[1], labels
+    # each side: the share of its continuations that do not misgender, pooled over the contexts (3 per item)
+    gen = correctness[correctness["method"] == "gen"]
+    for _, row in table.iterrows():
+        declared = row["group"].rsplit(" · ", 1)[1]
+        for side, temperature in (("value_a", "T=0.7 "), ("value_b", "T=1 ")):
+            part = gen[(gen["declared"] == declared) & gen["setting"].str.startswith(temperature)]
+            assert row[side] == pytest.approx((part["correct"] * part["n"]).sum() / part["n"].sum(), abs=1e-12)
+    assert (table["value_a"] != table["value_b"]).any()  # the two temperatures sampled differently

@@ -1,8 +1,10 @@
 """What `biaslab compare misgendering` compares (`biaslab.metrics.compare`): the per-protocol correctness rates and
 the prob-gen agreement of the misgendering meta-evaluation, from the same rows as `biaslab metrics misgendering`.
 
-A setting is a model (model_key); the method's own settings (scoring scheme, sampling settings) are part of the
-group, so two models are compared only on like evidence. Groups: "METHOD SETTINGS · dataset · declared pronoun".
+A setting is a model (model_key) with the method's own settings (`method`: "prob SCHEME" or "gen SAMPLING
+SETTINGS"), so two collections of one model that differ only in their sampling settings (gen at T = 1.0 and at 0.7)
+are two settings and can be compared (issue 56, item 9); two models are compared setting by like setting. Groups:
+"dataset · declared pronoun"; the prob-gen agreement's setting is "prob-gen SCHEME | SAMPLING SETTINGS".
 - prob_correct (binary, McNemar; item = stimulus, unit = item): the candidate with the highest log-probability is
   the declared pronoun (the `correctness` table's prob rows).
 - gen_correct (mean; item = stimulus and context, unit = stimulus): the share of the item's continuations that do
@@ -32,9 +34,10 @@ MEASURES = {m.name: m for m in (
 )}
 
 
-def _long(measure: str, model_key: pd.Series, group: pd.Series, item: pd.Series, cluster: pd.Series,
-          value) -> pd.DataFrame:
-    return pd.DataFrame({"model_key": model_key.to_numpy(), "measure": measure, "group": group.to_numpy(),
+def _long(measure: str, model_key: pd.Series, method: pd.Series, group: pd.Series, item: pd.Series,
+          cluster: pd.Series, value) -> pd.DataFrame:
+    return pd.DataFrame({"model_key": model_key.to_numpy(), "method": method.to_numpy(), "measure": measure,
+                         "group": group.to_numpy(),
                          "item": item.astype(str).to_numpy(), "cluster": cluster.astype(str).to_numpy(),
                          "value": np.asarray(value, dtype=float), "covariate": np.nan})
 
@@ -52,15 +55,16 @@ def observations(handle) -> Observations:
     gen = generation_results(handle)
     parts = []
     if not prob.empty:
-        group = "prob " + prob["setting"] + " · " + prob["dataset"] + " · " + prob["declared"].astype(str)
-        parts.append(_long("prob_correct", prob["model_key"], group, prob["stimulus_id"], prob["item_id"]
+        group = prob["dataset"] + " · " + prob["declared"].astype(str)
+        parts.append(_long("prob_correct", prob["model_key"], "prob " + prob["setting"], group, prob["stimulus_id"],
+                           prob["item_id"]
                            if "item_id" in prob.columns else prob["stimulus_id"], prob["correct"].astype(float)))
     if not gen.empty:
         binary = binary_correct(gen, "correct")
         per_item = (binary.groupby(["model_key", "setting", "dataset", "declared", "stimulus_id", "context"],
                                    dropna=False)["correct"].mean().reset_index())
-        group = "gen " + per_item["setting"] + " · " + per_item["dataset"] + " · " + per_item["declared"].astype(str)
-        parts.append(_long("gen_correct", per_item["model_key"], group,
+        group = per_item["dataset"] + " · " + per_item["declared"].astype(str)
+        parts.append(_long("gen_correct", per_item["model_key"], "gen " + per_item["setting"], group,
                            per_item["stimulus_id"] + ":" + per_item["context"].astype(str), per_item["stimulus_id"],
                            per_item["correct"]))
     pairs = paired(prob, gen, "correct")
@@ -68,11 +72,14 @@ def observations(handle) -> Observations:
         pairs = pairs.assign(agree=(pairs["prob_correct"] == pairs["gen_correct"]).astype(float))
         per_instance = (pairs.groupby(["model_key", "setting", "dataset", "declared", "instance"], dropna=False)
                         ["agree"].mean().reset_index())
-        group = ("prob-gen " + per_instance["setting"] + " · " + per_instance["dataset"] + " · "
-                 + per_instance["declared"].astype(str))
-        parts.append(_long("agreement", per_instance["model_key"], group, per_instance["instance"],
+        group = per_instance["dataset"] + " · " + per_instance["declared"].astype(str)
+        parts.append(_long("agreement", per_instance["model_key"], "prob-gen " + per_instance["setting"], group,
+                           per_instance["instance"],
                            per_instance["instance"], per_instance["agree"]))
     values = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["model_key", "measure", "group", "item", "cluster", "value", "covariate"])
-    values, settings = with_settings(values, ["model_key"], handle.models())
-    return Observations("misgendering", values, settings, dict(MEASURES))
+        columns=["model_key", "method", "measure", "group", "item", "cluster", "value", "covariate"])
+    values, settings = with_settings(values, ["model_key", "method"], handle.models())
+    return Observations("misgendering", values, settings, dict(MEASURES),
+                        within_note="--within: misgendering's measures are not paired item by item inside one "
+                                    "setting; compare two settings (--between), e.g. two sampling settings of one "
+                                    "model")

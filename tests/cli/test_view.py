@@ -150,8 +150,32 @@ def test_pages_load_in_chromium_without_console_messages(db, tmp_path):
                 assert 'data-images-loaded="2/2"' in dom, dom[-600:]
             for href in re.findall(r'href="(/[^"]*)"', dom):
                 assert urlparse(href).path.startswith(("/", "/stimulus/", "/study/", "/stimuli"))
+        # a screenshot of each page type: rendered, not blank, and for the study page the figure's pixels
+        for path in ("/", "/study/options?dataset=view-demo", "/compare/options?dataset=view-demo", chosen[3]):
+            shot = tmp_path / "shot.png"
+            subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                            f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1000",
+                            "--virtual-time-budget=3000", f"--screenshot={shot}", urljoin(base, path)],
+                           capture_output=True, timeout=120)
+            plotted = _plot_pixels(shot)
+            if path.startswith("/study/"):
+                assert plotted >= 50, (path, plotted)  # the figure is drawn on the page
+            else:
+                assert plotted == 0, (path, plotted)  # no figure here: the check tells one from the other
+            shot.unlink()
     finally:
         server.shutdown()
+
+
+def _plot_pixels(png) -> int:
+    """Pixels of a screenshot in matplotlib's first colour (tab:blue, #1f77b4): a figure's markers and bars (the
+    page's text is black or grey, its links another blue)."""
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(png) as image:
+        pixels = np.asarray(image.convert("RGB"), dtype=int)
+    return int((np.abs(pixels - np.array([31, 119, 180])).max(axis=2) <= 12).sum())
 
 
 @pytest.mark.parametrize("value", ["\x00", "view-demo\x00", "x" * 5000, "view-demo' OR 1=1 --", "../../etc/passwd"])

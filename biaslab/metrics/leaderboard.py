@@ -169,15 +169,18 @@ def leaderboard(studies: list[tuple[str, Observations]], rows: dict[str, str], r
             notes.append(f"{study}: no headline measure in the stored evidence")
             continue
         settings = obs.settings[obs.settings["model_key"].isin(rows)].reset_index(drop=True)
-        per_key = settings["model_key"].value_counts()
+        shared = _shared_settings(obs, settings, columns)
         rng = np.random.default_rng(seed)
         for _, setting in settings.iterrows():
             key = setting["model_key"]
-            row = rows[key] if per_key[key] == 1 else f"{rows[key]} · {setting['label']}"
+            row = f"{rows[key]} · {setting['label']}" if setting["setting_id"] in shared else rows[key]
             mine = obs.values[obs.values["setting_id"] == setting["setting_id"]]
-            cells += [{"row": row, "model_key": key, "setting": setting["label"], "study": study,
-                       **_cell(obs.measures[m], mine[(mine["measure"] == m) & (mine["group"] == g)], bootstrap, rng,
-                               min_coverage), "measure": m, "group": g} for m, g in columns]
+            for m, g in columns:  # a column this setting has no rows for is another setting's (or not collected)
+                part = mine[(mine["measure"] == m) & (mine["group"] == g)]
+                if not part.empty:
+                    cells.append({"row": row, "model_key": key, "setting": setting["label"], "study": study,
+                                  "measure": m, "group": g, **_cell(obs.measures[m], part, bootstrap, rng,
+                                                                    min_coverage)})
             if key == reference:
                 continue
             ref = _reference_setting(obs, setting, reference)
@@ -196,6 +199,22 @@ def leaderboard(studies: list[tuple[str, Observations]], rows: dict[str, str], r
     comparison_frame = _adjusted(pd.DataFrame(comparisons, columns=[c for c in COMPARISON_COLUMNS
                                                                    if c not in ("p_holm", "p_bh")]))
     return {"cells": cell_frame, "comparisons": comparison_frame, "notes": pd.DataFrame({"note": notes})}
+
+
+def _shared_settings(obs: Observations, settings: pd.DataFrame, columns: list[tuple[str, str]]) -> set:
+    """The settings that need a row of their own: those of a model with another setting that has a value in one of
+    the same columns (two temperatures of one model). Settings of one model that fill different columns (a method
+    each: scored and generated) share the model's row."""
+    present = obs.values[obs.values["value"].notna()]
+    filled = {sid: set(zip(part["measure"], part["group"])) & set(columns)
+              for sid, part in present.groupby("setting_id")}
+    out = set()
+    for _, same in settings.groupby("model_key"):
+        ids = list(same["setting_id"])
+        for a in ids:
+            if any(filled.get(a, set()) & filled.get(b, set()) for b in ids if b != a):
+                out.add(a)
+    return out
 
 
 def _cell(measure: Measure, part: pd.DataFrame, bootstrap: int, rng: np.random.Generator,

@@ -143,3 +143,19 @@ def test_the_page_sorts_by_a_column_in_headless_chromium(tmp_path):
 def cells_value(tables, row: str) -> float:
     cells = tables["cells"]
     return float(cells[(cells["row"] == row) & (cells["measure"] == "p")]["value"].iloc[0])
+
+
+def test_settings_of_one_model_share_its_row_unless_they_fill_the_same_column():
+    """A model scored (one measure) and sampled (another) is one row; two temperatures of one measure are two."""
+    obs = _observations()
+    values = obs.values.copy()
+    # settings 0 and 1 become model A's two methods: 0 fills only "p", 1 only "hit"
+    values = values[~((values["setting_id"] == 0) & (values["measure"] == "hit"))
+                    & ~((values["setting_id"] == 1) & (values["measure"] == "p"))]
+    settings = obs.settings.assign(model_key=["ka", "ka", "kc", "kc"], method=["prob", "gen", "x", "y"])
+    tables = leaderboard([("toy", Observations("toy", values, settings, obs.measures))], {"ka": "A", "kc": "C"},
+                         "ka", bootstrap=20, permutations=20)
+    rows = tables["cells"].groupby("row")["measure"].apply(sorted).to_dict()
+    assert rows["A"] == ["hit", "p"]  # one row, a cell in each column, none empty
+    assert sorted(r for r in rows if r.startswith("C")) == ["C · C", "C · D"]  # both fill both columns: two rows
+    assert tables["cells"].groupby(["row", "measure", "group"]).size().max() == 1

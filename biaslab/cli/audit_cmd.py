@@ -4,6 +4,7 @@ and its leaderboard (`biaslab.runners.audit`, `biaslab.metrics.leaderboard`)."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -149,8 +150,9 @@ def _local(plan, units, yes: bool) -> None:
             run_local(units, progress=progress, on_unit=on_unit, confirm=confirmation(bar, yes))
     except KeyboardInterrupt:
         unit = current.get("unit")
-        click.echo(f"audit {plan.name}: " + (interrupted_line(unit.config).replace(
-            unit.config.command_line(), "biaslab audit " + str(plan.path)) if unit else "interrupted"), err=True)
+        again = shlex.join(["biaslab", "audit", str(plan.path), "--db", str(plan.database)])
+        click.echo(f"audit {plan.name}: " + (interrupted_line(unit.config).replace(unit.config.command_line(), again)
+                                             if unit else f"interrupted; resume with {again}"), err=True)
         raise SystemExit(130) from None
     if bar.console.is_terminal:
         for line in lines:

@@ -303,6 +303,8 @@ def _observations(plan, out_dir: Path, study_reports: bool):
     under OUT/studies/ and to their `biaslab view` pages, and a note for each study without evidence or report."""
     from ..errors import NoEvidence
     from ..metrics.registry import get_study
+    from urllib.parse import urlencode
+
     from ..warehouse.handle import open_warehouse
     from .metrics_cmd import write_study_report
     from .view_cmd import VIEW_URL
@@ -316,7 +318,7 @@ def _observations(plan, out_dir: Path, study_reports: bool):
             except NoEvidence as exc:
                 notes.append(f"{label}: {exc}")
                 continue
-            view_links[label] = f"{VIEW_URL}/study/{name}" + (f"?dataset={options['dataset']}" if options else "")
+            view_links[label] = f"{VIEW_URL}/study/{name}" + (f"?{urlencode(options)}" if options else "")
             if study_reports and get_study(name).report is not None:
                 folder = out_dir / "studies" / label.replace(":", "-")
                 why = write_study_report(name, options, folder, str(plan.database))

@@ -307,7 +307,7 @@ def _observations(plan, out_dir: Path, study_reports: bool):
 
     from ..warehouse.handle import open_warehouse
     from .metrics_cmd import write_study_report
-    from .view_cmd import VIEW_URL
+    from .common import VIEW_URL
 
     observations, links, view_links, notes = [], {}, {}, []
     with open_warehouse(str(plan.database)) as handle:

@@ -167,6 +167,11 @@ class LazyGroup(Group):
         return super().get_command(ctx, name)
 
 
+#: where `biaslab view` answers by default; the reports and the audit leaderboard link its pages at VIEW_URL (here,
+#: not in `view_cmd`, so that the commands that link the view do not import it)
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
+VIEW_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+
 db_option = click.option(
     "--db", "db", type=click.Path(dir_okay=False), default=str(DEFAULT_DB), show_default=True,
     help="DuckDB warehouse file.",

@@ -161,7 +161,7 @@ def _view_links(handle, db: str, study: str, dataset: str | None) -> str:
     from urllib.parse import urlencode
 
     from ..metrics.registry import get_study
-    from .view_cmd import VIEW_URL
+    from .common import VIEW_URL
 
     names = [dataset] if dataset else list(get_study(study).dataset_names)
     marks_sql = ", ".join("?" for _ in names) or "NULL"

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import click
 
-from .common import db_option
+from .common import DEFAULT_HOST, DEFAULT_PORT, VIEW_URL, db_option
 
-#: where `biaslab view` answers by default; the reports link its pages at VIEW_URL
-DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
-VIEW_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+__all__ = ["view_command", "DEFAULT_HOST", "DEFAULT_PORT", "VIEW_URL"]
 
 
 @click.command("view")

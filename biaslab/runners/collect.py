@@ -20,7 +20,7 @@ from ..warehouse import Warehouse
 from . import runs, stimuli as stimuli_of
 from .config import CollectConfig
 
-__all__ = ["CollectConfig", "CollectResult", "Survey", "collect", "collect_dataset", "survey"]
+__all__ = ["CollectConfig", "CollectResult", "Survey", "collect", "collect_dataset", "model_key", "survey"]
 
 
 @dataclass
@@ -199,9 +199,7 @@ def _pending_work(wh, config: CollectConfig, handle: EngineHandle, protocol, con
     pending (`_settled`): until then its key is the one this warehouse last saw (`runs.known_revision`)."""
     found, notes = stimuli_of.dataset_stimuli(wh, config)
     selected = stimuli_of.select(found, config)
-    if handle.prepared.deferred:  # a hosted model: its snapshot as this warehouse last saw it, nothing sent
-        handle.prepared.assume(runs.known_revision(wh, handle.prepared))
-        handle.refresh()
+    _assume_known(wh, handle)
     selected, note = protocol.stimuli(wh, handle.model_key, selected)
     requests = protocol.requests(selected, handle.prepared)
     work = protocol.pending(wh, handle.model_key, requests)
@@ -274,18 +272,13 @@ def survey(config: CollectConfig) -> Survey:
     -------
     `Survey`.
     """
-    from pathlib import Path
-
     protocol, module = config.validate()
     handle = _handle(config, module, None)
-    path = config.database()
     try:
-        with (Warehouse.open(path, read_only=True) if Path(path).exists() else Warehouse.empty()) as wh:
+        with _read_only(config.database()) as wh:
             found, _ = stimuli_of.dataset_stimuli(wh, config, store=False)
             selected = stimuli_of.select(found, config)
-            if handle.prepared.deferred:
-                handle.prepared.assume(runs.known_revision(wh, handle.prepared))
-                handle.refresh()
+            _assume_known(wh, handle)
             selected, _ = protocol.stimuli(wh, handle.model_key, selected)
             requests = protocol.requests(selected, handle.prepared)
             work = protocol.pending(wh, handle.model_key, requests)
@@ -295,6 +288,35 @@ def survey(config: CollectConfig) -> Survey:
     finally:
         handle.close()
     return Survey(handle.model_key, len(selected), len(requests), work.count, estimate)
+
+
+def model_key(config: CollectConfig) -> str:
+    """The model key `config`'s collection stores its evidence under, found as `survey` finds it (the model prepared
+    without weights; a hosted model's key is the snapshot --db last saw), without reading any stimuli."""
+    _, module = config.validate()
+    handle = _handle(config, module, None)
+    try:
+        if handle.prepared.deferred:
+            with _read_only(config.database()) as wh:
+                _assume_known(wh, handle)
+        return handle.model_key
+    finally:
+        handle.close()
+
+
+def _assume_known(wh, handle: EngineHandle) -> None:
+    """A hosted model (`deferred`): its key becomes the snapshot this warehouse last saw (`runs.known_revision`);
+    nothing is sent. Other models are left as prepared."""
+    if handle.prepared.deferred:
+        handle.prepared.assume(runs.known_revision(wh, handle.prepared))
+        handle.refresh()
+
+
+def _read_only(path) -> Warehouse:
+    """The warehouse at `path` opened read-only, or an empty one in memory where there is none yet."""
+    from pathlib import Path
+
+    return Warehouse.open(path, read_only=True) if Path(path).exists() else Warehouse.empty()
 
 
 def collect_dataset(dataset: str, *, progress: Callable[[int, int], Callable[[int], None]] | None = None,

@@ -249,17 +249,15 @@ def load_plan(path: str | os.PathLike, db: str | None = None) -> Plan:
 # ---------------------------------------------------------------------------------------------------------- units
 @dataclass(frozen=True)
 class Unit:
-    """One unit of work: the plan's model (by name), its dataset entry's place, the settings of this collection
+    """One unit of work: the plan's model (by name), its dataset, the protocol, the settings of this collection
     (the entry's settings and one matrix combination), the shard (index, count), and the `CollectConfig`."""
 
-    index: int
     model: str
     dataset: str
     protocol: str
     settings: dict[str, Any]
     shard: tuple[int, int]
     config: Any = field(compare=False, repr=False)
-    place: str = ""
 
     @property
     def collection(self) -> str:
@@ -325,20 +323,20 @@ def expand(plan: Plan, validate: bool = True) -> list[Unit]:
                 raise PlanError(f"{plan.path}: {place}: {exc}") from None
             for index in range(count):
                 shard = f"{index}/{count}" if count > 1 else None
-                units.append(Unit(len(units), model.name, entry.dataset, protocol, settings, (index, count),
-                                  config.model_copy(update={"shard": shard}), place))
+                units.append(Unit(model.name, entry.dataset, protocol, settings, (index, count),
+                                  config.model_copy(update={"shard": shard})))
     return units
 
 
 def model_keys(plan: Plan, units: list[Unit]) -> dict[str, str]:
     """The model key of each model of the plan (name -> key), as its collections store it: the model prepared
     without weights (a hosted model: the snapshot the plan's warehouse last saw; nothing is sent)."""
-    from ..collect import survey
+    from ..collect import model_key
 
     keys: dict[str, str] = {}
     for unit in units:
         if unit.model not in keys:
-            keys[unit.model] = survey(unit.config).model_key
+            keys[unit.model] = model_key(unit.config)
     return keys
 
 

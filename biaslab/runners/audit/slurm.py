@@ -63,10 +63,10 @@ def _biaslab_command() -> list[str]:
     return [sys.executable, "-m", "biaslab.cli.biaslab_entry"]
 
 
-def _sbatch(script: Path, extra: list[str] = ()) -> str:
+def _sbatch(script: Path) -> str:
     """Submit `script`; the job id (one line naming sbatch's error otherwise)."""
     try:
-        done = subprocess.run(["sbatch", "--parsable", *extra, str(script)], capture_output=True, text=True,
+        done = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
                               timeout=60)
     except FileNotFoundError:
         raise UsageError("--executor slurm: sbatch is not on PATH (is this a Slurm login node?)") from None
@@ -110,9 +110,9 @@ def submit_slurm(plan: Plan, units: list[Unit], plan_file: Path) -> tuple[str | 
     return array_id, merge_id, folder
 
 
-def run_task(plan: Plan, units: list[Unit], job: Path, task: int, *, progress=None) -> int:
+def run_task(plan: Plan, units: list[Unit], job: Path, task: int, *, progress=None) -> None:
     """One array task: collect units[job's list[task]] into its shard file, recording its state (running, then
-    finished or failed with the error) in WORKDIR/tasks/. Returns the process exit status (0 finished)."""
+    finished or failed with the error) in WORKDIR/tasks/; a failure is raised after it is recorded."""
     from ..collect import collect
 
     names = json.loads((Path(job) / "units.json").read_text(encoding="utf-8"))
@@ -135,7 +135,6 @@ def run_task(plan: Plan, units: list[Unit], job: Path, task: int, *, progress=No
         raise
     _write_state(plan, unit, state="finished", ended=time.time(), added=result.added, pending=result.pending,
                  model_key=result.model_key, **slurm)
-    return 0
 
 
 def merge_all(plan: Plan) -> list[tuple[str, dict[str, int]]]:

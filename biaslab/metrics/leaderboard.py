@@ -126,20 +126,6 @@ def side_value(measure: Measure, part: pd.DataFrame, *, bootstrap: int, rng: np.
     return value, low, high, len(values), units
 
 
-def _reference_setting(obs: Observations, setting: pd.Series, reference_key: str) -> pd.Series | None:
-    """The reference model's setting to pair with `setting`: the one with the same other columns (mode,
-    temperature, ...), else its only one; None when it has none (or several, none alike)."""
-    ref = obs.settings[obs.settings["model_key"] == reference_key]
-    if ref.empty:
-        return None
-    naming = {"setting_id", "label", "model_name", "dtype", "backend", "model_key"}
-    others = [c for c in obs.settings.columns if c not in naming]
-    for _, candidate in ref.iterrows():
-        if all(str(candidate[c]) == str(setting[c]) for c in others):
-            return candidate
-    return ref.iloc[0] if len(ref) == 1 else None
-
-
 def leaderboard(studies: list[tuple[str, Observations]], rows: dict[str, str], reference: str, *,
                 bootstrap: int = 1000, permutations: int = 2000, seed: int = 0,
                 min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict[str, pd.DataFrame]:
@@ -183,12 +169,11 @@ def leaderboard(studies: list[tuple[str, Observations]], rows: dict[str, str], r
                                                                     min_coverage)})
             if key == reference:
                 continue
-            ref = _reference_setting(obs, setting, reference)
-            if ref is None:
-                notes.append(f"{study}: {row} has no reference setting of {rows[reference]} to be compared with")
+            if not (settings["model_key"] == reference).any():
+                notes.append(f"{study}: {rows[reference]} (the reference) has no evidence to compare {row} with")
                 continue
-            try:
-                table = compare_observations(obs, between=[str(setting["label"]), str(ref["label"])],
+            try:  # the reference's setting collected as this one was (`compare_observations` pairs like settings)
+                table = compare_observations(obs, between=[str(setting["label"]), reference],
                                              bootstrap=bootstrap, permutations=permutations, seed=seed,
                                              min_coverage=min_coverage)
             except BiaslabError as exc:

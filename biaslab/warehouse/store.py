@@ -211,14 +211,15 @@ class Warehouse:
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection | None, path: Path, read_only: bool,
-                 config: Mapping[str, Any] | None = None, wait: float = 0.0, shared: bool = False):
+                 config: Mapping[str, Any] | None = None, wait: float = 0.0, shared: bool = False,
+                 views: bool = True):
         self._con = con
         self.path = path
         self.read_only = read_only
         self.config = dict(config or {})
         self.wait = wait
         self.shared = shared
-        self.views = True
+        self.views = views  # create the relational views on each connection
         self._in_transaction = False
 
     # ------------------------------------------------------------------ opening
@@ -259,8 +260,7 @@ class Warehouse:
                                      f"(use another --db)")
         if wait is None:
             wait = READER_WAIT_S if read_only or shared else 0.0
-        wh = cls(None, path, read_only, config, max(wait, WRITER_WAIT_S) if shared else wait, shared)
-        wh.views = views
+        wh = cls(None, path, read_only, config, max(wait, WRITER_WAIT_S) if shared else wait, shared, views)
         wh._reconnect(wait, notify)  # the first open waits `wait`; a shared writer taking the lock back waits longer
         return wh
 

@@ -181,9 +181,8 @@ def _study_page(db: str, name: str, dataset: str, cache: WarehouseCache | None =
                 return {}, str(exc)
 
     tables, message = (cache or WarehouseCache()).get(db, ("study", name, dataset), compute)
-    shown = {t: (*_notes_apart(tables[t]), ) for t in STUDY_TABLES.get(name, list(tables))
+    shown = {t: _compact(tables[t]) for t in STUDY_TABLES.get(name, list(tables))
              if t in tables and not tables[t].empty}
-    shown = {t: (df, notes, more_columns(df)) for t, (df, notes) in shown.items()}
     default = dataset or (datasets[0] if len(datasets) == 1 else "")
     figures = entry.report is not None and bool(shown) and (name != "options" or bool(dataset))
     return render_template("study.html", name=name, description=entry.description, tables=shown, message=message,
@@ -265,6 +264,13 @@ def more_columns(frame: pd.DataFrame) -> list[str]:
     return more + rest[max(0, COMPACT_WIDTH - len(fixed)):]
 
 
+def _compact(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """A table as a page shows it: without its note columns, their sentences said once (`_notes_apart`), and the
+    columns behind its "all columns" toggle (`more_columns`)."""
+    table, notes = _notes_apart(frame)
+    return table, notes, more_columns(table)
+
+
 def _notes_apart(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """(the table without its note columns, their distinct sentences with the number of rows each applies to)."""
     columns = [c for c in frame.columns if c in NOTE_COLUMNS]
@@ -313,8 +319,7 @@ def _compare_page(db: str, name: str, args, cache: WarehouseCache):
         first = table["group"].astype(str).str.split(" · ").str[0]
         if first.isin(datasets).any():  # a group named by its dataset (CrowS-Pairs): the row's stimuli link
             table.insert(1, "dataset", first.where(first.isin(datasets), None))
-    table, notes = _notes_apart(table) if table is not None else (None, [])
-    more = more_columns(table) if table is not None else []
+    table, notes, more = _compact(table) if table is not None else (None, [], [])
     return render_template("compare.html", name=name, labels=labels, a=a, b=b, table=table, gap=gap, notes=notes,
                            more=more,
                            message=message, dataset=dataset or (known[name].dataset_names[0]

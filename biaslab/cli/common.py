@@ -21,6 +21,7 @@ import duckdb
 from ..errors import BiaslabError, UsageError, bug_report
 from ..metrics.text import printable
 from ..warehouse import DEFAULT_DB
+from ..warehouse.errors import is_interrupt  # noqa: F401 (the commands import it from here)
 
 #: Exceptions that are the user's input or machine, not a bug: shown as one line, exit status 1 (a `UsageError`: 2).
 #: BiaslabError: every error biaslab raises on purpose (`biaslab.errors`); OSError: a path the system refuses (name
@@ -66,14 +67,6 @@ debug_option = click.option(
 #: the line a command stopped by Ctrl-C ends with (exit status 130), unless it says more itself (collect: what the
 #: run kept and how to resume; sql: that nothing was written)
 INTERRUPTED = "interrupted (Ctrl-C)"
-
-
-def is_interrupt(exc: BaseException) -> bool:
-    """Whether `exc` is Ctrl-C as DuckDB reports it: a SIGINT that arrived while DuckDB ran a statement on the main
-    thread (opening a warehouse, a check) ends that statement with InterruptException, which some versions raise as
-    RuntimeError("Query interrupted")."""
-    return isinstance(exc, KeyboardInterrupt | duckdb.InterruptException) or (
-        isinstance(exc, RuntimeError) and str(exc).strip().lower().startswith("query interrupted"))
 
 
 def interrupted(message: str = INTERRUPTED) -> None:

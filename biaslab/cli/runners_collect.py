@@ -11,7 +11,7 @@ import click
 from .. import engines
 from ..engines.aliases import DEFAULT_MODEL
 from ..schema.records import DTYPES
-from .common import data_dir_option, db_option
+from .common import data_dir_option, db_option, is_interrupt
 
 
 def engine_flags(after: str):
@@ -200,8 +200,13 @@ def collect_command(**options) -> None:
     try:
         with bar:
             result = collect(config, progress=factory, confirm=confirmation(bar, yes))
-    except KeyboardInterrupt:  # the run is marked interrupted; its finished chunks are stored
-        click.echo(interrupted_line(config), err=True)
+    except Exception as exc:  # a signal while DuckDB ran a statement: DuckDB's InterruptException
+        if not is_interrupt(exc):
+            raise
+        click.echo(interrupted_line(config, exc), err=True)
+        raise SystemExit(130) from None
+    except KeyboardInterrupt as exc:  # the run is marked interrupted; its finished chunks are stored
+        click.echo(interrupted_line(config, exc), err=True)
         raise SystemExit(130) from None
     click.echo(f"{config.dataset}: {result.stimuli} stimuli, {result.requests} requests, {result.pending} pending, "
                f"{result.added} {result.added_unit} added for model {result.model_key} in "
@@ -212,10 +217,12 @@ def collect_command(**options) -> None:
         click.echo(f"{config.dataset}: {result.note}")
 
 
-def interrupted_line(config) -> str:
-    """One line after Ctrl-C (or SIGTERM) during a collection: what the interrupted run kept and how to resume."""
+def interrupted_line(config, exc: BaseException | None = None) -> str:
+    """One line after Ctrl-C (or SIGTERM, SIGHUP: `exc`, the exception that ended the collection, names it) during
+    a collection: what the interrupted run kept and how to resume."""
     import os
 
+    from ..runners.runs import RunInterrupted
     from ..schema import evidence
     from ..warehouse import Warehouse
 
@@ -229,7 +236,9 @@ def interrupted_line(config) -> str:
             kept = f"run {row[0][0][:8]} kept {row[0][1] or 0} {unit} (whole chunks); "
     except Exception:  # noqa: BLE001 - the line must come out whatever the warehouse's state
         kept = ""
-    return f"interrupted (Ctrl-C): {kept}run the same command again to resume, it computes only what is missing: " \
+    why = (str(exc).removeprefix("received ") if isinstance(exc, RunInterrupted)
+           else "Ctrl-C" if exc is None or isinstance(exc, KeyboardInterrupt) else "a signal during a DuckDB statement")
+    return f"interrupted ({why}): {kept}run the same command again to resume, it computes only what is missing: " \
            f"{config.command_line()}"
 
 

@@ -131,6 +131,7 @@ def finishing(wh, run_id: str, table: str) -> Iterator[dict]:
     interrupted. Yields a dict whose "added" the caller sets, and "params" if it has parameters to add to the run's
     (`Warehouse.finish_run`)."""
     from ..engines.chat import BatchPending
+    from ..warehouse.errors import is_interrupt
 
     stats = {"added": 0}
     status = "failed"
@@ -143,6 +144,10 @@ def finishing(wh, run_id: str, table: str) -> Iterator[dict]:
             raise
         except BatchPending:  # a provider's batch still running: its id is stored, a rerun fetches it
             status = "pending"
+            raise
+        except Exception as exc:  # a signal while DuckDB ran a statement comes as DuckDB's InterruptException
+            if is_interrupt(exc):
+                status = "interrupted"
             raise
         finally:
             try:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import duckdb
 import pytest
 
 from biaslab.runners.protocols import prob as score_collect
@@ -54,6 +55,30 @@ def test_keyboard_interrupt_marks_the_run_interrupted(tmp_path, tiny_gpt2, data_
     assert _runs(db) == [("interrupted", 0)]
 
 
+@pytest.mark.parametrize("error", [duckdb.InterruptException("INTERRUPT Error: Interrupted!"),
+                                   RuntimeError("Query interrupted")], ids=["duckdb", "runtime"])
+def test_a_signal_during_a_duckdb_statement_marks_the_run_interrupted(error, tmp_path, tiny_gpt2, data_dir,
+                                                                       dataset_folder, monkeypatch):
+    """A SIGTERM (or Ctrl-C) that lands while DuckDB runs a statement reaches the run as DuckDB's own exception, not
+    as a KeyboardInterrupt; the run is still 'interrupted', not 'failed' (a CI run once met this)."""
+    dataset_folder("winogender")
+    db = tmp_path / "w.duckdb"
+    real = score_collect.score_chunk
+    calls = {"n": 0}
+
+    def interrupted(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(score_collect, "score_chunk", interrupted)
+    with pytest.raises(type(error)):
+        collect(CollectConfig(dataset="winogender", db=str(db), data_dir=str(data_dir), limit=6, chunk_size=6),
+                loaded=tiny_gpt2)
+    assert _runs(db) == [("interrupted", 6)]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_termination_signal_marks_the_run_interrupted_and_a_rerun_completes(sig, tmp_path, tiny_gpt2_dir, data_dir,
                                                                             dataset_folder):
@@ -83,6 +108,7 @@ def test_termination_signal_marks_the_run_interrupted_and_a_rerun_completes(sig,
     [(status, added)] = _runs(db)
     # 720 rows in 240 chunks: the signal lands mid-run (with 60 stimuli a fast machine could finish first)
     assert status == "interrupted" and 0 < added < 720 and added % 3 == 0, err
+    assert "run the same command again to resume" in err, err  # the resume line, whatever the signal landed in
     with Warehouse.open(db, read_only=True) as wh:
         assert wh.count("sequence_scores") == added  # whole chunks only
     at = args.index("--chunk-size")  # the rest in chunks of 60: the counts are checked, not the values

@@ -175,11 +175,32 @@ def connect_config(allow_paths: Sequence[str], memory_limit: str | None = None) 
     return config
 
 
+#: `POINTER_SQL`'s answer for the DuckDB releases it was read from (a test holds the installed release's entry equal
+#: to the query): asking DuckDB lists all its functions, about 20 ms of every `biaslab sql` start (issue 57)
+KNOWN_POINTER_FUNCTIONS = {
+    "1.5.6": frozenset({"arrow_scan", "arrow_scan_dumb", "pandas_scan", "python_map_function"}),
+}
+POINTER_SQL = ("SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
+               "WHERE list_contains(parameter_types, 'POINTER')")
+
+
 def pointer_functions(con: duckdb.DuckDBPyConnection) -> frozenset[str]:
-    """Lower-case names of the functions that take a POINTER (a memory address of a Python object)."""
-    return frozenset(r[0] for r in con.execute(
-        "SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
-        "WHERE list_contains(parameter_types, 'POINTER')").fetchall())
+    """Lower-case names of the functions that take a POINTER (a memory address of a Python object): the known set of
+    the installed DuckDB release (`KNOWN_POINTER_FUNCTIONS`; extensions never auto-load on these connections, so a
+    release's set is fixed), else DuckDB's own answer (`POINTER_SQL`).
+
+    Parameters
+    ----------
+    con : the read-only connection (asked only for a release not in `KNOWN_POINTER_FUNCTIONS`).
+
+    Returns
+    -------
+    frozenset of str : the function names, lower case.
+    """
+    known = KNOWN_POINTER_FUNCTIONS.get(duckdb.__version__)
+    if known is not None:
+        return known
+    return frozenset(r[0] for r in con.execute(POINTER_SQL).fetchall())
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, allow_dirs: Sequence[str]) -> None:

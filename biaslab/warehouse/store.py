@@ -115,8 +115,9 @@ def _waiting_line(path: Path, error: str, wait: float) -> str:
 
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     """Schema version recorded in `meta` (0 for an empty database)."""
-    has_meta = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta' AND table_schema = 'main'"
+    has_meta = con.execute(  # duckdb_tables(), not information_schema (a view over more): ~1 ms of each start
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta' AND schema_name = 'main' "
+        "AND database_name = current_database()"
     ).fetchone()[0]
     if not has_meta:
         return 0

@@ -533,3 +533,19 @@ def test_ctrl_c_stops_the_query_at_once_with_one_line(env, fmt, sql, when):
     assert proc.returncode == 130, text
     assert text.count("\n") == 1 and "Traceback" not in text
     assert text.startswith("Error: interrupted (Ctrl-C)"), text
+
+
+def test_the_known_pointer_functions_are_duckdbs_own_answer(monkeypatch):
+    """`biaslab sql` takes the installed DuckDB release's POINTER functions from a table (issue 57: asking DuckDB
+    costs ~20 ms a start); the table's entry for this release equals DuckDB's own answer, and a release not in the
+    table is asked."""
+    import duckdb
+
+    from biaslab.warehouse import readonly
+
+    con = duckdb.connect(config=dict(readonly.CONNECT_CONFIG))
+    asked = frozenset(r[0] for r in con.execute(readonly.POINTER_SQL).fetchall())
+    assert duckdb.__version__ in readonly.KNOWN_POINTER_FUNCTIONS, "add this DuckDB release's entry"
+    assert readonly.KNOWN_POINTER_FUNCTIONS[duckdb.__version__] == asked and "pandas_scan" in asked
+    monkeypatch.setattr(readonly, "KNOWN_POINTER_FUNCTIONS", {})
+    assert readonly.pointer_functions(con) == asked

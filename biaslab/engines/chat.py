@@ -566,6 +566,7 @@ def run_batched(engine: Any, bodies: list[dict]) -> list:
         got.update({c: r for c, r in wait_batch(engine, batch_id, len(held)).items() if c in wanted})
     missing = [c for c in dict.fromkeys(ids) if c not in got]
     if missing:
+        journal.submitting(len(missing))  # a rerun that meant only to fetch asks before sending more
         batch_id = engine.submit_batch([(c, wanted[c]) for c in missing])
         journal.record(batch_id, missing)
         got.update({c: r for c, r in wait_batch(engine, batch_id, len(missing)).items() if c in wanted})

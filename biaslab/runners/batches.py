@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 from ..schema import evidence
@@ -19,11 +20,20 @@ class BatchJournal:
     ----------
     wh : the open warehouse (appends are their own transactions: a submitted batch is recorded at once).
     model_key, provider, run_id : what each row names.
+    agree : where the run did not ask before starting (a rerun that only fetches), called with the number of
+        requests about to be submitted anew before they are sent; it raises when they are not agreed to.
     """
 
-    def __init__(self, wh, model_key: str, provider: str, run_id: str | None) -> None:
+    def __init__(self, wh, model_key: str, provider: str, run_id: str | None,
+                 agree: Callable[[int], None] | None = None) -> None:
         self.wh, self.model_key, self.provider, self.run_id = wh, model_key, provider, run_id
+        self.agree = agree
         self._said = 0.0
+
+    def submitting(self, count: int) -> None:
+        """Called before `count` requests are submitted in a new batch: asks `agree` where the run has not."""
+        if self.agree is not None:
+            self.agree(count)
 
     def open_batches(self, custom_ids: list[str]) -> list[tuple[str, list[str]]]:
         """(batch id, its custom ids) of this model's recorded batches that hold any of `custom_ids`, oldest
@@ -46,3 +56,13 @@ class BatchJournal:
         if now - self._said >= 30.0:
             self._said = now
             print(f"batch {batch_id}: {state}, {done} of {total} requests done", file=sys.stderr, flush=True)
+
+
+def submitted(wh, model_key: str, provider: str, run_ids: list[str]) -> list[tuple[str, int]]:
+    """(batch id, requests in it) of the batches that the runs `run_ids` recorded for this model and provider,
+    oldest first."""
+    if not run_ids:
+        return []
+    return [(batch_id, int(n)) for batch_id, n in wh.rows(
+        "SELECT batch_id, len(custom_ids) FROM api_batches WHERE model_key = ? AND provider = ? "
+        "AND list_contains(?::VARCHAR[], run_id) ORDER BY submitted_at, batch_id", [model_key, provider, run_ids])]

@@ -105,7 +105,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
         # sql`, `info`, `metrics` and `report` can read the warehouse while the model computes
         with Warehouse.open(config.database(), shared=True, notify=notify) as wh:  # waits for readers, saying so
-            selected, note, requests, work, notes = _pending_work(wh, config, handle, protocol, confirm)
+            selected, note, requests, work, notes, agree_late = _pending_work(wh, config, handle, protocol, confirm,
+                                                                              notify)
             run_id, work, threads, how = _start_alone(wh, config, handle, protocol, requests, work, cores, notify)
             notes += [*_setup_lines(config, handle, threads, how), *protocol.setup_notes(handle.prepared)]
             with runs.finishing(wh, run_id, protocol.table) as stats:
@@ -113,7 +114,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
                 if backend is not None and backend.batch:  # a chat API's batch mode: its batches are recorded here
                     from .batches import BatchJournal
 
-                    backend.journal = BatchJournal(wh, handle.model_key, config.backend, run_id)
+                    backend.journal = BatchJournal(wh, handle.model_key, config.backend, run_id, agree=agree_late)
                 advance = progress(len(requests), len(requests) - work.count) if progress else None
                 try:
                     stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
@@ -192,57 +193,94 @@ def _run_threads(wh, config, protocol, key: str, cores) -> tuple[int, str]:
                   f"for the run"
 
 
-def _pending_work(wh, config: CollectConfig, handle: EngineHandle, protocol, confirm):
-    """(stimuli selected, a note on them, requests, the work pending, notes): the dataset's stimuli as selected,
-    the protocol's requests and what of them the model has not stored. A billed engine's cost is estimated and agreed
-    to first (`_billed`); a hosted model is asked which snapshot answers only then, and only when something is
-    pending (`_settled`): until then its key is the one this warehouse last saw (`runs.known_revision`)."""
+def _pending_work(wh, config: CollectConfig, handle: EngineHandle, protocol, confirm, notify=None):
+    """(stimuli selected, a note on them, requests, the work pending, notes, a late agreement or None): the
+    dataset's stimuli as selected, the protocol's requests and what of them the model has not stored. A billed
+    engine's cost is estimated and agreed to first (`_billed`); a hosted model is asked which snapshot answers only
+    then, and only when something is pending (`_settled`): until then its key is the one this warehouse last saw
+    (`runs.known_revision`). Where a batch rerun only fetches (`_billed`), nothing is asked, and the late agreement
+    (for the batch journal) asks about any request that turns out not to be in those batches before it is sent."""
     found, notes = stimuli_of.dataset_stimuli(wh, config)
     selected = stimuli_of.select(found, config)
     _assume_known(wh, handle)
     selected, note = protocol.stimuli(wh, handle.model_key, selected)
     requests = protocol.requests(selected, handle.prepared)
     work = protocol.pending(wh, handle.model_key, requests)
-    notes = [*notes, *_billed(handle.prepared, protocol, work, confirm)]
+    billed, agree_late = _billed(handle.prepared, protocol, work, confirm, _submitted(wh, config, handle, protocol),
+                                 notify)
+    notes = [*notes, *billed]
     if handle.prepared.deferred and work.count:  # agreed to: now ask which snapshot answers
-        work, notes = _settled(wh, handle, protocol, requests, work, notes, confirm)
+        work, notes, agree_late = _settled(wh, config, handle, protocol, requests, work, notes, confirm, notify,
+                                           agree_late)
     if not handle.prepared.deferred:
         runs.register_model(wh, handle.spec)
-    return selected, note, requests, work, notes
+    return selected, note, requests, work, notes, agree_late
 
 
-def _settled(wh, handle, protocol, requests, work, notes: list[str], confirm):
-    """(the pending work, the notes) once the provider has said which snapshot answers (one 1-token request, after
-    the cost was agreed to). Under another snapshot than the one assumed, the work pending under its key is read
-    again; where it is more than was agreed to, it is estimated and agreed to again."""
+def _settled(wh, config, handle, protocol, requests, work, notes: list[str], confirm, notify, agree_late):
+    """(the pending work, the notes, the late agreement) once the provider has said which snapshot answers (one
+    1-token request, after the cost was agreed to). Under another snapshot than the one assumed, the work pending
+    under its key is read again; where it is more than was agreed to, it is estimated and agreed to again."""
     assumed, agreed = handle.model_key, protocol.planned(work)[0]  # the requests the user agreed to send
     handle.prepared.settle()
     handle.refresh()
     if handle.model_key == assumed:
-        return work, notes
+        return work, notes, agree_late
     work = protocol.pending(wh, handle.model_key, requests)
     planned = protocol.planned(work)[0]
     if planned <= agreed:
-        return work, notes
+        return work, notes, agree_late
     seen = (f"snapshot {handle.prepared.snapshot!r} answers now, not the one this warehouse last saw: {planned} "
             f"requests are pending under it")
-    return work, [*notes, seen, *_billed(handle.prepared, protocol, work, confirm)]
+    billed, agree_late = _billed(handle.prepared, protocol, work, confirm, _submitted(wh, config, handle, protocol),
+                                 notify)
+    return work, [*notes, seen, *billed], agree_late
 
 
-def _billed(prepared, protocol, work, confirm) -> list[str]:
-    """The estimate of a billed engine's pending work, refused above its max_cost or when not confirmed (one line;
-    nothing sent, no run row); [] for other engines or nothing pending."""
+def _submitted(wh, config, handle, protocol) -> list[tuple[str, int]]:
+    """(batch id, requests in it) of the provider batches that earlier runs of this same work (model key, dataset,
+    protocol version with its settings, shard) submitted and that ended 'pending' (the batch had not ended: a rerun
+    fetches it); [] outside a chat API's batch mode."""
+    if not handle.prepared.batch:
+        return []
+    from .batches import submitted
+
+    pending_runs = [r["run_id"] for r in runs.same_work(wh, handle.model_key, config, protocol, ("pending",))]
+    return submitted(wh, handle.model_key, config.backend, pending_runs)
+
+
+def _billed(prepared, protocol, work, confirm, submitted=(), notify=None
+            ) -> tuple[list[str], Callable[[int], None] | None]:
+    """(notes, a late agreement or None): the estimate of a billed engine's pending work, refused above its
+    max_cost or when not confirmed (one line; nothing sent, no run row); [] for other engines or nothing pending.
+
+    A batch rerun whose pending requests were all submitted before (`submitted`: the batches of this work's runs
+    that ended pending) only fetches their results: nothing is estimated or asked, `notify` says so, and the late
+    agreement returned asks, as above, about any request the batches turn out not to hold, before it is sent."""
     from ..errors import UsageError
 
     if not prepared.billed or not work.count:
-        return []
-    planned = prepared.estimate(*protocol.planned(work))
-    why = planned.refused()
-    if why:
-        raise UsageError(f"{planned.line()}: {why}")
-    if confirm is not None and not confirm(planned.line()):
-        raise UsageError(f"not confirmed: nothing was sent ({planned.line()})")
-    return [f"estimated before sending: {planned.line()}"]
+        return [], None
+    requests, chars, out = protocol.planned(work)
+
+    def agree(count: int) -> None:
+        share = count / requests if requests else 1.0
+        planned = prepared.estimate(count, int(chars * share), int(out * share))
+        why = planned.refused()
+        if why:
+            raise UsageError(f"{planned.line()}: {why}")
+        if confirm is not None and not confirm(planned.line()):
+            raise UsageError(f"not confirmed: nothing was sent ({planned.line()})")
+
+    held = sum(n for _, n in submitted)
+    if submitted and held >= requests:
+        batches = ", ".join(batch for batch, _ in submitted)
+        line = (f"fetching: the {requests} pending requests were submitted before (batch {batches}); their results "
+                f"are fetched, nothing is sent again")
+        (notify or _stderr)(line)
+        return [line], agree
+    agree(requests)
+    return [f"estimated before sending: {prepared.estimate(requests, chars, out).line()}"], None
 
 
 @dataclass(frozen=True)

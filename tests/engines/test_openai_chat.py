@@ -377,9 +377,32 @@ def test_batch_mode_submits_once_and_a_rerun_fetches(stub, tmp_path, data_dir):
     second = collect(stub, db, *args)
     assert second.exit_code == 0 and "8 samples added" in second.output, second.output
     assert list(stub.batches) == ["batch_1"] and stub.batch_posts.count("/v1/batches") == 1
+    # a rerun that only fetches says so and asks nothing (issue 56, item 6): no "about to send", no estimate
+    assert "fetching: the 8 pending requests were submitted before (batch batch_1)" in second.output
+    assert "about to send" not in second.output and "about to send 8 requests" in first.output
     with Warehouse.open(db, read_only=True) as wh:
         rows = wh.rows("SELECT s.seed, s.answer, r.options FROM samples s JOIN choice_requests r "
                        "USING (model_key, request_id)")
     assert [a for _, a, _ in rows] == [o[0] if seed_unit(s) < P_FIRST else o[1] for s, _, o in rows]
     third = collect(stub, db, *args)
     assert third.exit_code == 0 and "0 samples added" in third.output and len(stub.batches) == 1
+
+
+def test_a_fetching_rerun_asks_before_it_sends_anything_the_batches_do_not_hold(stub, tmp_path, data_dir):
+    """The rerun believes it only fetches (the earlier run of this work left batches of as many requests as are
+    pending), but the batches hold other requests (their ids altered here): before anything is submitted the late
+    agreement estimates them; above --max-cost the run stops with nothing sent."""
+    db = tmp_path / "w.duckdb"
+    stub.polls_to_end = 3
+    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
+            "4", "--batch", "--engine-arg", "batch_poll_s=0.01", "--price-in", "2.5", "--price-out", "10"]
+    first = collect(stub, db, *args, "--engine-arg", "batch_wait_s=0")
+    assert first.exit_code == 1 and "batch batch_1 is in_progress" in first.output, first.output
+    with Warehouse.open(db) as wh:
+        wh.con.execute("UPDATE api_batches SET custom_ids = list_transform(custom_ids, c -> 'other-' || c)")
+    second = collect(stub, db, *args, "--max-cost", "0.000001")
+    assert second.exit_code != 0 and "fetching: the 8 pending requests" in second.output, second.output
+    assert "8 requests, about" in second.output and "above --max-cost" in second.output
+    assert list(stub.batches) == ["batch_1"] and stub.batch_posts.count("/v1/batches") == 1  # nothing submitted
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("samples") == 0

@@ -2,7 +2,7 @@
 side by side on the same model and pairs, per pair and timed (issue 54, item 2).
 
 Usage: python benchmarks/bench_crows_lm_eval.py --lm-eval-python /path/to/venv/bin/python [--pairs N]
-       [--dataset crows-pairs-revised] [--model smollm2-135m] [--batch-size 16]
+       [--dataset crows-pairs-revised] [--model smollm2-135m] [--batch-size 16] [--passes float64 agreement speed]
 
 lm-eval runs in an environment of its own (`pip install lm-eval==0.4.13 accelerate` beside torch; its pins differ
 from biaslab's), as a subprocess: `lm-eval run --model hf --tasks crows_pairs_english_local --include_path DIR`,
@@ -13,15 +13,21 @@ same local folder (the alias's cached Hugging Face folder) in fp32 on the CPU; l
 (its own option: its default fp32 log_softmax drifts by ~1e-6 per token on this CPU, see bench_scoring_peers.py).
 biaslab runs `runners collect --dataset ... --protocol prob --dtype fp32` into a fresh warehouse.
 
-Two passes, each running both tools on every pair:
+Three passes, each running both tools on every pair:
 
-- agreement: each sentence scored alone (lm-eval `--batch_size 1`; biaslab `--batch-tokens 8`, one sentence a
+- float64: both tools in float64, batched as each is used (lm-eval `dtype=float64`, batch 16; biaslab's own
+  collection through the Python API with the model's weights cast to float64 after loading, since `--dtype` offers
+  none, and its default batching, prefix sharing included): what remains between the two is their arithmetic
+  (which tokens are scored after which context, the BOS, the sums), not fp32 rounding; per sentence, the
+  log-likelihood difference is what the issue bounds by 1e-5;
+- agreement: fp32, each sentence scored alone (lm-eval `--batch_size 1`; biaslab `--batch-tokens 8`, one sentence a
   batch): for every pair, each sentence's log-likelihood from lm-eval's logged samples against biaslab's stored
-  sum_logprob (max |difference|, which the issue bounds by 1e-5), pct_stereotype and likelihood_diff both ways;
-- speed: each tool batched as it would be used (lm-eval `--batch_size 16`, biaslab's default token budget), wall
-  clock of each command, model loading included; the same differences, reported.
+  sum_logprob, pct_stereotype and likelihood_diff both ways;
+- speed: fp32, each tool batched as it would be used (lm-eval `--batch_size 16`, biaslab's default token budget),
+  wall clock of each command, model loading included (the float64 pass times biaslab's collection alone); the same
+  differences, reported.
 
-Why two: in fp32 a sentence's score moves with the batch it is computed in (padding changes the attention kernel's
+Why not fp32 alone: in fp32 a sentence's score moves with the batch it is computed in (padding changes the attention kernel's
 path). On SmolLM2 most tokens move by ~1e-6, but a few early positions are sensitive. For example, " people" after
 "Hispanic" moves by 1.8e-3 between an unpadded and a padded batch, in transformers alone with either tool's code, and
 so does eager against SDPA attention. Comparing the tools per pair therefore needs the same batch composition on
@@ -63,9 +69,10 @@ def lm_eval_task(python: str, data: Path, folder: Path) -> None:
     (folder / "crows_local.yaml").write_text(TASK.format(include=include, data=data), encoding="utf-8")
 
 
-def run_lm_eval(python: str, model_folder: Path, tasks: Path, out: Path, pairs: int | None, batch: int) -> float:
+def run_lm_eval(python: str, model_folder: Path, tasks: Path, out: Path, pairs: int | None, batch: int,
+                dtype: str = "float32") -> float:
     command = [python, "-m", "lm_eval", "run", "--model", "hf", "--model_args",
-               f"pretrained={model_folder},dtype=float32,softmax_dtype=float64", "--tasks",
+               f"pretrained={model_folder},dtype={dtype},softmax_dtype=float64", "--tasks",
                "crows_pairs_english_local", "--include_path", str(tasks), "--device", "cpu", "--batch_size",
                str(batch), "--log_samples", "--output_path", str(out)]
     if pairs:
@@ -102,6 +109,22 @@ def run_biaslab(dataset: str, model: str, db: Path, data_dir: str | None, pair_i
     return time.perf_counter() - start
 
 
+def run_biaslab_float64(dataset: str, model: str, db: Path, data_dir: str | None, pair_ids: list[str] | None,
+                        ) -> float:
+    """biaslab's own collection (`runners.collect.collect`, its default batching) with the model's weights cast to
+    float64 after loading (the Python API's `loaded=`: `--dtype` offers no float64), timed from the call."""
+    from biaslab.engines.hf.loading import load_model
+    from biaslab.runners.collect import CollectConfig, collect
+
+    loaded = load_model(model, dtype="fp32", device="cpu")
+    loaded.model.double()
+    where = {"attrs.pair": "|".join(pair_ids)} if pair_ids else {}
+    start = time.perf_counter()
+    collect(CollectConfig(dataset=dataset, protocol="prob", dtype="fp32", model=model, db=str(db), data_dir=data_dir,
+                          where=where), loaded=loaded)
+    return time.perf_counter() - start
+
+
 def biaslab_pairs(db: Path) -> dict[str, tuple[float, float]]:
     import biaslab
 
@@ -120,6 +143,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=None, help="The first N pairs of the file (default: all).")
     parser.add_argument("--batch-size", type=int, default=16, help="lm-eval's batch size in the speed pass.")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--passes", nargs="+", default=["float64", "agreement", "speed"],
+                        choices=["float64", "agreement", "speed"], help="Which passes to run (default: all three).")
     args = parser.parse_args()
 
     from biaslab import loaders
@@ -133,24 +158,30 @@ def main() -> None:
     ids = [s.item_id for s in info.load(loaders.default_data_dir(args.data_dir)) if s.attrs["sentence"] == "more"]
     chosen = ids[: args.pairs] if args.pairs else None
     result = {"dataset": args.dataset, "model": args.model, "cpu": cpu_facts()}
-    for name, lm_batch, tokens in (("agreement", 1, 8), ("speed", args.batch_size, None)):
+    passes = [("float64", args.batch_size, None), ("agreement", 1, 8), ("speed", args.batch_size, None)]
+    for name, lm_batch, tokens in [p for p in passes if p[0] in args.passes]:
         work = Path(tempfile.mkdtemp(prefix="bench-crows-"))
         try:
             lm_eval_task(args.lm_eval_python, data, work / "tasks")
-            t_lm = run_lm_eval(args.lm_eval_python, folder, work / "tasks", work / "lm_out", args.pairs, lm_batch)
-            t_bl = run_biaslab(args.dataset, args.model, work / "w.duckdb", args.data_dir, chosen, tokens)
+            t_lm = run_lm_eval(args.lm_eval_python, folder, work / "tasks", work / "lm_out", args.pairs, lm_batch,
+                               "float64" if name == "float64" else "float32")
+            if name == "float64":
+                t_bl = run_biaslab_float64(args.dataset, args.model, work / "w.duckdb", args.data_dir, chosen)
+            else:
+                t_bl = run_biaslab(args.dataset, args.model, work / "w.duckdb", args.data_dir, chosen, tokens)
             theirs, ours = lm_eval_pairs(work / "lm_out"), biaslab_pairs(work / "w.duckdb")
         finally:
             shutil.rmtree(work, ignore_errors=True)
         result[name] = _compared(theirs, ours, t_lm, t_bl, lm_batch, tokens)
         got = result[name]
-        print(f"{name}: {got['pairs']} pairs of {args.dataset} on {args.model} (fp32, CPU; lm-eval batch {lm_batch}, "
-              f"biaslab {'one sentence a batch' if tokens else 'default batches'}): max |ll difference| per "
-              f"sentence {got['max_abs_diff']:.2e} (mean {got['mean_abs_diff']:.2e}, worst pair "
-              f"{got['worst_pair']}); pct_stereotype lm-eval {got['pct_stereotype']['lm_eval']:.2f} vs biaslab "
-              f"{got['pct_stereotype']['biaslab']:.2f}; likelihood_diff {got['likelihood_diff']['lm_eval']:.4f} vs "
-              f"{got['likelihood_diff']['biaslab']:.4f}; wall time lm-eval {t_lm:.1f} s, biaslab {t_bl:.1f} s "
-              f"({t_lm / t_bl:.2f}x)")
+        precision = "float64, both batched" if name == "float64" else "fp32"
+        print(f"{name}: {got['pairs']} pairs of {args.dataset} on {args.model} ({precision}, CPU; lm-eval batch "
+              f"{lm_batch}, biaslab {'one sentence a batch' if tokens else 'default batches'}): max |ll difference| "
+              f"per sentence {got['max_abs_diff']:.2e} (mean {got['mean_abs_diff']:.2e}, worst pair "
+              f"{got['worst_pair']}, {got['pairs_above_1e-5']} pairs above 1e-5); pct_stereotype lm-eval "
+              f"{got['pct_stereotype']['lm_eval']:.2f} vs biaslab {got['pct_stereotype']['biaslab']:.2f}; "
+              f"likelihood_diff {got['likelihood_diff']['lm_eval']:.4f} vs {got['likelihood_diff']['biaslab']:.4f}; "
+              f"wall time lm-eval {t_lm:.1f} s, biaslab {t_bl:.1f} s ({t_lm / t_bl:.2f}x)")
     print(write_json("crows_lm_eval", result))
 
 

@@ -126,3 +126,23 @@ def test_shared_prefix_scoring_equals_naive_loop(tiny_gpt2):
         got = score_causal_grouped(model, seqs, groups, max_tokens=budget, pad_id=bos)
         for ids, lp in zip(seqs, got):
             np.testing.assert_allclose(lp, naive_causal(model, ids), atol=1e-5, rtol=0)
+
+
+def test_a_float64_model_is_scored_in_float64(tiny_gpt2_dir):
+    """A float64 model's head output is not rounded to float32 (`OutputHead.to_float`): plain and shared-prefix
+    scores equal the naive float64 loop to 1e-10 (in float32 they differ by ~1e-6), so a benchmark can compare
+    biaslab's arithmetic with a peer's without fp32 rounding (bench_crows_lm_eval.py)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from biaslab.engines.hf.prefix_scoring import score_causal_grouped
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_gpt2_dir, dtype=torch.float64).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_gpt2_dir)
+    bos, _ = bos_token_id(tok)
+    seqs = [tokenize_causal(tok, t, bos).input_ids for t in TEXTS]
+    plain = score_causal(model, seqs, max_tokens=400, pad_id=bos)
+    grouped = score_causal_grouped(model, seqs, [0] * len(seqs), max_tokens=400, pad_id=bos)
+    for ids, a, b in zip(seqs, plain, grouped):
+        reference = naive_causal(model, ids)
+        np.testing.assert_allclose(a, reference, atol=1e-10, rtol=0)
+        np.testing.assert_allclose(b, reference, atol=1e-10, rtol=0)

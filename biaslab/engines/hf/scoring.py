@@ -29,8 +29,9 @@ LSE_BLOCK = 32    # rows per float32 log-sum-exp block (about 6 MB for a 49k voc
 class OutputHead:
     """Hidden states -> vocabulary logits, split so that the float32 work happens in cache-sized row blocks.
 
-    `raw` is the model's own head (a bf16 matmul for a bf16 model); `to_float` upcasts a block of its output and
-    applies the model's logit scaling / soft-capping, if any.
+    `raw` is the model's own head (a bf16 matmul for a bf16 model); `to_float` upcasts a block of its output to
+    float32 (a float64 model's stays float64: the benchmarks score in float64 to compare arithmetic with the peers'
+    without fp32 rounding) and applies the model's logit scaling / soft-capping, if any.
     """
 
     raw: Callable[[torch.Tensor], torch.Tensor]
@@ -38,7 +39,8 @@ class OutputHead:
     cap: float | None = None
 
     def to_float(self, logits: torch.Tensor) -> torch.Tensor:
-        logits = logits.float()
+        if logits.dtype != torch.float64:
+            logits = logits.float()
         if self.scale is not None:
             logits = logits * self.scale
         if self.cap is not None:

@@ -263,7 +263,8 @@ class Prepared(Protocol):
     billed : whether each request costs money (a hosted API): the runner then asks `estimate` before sending.
     deferred : whether the model key still rests on an assumed snapshot (a hosted API before its first request):
         the runner then `assume`s the one its warehouse last saw (`spec_at`), and `settle`s it (one request) only
-        after the cost was agreed to and when something is pending (`engines.chat.ChatPrepared`).
+        after the cost was agreed to and when something is pending (`engines.chat.ChatPrepared`); a rerun that only
+        fetches batches submitted under the assumed one `keep_assumed`s it (nothing sent).
     """
 
     spec: Any

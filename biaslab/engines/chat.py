@@ -275,6 +275,13 @@ class ChatPrepared(PreparedBase):
             self.snapshot = self._probe()
             self.spec, self.deferred = self._make_spec(self.snapshot), False
 
+    def keep_assumed(self) -> None:
+        """Take the assumed snapshot (`assume`) as the model's identity without asking the provider: a rerun that
+        only fetches batches submitted under it sends nothing, not even the probe of `settle` (the batch replies
+        are still checked against it, `check_snapshot`)."""
+        if self.deferred and self.snapshot is not None:
+            self.deferred = False
+
     @property
     def prefill(self) -> bool:
         """Whether an assistant prefill is continued by the API."""

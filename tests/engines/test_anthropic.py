@@ -87,8 +87,10 @@ def test_message_batches_submit_once_and_a_rerun_fetches(claude, tmp_path, data_
             "3", "--batch", "--engine-arg", "batch_poll_s=0.01"]
     first = collect(claude, db, *args, "--engine-arg", "batch_wait_s=0")
     assert first.exit_code == 1 and "batch msgbatch_1 is in_progress" in first.output
+    probes = claude.completions
     second = collect(claude, db, *args)
     assert second.exit_code == 0 and "6 samples added" in second.output, second.output
+    assert "fetching: the 6 pending requests" in second.output and claude.completions == probes  # nothing sent
     assert list(claude.batches) == ["msgbatch_1"] and len(claude.batches["msgbatch_1"]["lines"]) == 6
     assert all("metadata_seed" not in line["params"] for line in claude.batches["msgbatch_1"]["lines"])
     with Warehouse.open(db, read_only=True) as wh:

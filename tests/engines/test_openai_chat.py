@@ -374,10 +374,13 @@ def test_batch_mode_submits_once_and_a_rerun_fetches(stub, tmp_path, data_dir):
         assert wh.count("samples") == 0 and wh.rows("SELECT batch_id, len(custom_ids) FROM api_batches") == [
             ("batch_1", 8)]
         assert wh.rows("SELECT status FROM runs") == [("pending",)]  # not failed: a rerun fetches it (issue 56)
+    probes = stub.completions
     second = collect(stub, db, *args)
     assert second.exit_code == 0 and "8 samples added" in second.output, second.output
     assert list(stub.batches) == ["batch_1"] and stub.batch_posts.count("/v1/batches") == 1
-    # a rerun that only fetches says so and asks nothing (issue 56, item 6): no "about to send", no estimate
+    # a rerun that only fetches says so, asks nothing and sends nothing, not even the snapshot probe (issue 56,
+    # item 6): no "about to send", no estimate
+    assert stub.completions == probes
     assert "fetching: the 8 pending requests were submitted before (batch batch_1)" in second.output
     assert "about to send" not in second.output and "about to send 8 requests" in first.output
     with Warehouse.open(db, read_only=True) as wh:

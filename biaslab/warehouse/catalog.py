@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..errors import Unsupported
+from ..errors import Unsupported, UsageError
 from ..sql.quoting import identifier, literal
 
 if TYPE_CHECKING:  # Ibis and pandas where a frame is built: `biaslab info` reads the same rows without them
@@ -132,9 +132,9 @@ def collections_sql(kinds: Iterable[str] = tuple(_COLLECTION_KINDS)) -> str:
     """
     kinds = [k for k in _COLLECTION_KINDS if k in set(kinds)]
     if not kinds:
-        raise ValueError("collections_sql needs at least one kind of evidence")
+        raise UsageError("collections_sql needs at least one kind of evidence (none is stored: no collections)")
     ctes = "".join(_COLLECTION_KINDS[k][1] for k in kinds)
-    union = " UNION ALL BY NAME ".join(f"FROM {k}" for k in kinds)
+    union = " UNION ALL BY NAME ".join(f"FROM {identifier(k)}" for k in kinds)
     return f"{_COLLECTIONS_HEAD}{ctes}{_COLLECTIONS_TAIL.format(kinds=union)}"
 
 

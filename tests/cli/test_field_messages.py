@@ -139,7 +139,9 @@ def test_data_load_into_a_corrupt_warehouse_fails_and_changes_nothing(tmp_path, 
         f.seek(offset)
         f.write(bytes([byte[0] ^ 0xFF]))
     before = sha(db)
-    one_line_error(invoke(biaslab, "info", "--db", str(db)), "Corrupt database file")
+    # a read-only command that reads the damaged column (`info` reads counts and, without evidence, no stimuli)
+    one_line_error(invoke(biaslab, "sql", "--db", str(db), "SELECT count(DISTINCT stimulus_id) FROM stimuli"),
+                   "Corrupt database file")
     one_line_error(invoke(biaslab, "data", "load", "winobias", "--db", str(db), "--data-dir", str(data_dir)),
                    "Corrupt database file")
     assert sha(db) == before and sorted(p.name for p in tmp_path.iterdir()) == ["w.duckdb"]

@@ -47,7 +47,9 @@ def test_pruned_rows_equal_the_whole_query(emptied, full, tmp_path):
 
 
 def test_no_kind_is_refused():
-    with pytest.raises(ValueError):
+    from biaslab.errors import UsageError
+
+    with pytest.raises(UsageError):
         collections_sql([])
 
 

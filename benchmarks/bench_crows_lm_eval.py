@@ -28,10 +28,10 @@ Three passes, each running both tools on every pair:
   differences, reported.
 
 Why not fp32 alone: in fp32 a sentence's score moves with the batch it is computed in (padding changes the
-attention kernel's path). On SmolLM2 most tokens move by ~1e-6, but a few early positions are sensitive. For example, " people" after
-"Hispanic" moves by 1.8e-3 between an unpadded and a padded batch, in transformers alone with either tool's code, and
-so does eager against SDPA attention. Comparing the tools per pair therefore needs the same batch composition on
-both sides.
+attention kernel's path). On SmolLM2 most tokens move by ~1e-6, but a few early positions are sensitive. For
+example, " people" after "Hispanic" moves by 1.8e-3 between an unpadded and a padded batch, in transformers alone
+with either tool's code, and so does eager against SDPA attention. Comparing the tools per pair in fp32 therefore
+needs the same batch composition on both sides.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import duckdb
 from ..errors import BiaslabError, UsageError, bug_report
 from ..metrics.text import printable
 from ..warehouse import DEFAULT_DB
-from ..warehouse.errors import is_interrupt  # noqa: F401 (the commands import it from here)
+from ..warehouse.errors import is_interrupt
 
 #: Exceptions that are the user's input or machine, not a bug: shown as one line, exit status 1 (a `UsageError`: 2).
 #: BiaslabError: every error biaslab raises on purpose (`biaslab.errors`); OSError: a path the system refuses (name

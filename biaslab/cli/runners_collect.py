@@ -200,12 +200,9 @@ def collect_command(**options) -> None:
     try:
         with bar:
             result = collect(config, progress=factory, confirm=confirmation(bar, yes))
-    except Exception as exc:  # a signal while DuckDB ran a statement: DuckDB's InterruptException
-        if not is_interrupt(exc):
+    except BaseException as exc:  # Ctrl-C, SIGTERM, or DuckDB's InterruptException: the run is marked
+        if not is_interrupt(exc):  # interrupted and its finished chunks are stored
             raise
-        click.echo(interrupted_line(config, exc), err=True)
-        raise SystemExit(130) from None
-    except KeyboardInterrupt as exc:  # the run is marked interrupted; its finished chunks are stored
         click.echo(interrupted_line(config, exc), err=True)
         raise SystemExit(130) from None
     click.echo(f"{config.dataset}: {result.stimuli} stimuli, {result.requests} requests, {result.pending} pending, "

@@ -25,7 +25,7 @@ class BatchJournal:
     """
 
     def __init__(self, wh, model_key: str, provider: str, run_id: str | None,
-                 agree: Callable[[int], None] | None = None) -> None:
+                 agree: Callable[[int], object] | None = None) -> None:
         self.wh, self.model_key, self.provider, self.run_id = wh, model_key, provider, run_id
         self.agree = agree
         self._said = 0.0

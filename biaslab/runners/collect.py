@@ -252,7 +252,7 @@ def _submitted(wh, config, handle, protocol) -> list[tuple[str, int]]:
 
 
 def _billed(prepared, protocol, work, confirm, submitted=(), notify=None
-            ) -> tuple[list[str], Callable[[int], None] | None]:
+            ) -> tuple[list[str], Callable[[int], str] | None]:
     """(notes, a late agreement or None): the estimate of a billed engine's pending work, refused above its
     max_cost or when not confirmed (one line; nothing sent, no run row); [] for other engines or nothing pending.
 
@@ -265,7 +265,8 @@ def _billed(prepared, protocol, work, confirm, submitted=(), notify=None
         return [], None
     requests, chars, out = protocol.planned(work)
 
-    def agree(count: int) -> None:
+    def agree(count: int) -> str:
+        """The estimate of `count` of the pending requests, agreed to (its line), else UsageError."""
         share = count / requests if requests else 1.0
         planned = prepared.estimate(count, int(chars * share), int(out * share))
         why = planned.refused()
@@ -273,6 +274,7 @@ def _billed(prepared, protocol, work, confirm, submitted=(), notify=None
             raise UsageError(f"{planned.line()}: {why}")
         if confirm is not None and not confirm(planned.line()):
             raise UsageError(f"not confirmed: nothing was sent ({planned.line()})")
+        return planned.line()
 
     held = sum(n for _, n in submitted)
     if submitted and held >= requests:
@@ -281,8 +283,7 @@ def _billed(prepared, protocol, work, confirm, submitted=(), notify=None
                 f"are fetched, nothing is sent again")
         (notify or _stderr)(line)
         return [line], agree
-    agree(requests)
-    return [f"estimated before sending: {prepared.estimate(requests, chars, out).line()}"], None
+    return [f"estimated before sending: {agree(requests)}"], None
 
 
 @dataclass(frozen=True)

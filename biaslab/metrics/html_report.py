@@ -61,7 +61,7 @@ def tidy(fig, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> None:
     for text in fig.findobj(Text):
         if text.get_fontsize() < smallest:
             text.set_fontsize(smallest)
-    fig.tight_layout(rect=rect)
+    _tight(fig, rect)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
@@ -70,7 +70,17 @@ def tidy(fig, rect: tuple[float, float, float, float] = (0, 0, 1, 1)) -> None:
         if legend is not None and _covers_data(ax, legend.get_window_extent(renderer), renderer):
             legend.set_loc("upper left")  # outside, right of the axes (multi-panel figures place theirs themselves)
             legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
-    fig.tight_layout(rect=rect)
+    _tight(fig, rect)
+
+
+def _tight(fig, rect: tuple[float, float, float, float]) -> None:
+    """`tight_layout` within `rect`, quietly: a colour bar taken from several panels (BBQ's) is an axes it cannot
+    place and says so to the user's terminal; the figures that have one leave it room through `rect`."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="This figure includes Axes that are not compatible with tight_layout")
+        fig.tight_layout(rect=rect)
 
 
 def _wrap_title(ax, renderer) -> None:

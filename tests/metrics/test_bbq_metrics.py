@@ -259,3 +259,22 @@ def test_nothing_collected_is_one_line(tmp_path):
     result = CliRunner().invoke(cli, ["metrics", "bbq", "--db", str(db)])
     assert result.exit_code == 1 and "runners collect --dataset bbq" in result.output, result.output
     assert Path(db).exists()
+
+
+def test_the_bias_figure_says_nothing_to_the_terminal(tmp_path):
+    """Its colour bar spans both panels, an axes `tight_layout` cannot place: matplotlib's UserWarning about it
+    reached the user's terminal on every BBQ report (and every audit report with BBQ)."""
+    import warnings
+
+    from biaslab.metrics.bbq.report import bias_figure
+
+    table = pd.DataFrame([{"model_key": key, "method": "prob", "setting": "prob", "category": category,
+                           "context_condition": condition, "bias_score": score, "bias_low": score - 3.0,
+                           "bias_high": score + 3.0, "low_coverage": False}
+                          for key, score in (("k1", 2.9), ("k2", -0.6)) for category in ("Age", "(all)")
+                          for condition in ("ambig", "disambig")])
+    labels = pd.Series([f"model {key}" for key in table["model_key"]], index=table.index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        html = bias_figure(table, labels, tmp_path)
+    assert (tmp_path / "bbq_bias.png").stat().st_size > 0 and "bbq_bias.png" in html

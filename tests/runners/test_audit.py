@@ -219,6 +219,7 @@ def test_plan_paths_are_relative_to_the_plan_file(tmp_path, data_dir, tiny_gpt2_
     folder.mkdir()
     plan = load_plan(write_plan(folder, [("a", tiny_gpt2_dir)], data_dir, db="../out/w.duckdb"))
     assert plan.database.resolve() == (tmp_path / "out" / "w.duckdb").resolve()
+    assert ".." not in plan.database.parts  # shown to people as it is (the report's heading, status lines)
     assert plan.work_folder == plan.database.with_name("w.duckdb.audit")
 
 

@@ -9,6 +9,8 @@ import re
 import shutil
 import subprocess
 
+import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -118,7 +120,7 @@ def test_report_renders_every_figure_in_headless_chromium(two_model_warehouse, t
     assert result.exit_code == 0, result.output
     page = (out / "index.html").read_text()
     images = re.findall(r'<img src="([^"]+)"', page)
-    assert len(images) == 2 * 5 + 1  # five figures per model, one comparison matrix
+    assert len(images) == 1 + 2 * 5 + 1  # the headline (every setting), five figures per model, one comparison matrix
     # where the marginal-product variant is shown (CbD fractions per model and across settings, model overlap): one
     # line saying it can never be contextual
     note = f'<p class="note">Note: {html.escape(MARGINAL_PRODUCT_NOTE)}.</p>'
@@ -159,3 +161,38 @@ def test_separate_collections_of_a_stimulus_are_not_pooled(tmp_path, data_dir):
         rows = wh.con.execute("SELECT max_new_tokens, count(*), min(p_valid), max(p_valid) FROM winopron_pf "
                               "GROUP BY 1 ORDER BY 1").fetchall()
     assert rows == [(3, 10, pytest.approx(0.8), pytest.approx(0.8)), (6, 10, pytest.approx(0.8), pytest.approx(0.8))]
+
+
+def test_the_headline_figure_shows_each_settings_mean_with_its_t_interval(tmp_path, monkeypatch):
+    """The report's (and the view's) first figure: a series per setting, its points the mean p(f) per context, its
+    bars scipy's 95% t-interval of the templates' p(f) values (computed here from the raw values)."""
+    from scipy import stats
+
+    from biaslab.metrics.contextuality import report
+    from biaslab.metrics.contextuality.stats import CONTEXTS, SETTING
+
+    rng = np.random.default_rng(3)
+    raw, rows = {}, []
+    for model, n in (("k1", 6), ("k2", 9)):
+        key = (model, "exact", 0.5, 40, 1.0, "v1", 6)
+        for context in CONTEXTS:
+            values = rng.uniform(0, 1, n)
+            raw[(key, context)] = values
+            rows.append({**dict(zip(SETTING, key)), "option_order": "pooled", "context": context, "templates": n,
+                         "mean_p_f": values.mean(), "sd_p_f": values.std(ddof=1), "mean_p_valid": 1.0})
+            rows.append({**dict(zip(SETTING, key)), "option_order": "MF", "context": context, "templates": n,
+                         "mean_p_f": 0.99, "sd_p_f": 0.0, "mean_p_valid": 1.0})  # not pooled: not drawn
+    captured = {}
+    monkeypatch.setattr(report, "save_figure", lambda fig, out, name, **kw: captured.setdefault(name, fig) and name)
+    report.headline_figure(pd.DataFrame(rows), {}, tmp_path)
+    [ax] = captured["headline_pf.png"].axes
+    assert len(ax.containers) == 2
+    for container, model in zip(ax.containers, ("k1", "k2")):
+        key = (model, "exact", 0.5, 40, 1.0, "v1", 6)
+        _, y = container.lines[0].get_data()
+        segments = container.lines[2][0].get_segments()
+        for i, context in enumerate(CONTEXTS):
+            values = raw[(key, context)]
+            low, high = stats.t.interval(0.95, len(values) - 1, loc=values.mean(), scale=stats.sem(values))
+            assert y[i] == pytest.approx(values.mean(), abs=1e-12)
+            assert (segments[i][0][1], segments[i][1][1]) == pytest.approx((low, high), abs=1e-12)

@@ -105,6 +105,48 @@ def _pick(frame: pd.DataFrame, sel: dict) -> pd.DataFrame:
     return frame[mask]
 
 
+def headline_figure(pf: pd.DataFrame, titles: dict[tuple, str], out: Path) -> str:
+    """The study's headline: mean p(feminine) per context (both option orders pooled, over templates), one series per
+    collection setting (model and sampler settings), with 95% t-intervals over templates,
+    mean +- t_{0.975, n-1} * sd / sqrt(n), and n templates in each series' name; or why there is nothing.
+
+    Parameters
+    ----------
+    pf : the `pf` table (`pf_table`: one row per setting, option order and context; mean_p_f, sd_p_f, templates).
+    titles : setting key (the SETTING values) -> its name as the report's sections name it.
+    out : the report folder.
+
+    Returns
+    -------
+    The figure's HTML.
+    """
+    from scipy.stats import t as student_t
+
+    pooled = pf[(pf["option_order"] == "pooled") & pf["mean_p_f"].notna()] if not pf.empty else pf
+    if pooled.empty:
+        return nothing_to_show("p(feminine) per context and setting", "no template with a defined p(feminine)")
+    groups = list(pooled.groupby(SETTING, sort=True, dropna=False))
+    fig, ax = plt.subplots(figsize=(8.5, 3.8))
+    width = 0.7 / max(1, len(groups))
+    for i, (key, part) in enumerate(groups):
+        part = part.set_index("context").reindex(CONTEXTS)
+        n = part["templates"].to_numpy(dtype=float)
+        mean, sd = part["mean_p_f"].to_numpy(dtype=float), part["sd_p_f"].to_numpy(dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            half = np.where(n > 1, student_t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(n), np.nan)
+        x = np.arange(len(CONTEXTS)) - 0.35 + width * (i + 0.5)
+        most = int(np.nanmax(n)) if np.isfinite(n).any() else 0
+        ax.errorbar(x, mean, yerr=half, fmt="o", capsize=3, label=f"{titles.get(key, str(key))} (n <= {most})")
+    ax.set_xticks(range(len(CONTEXTS)), CONTEXTS)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("context")
+    ax.set_ylabel("mean p(feminine) over templates")
+    ax.set_title("p(feminine | context) per setting, both option orders pooled; 95% t-interval over templates",
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    return image_html(save_figure(fig, out, "headline_pf.png"))
+
+
 def _pf_figure(pf: pd.DataFrame, out: Path, slug: str) -> str:
     """Box plots of p(feminine) per context, one panel per option order, n per box; or why there is nothing."""
     data = {order: [pf[(pf["context"] == c) & (pf["option_order"] == order)]["p_f"].dropna() for c in CONTEXTS]
@@ -352,6 +394,11 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str,
     overlap_labels = dict(zip(settings[SETTING].astype(str).agg(" ".join, axis=1), titles.values()))
     flags = setting_flags(tables["_pf"])
     parts.append(flags_html(flags, titles))
+    drawn = [key for key in keys if too_small(tables, key) is None]  # the others' sections say why they have none
+    if drawn:
+        pf = tables["pf"]
+        chosen = pd.Series([tuple(r) in drawn for r in pf[SETTING].itertuples(index=False)], index=pf.index, dtype=bool)
+        parts.append("<h2>p(feminine) per context and setting</h2>" + headline_figure(pf[chosen], titles, out))
     for n, (key, (_, row)) in enumerate(zip(keys, settings.iterrows())):
         slug = f"s{n}"
         parts.append(section_title(row["model_key"], model_table, setting_label(row)))

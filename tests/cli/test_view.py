@@ -312,6 +312,24 @@ def test_a_study_page_shows_its_reports_figures(db):
     assert client.get("/figure/options/0", query_string={"dataset": "\x00"}).status_code == 404
 
 
+def test_the_contextuality_page_shows_the_headline_figure_of_every_setting_only(tmp_path, data_dir):
+    """Contextuality's report figures after its first are one setting's each, named only by the report's section
+    headings: the page shows the first, the headline with a series per setting, the very image the report writes."""
+    from click.testing import CliRunner
+
+    from biaslab.cli.main import biaslab
+    from open_warehouse_evidence import build
+
+    db = build(tmp_path / "w.duckdb", data_dir)
+    client = create_app(str(db)).test_client()
+    page = client.get("/study/contextuality").get_data(as_text=True)
+    assert re.findall(r'<img class="figure" src="([^"]+)"', page) == ["/figure/contextuality/0"]
+    result = CliRunner().invoke(biaslab, ["report", "contextuality", "--db", str(db), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert re.findall(r'<img src="([^"]+)"', (tmp_path / "r" / "index.html").read_text())[0] == "headline_pf.png"
+    assert client.get("/figure/contextuality/0").data == (tmp_path / "r" / "headline_pf.png").read_bytes()
+
+
 def test_a_compact_table_keeps_what_tells_rows_apart_and_their_coverage():
     """Issue 58: the columns behind the "all columns" toggle: the key, the settings every row shares and the numbers
     past the width; a setting that differs between rows and the coverage stay in view."""

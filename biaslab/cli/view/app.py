@@ -187,11 +187,13 @@ def _study_page(db: str, name: str, dataset: str, cache: WarehouseCache | None =
     figures = entry.report is not None and bool(shown) and (name != "options" or bool(dataset))
     return render_template("study.html", name=name, description=entry.description, tables=shown, message=message,
                            dataset=default, option_datasets=option_datasets, compare=entry.compare is not None,
-                           figures=FIGURES_SHOWN if figures else 0, query=f"?dataset={dataset}" if dataset else "")
+                           figures=FIGURES_SHOWN.get(name, 2) if figures else 0,
+                           query=f"?dataset={dataset}" if dataset else "")
 
 
-#: how many of a study report's figures its page shows first (the report has the rest)
-FIGURES_SHOWN = 2
+#: how many of a study report's figures its page shows first (default 2; the report has the rest). Contextuality's
+#: first figure has every setting; its next ones are one setting's each, named only by the report's section headings
+FIGURES_SHOWN = {"contextuality": 1}
 #: what a figure address answers where the report has no such figure: an SVG saying so (never a broken image)
 NO_FIGURE = ('<svg xmlns="http://www.w3.org/2000/svg" width="420" height="24"><text x="4" y="16" font-size="13" '
              'font-family="sans-serif" fill="#777">{}</text></svg>')

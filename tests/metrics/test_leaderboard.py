@@ -159,3 +159,19 @@ def test_settings_of_one_model_share_its_row_unless_they_fill_the_same_column():
     assert rows["A"] == ["hit", "p"]  # one row, a cell in each column, none empty
     assert sorted(r for r in rows if r.startswith("C")) == ["C · C", "C · D"]  # both fill both columns: two rows
     assert tables["cells"].groupby(["row", "measure", "group"]).size().max() == 1
+
+
+def test_a_measure_without_a_value_in_any_setting_makes_no_column():
+    """The valid mass of scored options (no invalid answer exists) made an empty, shaded column in every audit with
+    Winogender; a measure with a value for one model alone still makes its column (the others' cells say n = 0)."""
+    obs = _observations()
+    nothing = obs.values[obs.values["measure"] == "p"].assign(measure="valid_mass", value=np.nan)
+    some = obs.values[obs.values["measure"] == "p"].assign(measure="only_b")
+    some.loc[some["setting_id"] != 1, "value"] = np.nan
+    measures = {**obs.measures, "valid_mass": Measure("valid_mass", "mean", "item", "cluster"),
+                "only_b": Measure("only_b", "mean", "item", "cluster")}
+    wider = Observations("toy", pd.concat([obs.values, nothing, some], ignore_index=True), obs.settings, measures)
+    cells = leaderboard([("toy", wider)], {"ka": "A", "kb": "B"}, "ka", bootstrap=20, permutations=50)["cells"]
+    assert set(cells["measure"]) == {"p", "hit", "only_b"}
+    only_b = cells[cells["measure"] == "only_b"].set_index("row")
+    assert only_b.loc["B", "n_items"] == 11 and only_b.loc["A", "n_items"] == 0 and only_b.loc["A", "low_coverage"]

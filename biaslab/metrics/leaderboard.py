@@ -67,9 +67,13 @@ COMPARISON_COLUMNS = ["row", "reference", "study", "measure", "group", "value", 
 
 
 def _headlines(study: str, obs: Observations) -> list[tuple[str, str]]:
-    """The (measure, group) columns of `study` with a value in its observations, in the declared order (a measure
-    no setting has a value of, e.g. the valid mass of scored options, makes no column)."""
-    present = obs.values.loc[obs.values["value"].notna(), ["measure", "group"]].drop_duplicates()
+    """The (measure, group) columns of `study` in its observations, in the declared order. A measure that does not
+    apply (no setting has a value of it, nor a valid share: e.g. the valid mass of scored options) makes no column;
+    one without a value because no answer was valid keeps its column, which shows that."""
+    applies = obs.values["value"].notna()
+    if "valid" in obs.values:
+        applies |= obs.values["valid"].notna()
+    present = obs.values.loc[applies, ["measure", "group"]].drop_duplicates()
     pairs = list(present.itertuples(index=False, name=None))
     chosen = HEADLINES.get(study.split(":")[0])  # "options:DATASET": the options study of one dataset
     if chosen is None:

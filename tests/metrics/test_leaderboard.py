@@ -163,15 +163,22 @@ def test_settings_of_one_model_share_its_row_unless_they_fill_the_same_column():
 
 def test_a_measure_without_a_value_in_any_setting_makes_no_column():
     """The valid mass of scored options (no invalid answer exists) made an empty, shaded column in every audit with
-    Winogender; a measure with a value for one model alone still makes its column (the others' cells say n = 0)."""
+    Winogender; a measure with a value for one model alone still makes its column (the others' cells say n = 0), and
+    so does one without a value because no answer was valid (its cells show the valid share of 0)."""
     obs = _observations()
-    nothing = obs.values[obs.values["measure"] == "p"].assign(measure="valid_mass", value=np.nan)
+    nothing = obs.values[obs.values["measure"] == "p"].assign(measure="valid_mass", value=np.nan, valid=np.nan)
     some = obs.values[obs.values["measure"] == "p"].assign(measure="only_b")
     some.loc[some["setting_id"] != 1, "value"] = np.nan
+    # no answer valid anywhere: no value, a valid share of 0; its column stays, showing it
+    invalid = obs.values[obs.values["measure"] == "p"].assign(measure="all_invalid", value=np.nan, valid=0.0)
     measures = {**obs.measures, "valid_mass": Measure("valid_mass", "mean", "item", "cluster"),
-                "only_b": Measure("only_b", "mean", "item", "cluster")}
-    wider = Observations("toy", pd.concat([obs.values, nothing, some], ignore_index=True), obs.settings, measures)
+                "only_b": Measure("only_b", "mean", "item", "cluster"),
+                "all_invalid": Measure("all_invalid", "mean", "item", "cluster")}
+    wider = Observations("toy", pd.concat([obs.values, nothing, some, invalid], ignore_index=True), obs.settings,
+                         measures)
     cells = leaderboard([("toy", wider)], {"ka": "A", "kb": "B"}, "ka", bootstrap=20, permutations=50)["cells"]
-    assert set(cells["measure"]) == {"p", "hit", "only_b"}
+    assert set(cells["measure"]) == {"p", "hit", "only_b", "all_invalid"}
+    shown = cells[cells["measure"] == "all_invalid"]
+    assert (shown["n_items"] == 0).all() and (shown["valid_share"] == 0).all() and shown["low_coverage"].all()
     only_b = cells[cells["measure"] == "only_b"].set_index("row")
     assert only_b.loc["B", "n_items"] == 11 and only_b.loc["A", "n_items"] == 0 and only_b.loc["A", "low_coverage"]

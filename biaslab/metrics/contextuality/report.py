@@ -108,7 +108,8 @@ def _pick(frame: pd.DataFrame, sel: dict) -> pd.DataFrame:
 def headline_figure(pf: pd.DataFrame, titles: dict[tuple, str], out: Path) -> str:
     """The study's headline: mean p(feminine) per context (both option orders pooled, over templates), one series per
     collection setting (model and sampler settings), with 95% t-intervals over templates,
-    mean +- t_{0.975, n-1} * sd / sqrt(n), and n templates in each series' name; or why there is nothing.
+    mean +- t_{0.975, n-1} * sd / sqrt(n), and the most templates a point rests on in each series' name; or why
+    there is nothing.
 
     Parameters
     ----------
@@ -136,7 +137,8 @@ def headline_figure(pf: pd.DataFrame, titles: dict[tuple, str], out: Path) -> st
             half = np.where(n > 1, student_t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(n), np.nan)
         x = np.arange(len(CONTEXTS)) - 0.35 + width * (i + 0.5)
         most = int(np.nanmax(n)) if np.isfinite(n).any() else 0
-        ax.errorbar(x, mean, yerr=half, fmt="o", capsize=3, label=f"{titles.get(key, str(key))} (n <= {most})")
+        ax.errorbar(x, mean, yerr=half, fmt="o", capsize=3,
+                    label=f"{titles.get(key, str(key))} (up to {most} templates)")
     ax.set_xticks(range(len(CONTEXTS)), CONTEXTS)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("context")

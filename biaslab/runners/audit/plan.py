@@ -197,7 +197,7 @@ class Plan(_Strict):
             return None
         path = Path(os.path.expanduser(value))
         base = self.path.parent if self.path is not None else Path.cwd()
-        return path if path.is_absolute() else Path(os.path.normpath(base / path))  # examples/../x: ../ folded
+        return path if path.is_absolute() else (base / path).resolve()  # examples/../x: ../ folded as the OS does
 
     @property
     def database(self) -> Path:

@@ -127,7 +127,7 @@ def headline_figure(pf: pd.DataFrame, titles: dict[tuple, str], out: Path) -> st
     if pooled.empty:
         return nothing_to_show("p(feminine) per context and setting", "no template with a defined p(feminine)")
     groups = list(pooled.groupby(SETTING, sort=True, dropna=False))
-    fig, ax = plt.subplots(figsize=(8.5, 3.8))
+    fig, ax = plt.subplots(figsize=(8.5, 4.2 + 0.22 * len(groups)))  # the legend below, a line per setting
     width = 0.7 / max(1, len(groups))
     for i, (key, part) in enumerate(groups):
         part = part.set_index("context").reindex(CONTEXTS)
@@ -143,9 +143,9 @@ def headline_figure(pf: pd.DataFrame, titles: dict[tuple, str], out: Path) -> st
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("context")
     ax.set_ylabel("mean p(feminine) over templates")
-    ax.set_title("p(feminine | context) per setting, both option orders pooled; 95% t-interval over templates",
+    ax.set_title("p(feminine | context) per setting, option orders pooled; 95% t-interval over templates",
                  fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
     return image_html(save_figure(fig, out, "headline_pf.png"))
 
 

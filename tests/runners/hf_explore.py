@@ -66,3 +66,24 @@ def brute_force(model, tok, prompt, parser, temperature, top_k, max_new, stops) 
     walk((), 1.0)
     totals[INVALID] = 1.0 - sum(totals.values())
     return totals
+
+
+def prompts_inside_99_percent(requests, exact: dict, drawn: dict, samples: int) -> int:
+    """How many prompts' seeded samples agree with their exact probabilities: every option's count and the invalid
+    answers' lie inside the 99% binomial interval around the exact probability (an unresolved path's mass counts as
+    invalid: a sample always ends). `requests`: (request id, prompt text, options); `exact`: request id -> outcome ->
+    probability; `drawn`: request id -> outcome -> count, `samples` per prompt (checked)."""
+    from scipy.stats import binom
+
+    from biaslab.runners.trie import INVALID, UNRESOLVED
+
+    agree = 0
+    for rid, _, options in requests:
+        counts, outcomes = drawn[rid], exact[rid]
+        assert sum(counts.values()) == samples
+        inside = True
+        for outcome in (*options, INVALID):
+            p = min(max(outcomes[outcome] + (outcomes[UNRESOLVED] if outcome == INVALID else 0.0), 0.0), 1.0)
+            inside &= binom.ppf(0.005, samples, p) <= counts[outcome] <= binom.ppf(0.995, samples, p)
+        agree += inside
+    return agree

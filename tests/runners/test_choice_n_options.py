@@ -19,7 +19,6 @@ from collections import Counter
 import pytest
 import yaml
 from click.testing import CliRunner
-from scipy.stats import binom
 
 from biaslab.cli.main import biaslab
 from biaslab.engines.models import stop_token_ids
@@ -28,7 +27,7 @@ from biaslab.runners.answers import AnswerParser
 from biaslab.runners.collect import CollectConfig, collect
 from biaslab.runners.trie import INVALID, UNRESOLVED
 from biaslab.warehouse import Warehouse
-from hf_explore import brute_force
+from hf_explore import brute_force, prompts_inside_99_percent
 
 OCCUPATIONS = ["nurse", "secretary", "teacher", "baker", "writer", "doctor", "chef", "pilot", "engineer", "plumber"]
 SPEC = {
@@ -118,16 +117,7 @@ def test_exact_probabilities_equal_brute_force_enumeration(collected, smollm_fp3
 
 def test_seeded_samples_fall_inside_the_exact_probabilities_99_percent_interval(collected):
     requests, exact, drawn, _ = collected
-    agree = 0
-    for rid, _, options in requests:
-        counts = drawn[rid]
-        assert sum(counts.values()) == SAMPLES
-        ok = True
-        for outcome in (*options, INVALID):
-            p = exact[rid][outcome] + (exact[rid][UNRESOLVED] if outcome == INVALID else 0.0)
-            p = min(max(p, 0.0), 1.0)
-            ok &= binom.ppf(0.005, SAMPLES, p) <= counts[outcome] <= binom.ppf(0.995, SAMPLES, p)
-        agree += ok
+    agree = prompts_inside_99_percent(requests, exact, drawn, SAMPLES)
     assert agree >= math.ceil(0.95 * len(requests))
 
 

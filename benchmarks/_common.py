@@ -37,6 +37,24 @@ def median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float]
     return statistics.median(times), times
 
 
+def timed_collection(config, loaded):
+    """Collect `config` with the model already `loaded` (`runners.collect.collect`, what `runners collect` runs) and
+    time it as the benchmarks of the main job do: (seconds from the progress bar's start, the pending work known, to
+    the last chunk written; seconds of the whole call, its set-up included; the collection's result)."""
+    from biaslab.runners.collect import collect
+
+    started: list[float] = []
+
+    def progress(total: int, done: int):
+        started.append(time.perf_counter())
+        return lambda n: None
+
+    t0 = time.perf_counter()
+    result = collect(config, progress=progress, loaded=loaded)
+    end = time.perf_counter()
+    return end - started[0], end - t0, result
+
+
 OUT_DIR = Path(__file__).resolve().parent.parent / "bench_out"  # the repository's bench_out/, whatever the cwd
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from _common import cpu_facts, neighbour, peak_rss_mb, write_json
+from _common import cpu_facts, neighbour, peak_rss_mb, timed_collection, write_json
 from biaslab.runners.collect import CollectConfig, collect
 try:
     from biaslab.engines.hf.kvcache import native_gqa
@@ -169,16 +169,8 @@ def measure(loaded, args, tmp: Path, label: str) -> dict:
         collect(config("warmup", args.warmup), loaded=loaded)
     runs: list[tuple[float, float]] = []  # (production, whole collect call) per repeat
     for repeat in range(args.repeats):  # a fresh warehouse each time, so every repeat computes everything
-        started: list[float] = []
-
-        def progress(total: int, done: int, started: list[float] = started):
-            started.append(time.perf_counter())
-            return lambda n: None
-
-        t0 = time.perf_counter()
-        result = collect(config(f"run{repeat}", args.prompts), progress=progress, loaded=loaded)
-        end = time.perf_counter()
-        runs.append((end - started[0], end - t0))
+        production, whole, result = timed_collection(config(f"run{repeat}", args.prompts), loaded)
+        runs.append((production, whole))
         db = tmp / f"{label}-run{repeat}.duckdb"
     production, whole = sorted(runs)[len(runs) // 2]
     prompts, trie = explored_tokens(db, loaded.model_key, tok)

@@ -22,30 +22,22 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from _common import cpu_facts, peak_rss_mb, write_json
+from _common import cpu_facts, peak_rss_mb, timed_collection, write_json
 from biaslab.engines.hf.loading import load_model
-from biaslab.runners.collect import CollectConfig, collect
+from biaslab.runners.collect import CollectConfig
 from biaslab.warehouse import Warehouse
 
 
 def timed_collect(loaded, model: str, prompt: str, db: Path, prompts: int, data_dir: str | None) -> float:
     """Seconds from the progress bar's start to the last chunk written, of one fresh collection."""
-    started: list[float] = []
-
-    def progress(total: int, done: int):
-        started.append(time.perf_counter())
-        return lambda n: None
-
     config = CollectConfig(dataset="winopron", model=model, dtype=loaded.spec.dtype, db=str(db), data_dir=data_dir,
                            limit=prompts, prompt=prompt)
-    result = collect(config, progress=progress, loaded=loaded)
-    end = time.perf_counter()
+    seconds, _, result = timed_collection(config, loaded)
     if result.added != prompts:
         raise SystemExit(f"{model} / {prompt}: {result.added} prompts added, expected {prompts}")
-    return end - started[0]
+    return seconds
 
 
 def explored(db: Path) -> tuple[float, float]:

@@ -18,26 +18,11 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from pathlib import Path
 
-from _common import cpu_facts, peak_rss_mb, write_json
+from _common import cpu_facts, peak_rss_mb, timed_collection, write_json
 from biaslab.engines.hf.loading import load_model
-from biaslab.runners.collect import CollectConfig, collect
-
-
-def timed(loaded, model: str, dataset: str, protocol: str, db: Path, data_dir: str | None, limit: int | None):
-    """(seconds from the progress bar's start to the last chunk written, the collection's result)."""
-    started: list[float] = []
-
-    def progress(total: int, done: int):
-        started.append(time.perf_counter())
-        return lambda n: None
-
-    config = CollectConfig(dataset=dataset, protocol=protocol, model=model, dtype=loaded.spec.dtype, db=str(db),
-                           data_dir=data_dir, limit=limit)
-    result = collect(config, progress=progress, loaded=loaded)
-    return time.perf_counter() - started[0], result
+from biaslab.runners.collect import CollectConfig
 
 
 def main() -> None:
@@ -54,8 +39,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for model in args.models:
             loaded = load_model(model, dtype=args.dtype, device="cpu")
-            seconds, result = timed(loaded, model, args.dataset, args.protocol, Path(folder) / f"{model}.duckdb",
-                                    args.data_dir, args.limit)
+            config = CollectConfig(dataset=args.dataset, protocol=args.protocol, model=model,
+                                   dtype=loaded.spec.dtype, db=str(Path(folder) / f"{model}.duckdb"),
+                                   data_dir=args.data_dir, limit=args.limit)
+            seconds, _, result = timed_collection(config, loaded)
             rows.append({"model": model, "requests": result.requests, "added": result.added,
                          "added_unit": result.added_unit, "seconds": seconds,
                          "requests_per_s": result.requests / seconds})

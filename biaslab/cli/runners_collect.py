@@ -102,7 +102,16 @@ FLAG_NOTES: list[str] = []
 @click.option("--pll", type=click.Choice(["original", "within_word_l2r"]), default=None,
               help="prob, masked LMs: pseudo-log-likelihood scheme (Salazar et al. 2020 / Kauf and Ivanova 2023; "
                    "default original).")
-@click.option("--limit", type=int, default=None, help="Only the first N stimuli (after --where).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only N items, whole (a CrowS-Pairs pair, a WinoPron template with its 10 stimuli, a BBQ "
+                   "example), after --where: a fair sample spread over the dataset's strata (BBQ's categories, "
+                   "CrowS-Pairs' bias types, ...) in a seeded order, so a larger limit, a rerun or a shard extends "
+                   "the same sample.")
+@click.option("--limit-order", type=click.Choice(["spread", "file"]), default="spread", show_default=True,
+              help="Which items --limit takes: spread (seeded, stratified) or file (the dataset's own order, ids "
+                   "in natural order: what another tool's limit takes).")
+@click.option("--limit-seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="The seed of the spread order (stored with the run).")
 @click.option("--where", "where", multiple=True, metavar="FIELD=VALUE",
               help="Only stimuli whose FIELD has VALUE (repeatable: all must hold; VALUE|VALUE for either): a "
                    "stimulus field (context, option_order, item_id, occupation, referent_role, pronoun_set, ...) or "
@@ -258,7 +267,8 @@ def confirmation(bar, yes: bool):
 
 
 #: the common fields of `CollectConfig` the command passes as they are
-COMMON = ("dataset", "protocol", "model", "backend", "revision", "dtype", "quant", "device", "limit", "max_tokens",
+COMMON = ("dataset", "protocol", "model", "backend", "revision", "dtype", "quant", "device", "limit", "limit_order",
+          "limit_seed", "max_tokens",
           "chunk_size", "threads", "shard", "out_shard", "accept_modified", "db", "data_dir")
 
 

@@ -400,6 +400,7 @@ _OPTIONAL = frozenset(rel for rel in _FILES if not (rel.startswith("templates/")
 
 DATASETS = (DatasetInfo(
     name="bbq",
+    strata=("attrs.category", "attrs.question_index", "attrs.context_condition", "attrs.question_polarity"),
     loader=load_bbq,
     licence="CC BY 4.0",
     description="BBQ (Parrish et al. 2022): questions about two people in ambiguous and disambiguated contexts, "

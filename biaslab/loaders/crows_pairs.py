@@ -84,7 +84,8 @@ def load_pairs(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
     return stimuli
 
 
-_COMMON = dict(licence="CC BY-SA 4.0", protocols=("prob",), studies=("crows-pairs",), folder="crows_pairs")
+_COMMON = dict(licence="CC BY-SA 4.0", protocols=("prob",), studies=("crows-pairs",), folder="crows_pairs",
+               strata=("attrs.bias_type",))
 DATASETS = (
     DatasetInfo(
         name="crows-pairs",

@@ -98,6 +98,12 @@ class DatasetInfo:
     #: protocol -> its settings' defaults for this dataset, where `runners collect` is not given them (BBQ's answers
     #: need up to 14 tokens, more than the forced choice's 6)
     settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: the strata a limited run spreads its items over, outermost first (`runners.sampling`): stimulus fields or
+    #: attrs.NAME, e.g. BBQ's category > template > context condition > polarity; () for a plain seeded sample
+    strata: tuple[str, ...] = ()
+    #: what a limited run counts as one item, taken whole (a stimulus field or attrs.NAME): the item id, or a coarser
+    #: unit (negation's root item, whose four conditions have item ids of their own)
+    sample_item: str = "item_id"
 
     def __post_init__(self) -> None:
         if not self.folder:

@@ -186,6 +186,7 @@ def load_misgendered(folder: Path, seed: Any = 0, keep_artifact: Any = False) ->
 
 INFO = DatasetInfo(
     name="misgendered",
+    strata=("pronoun_set", "attrs.declaration"),
     studies=("misgendering",),
     pronoun_vocabulary="misgendered",
     loader=load_misgendered,

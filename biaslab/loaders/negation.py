@@ -89,6 +89,7 @@ DATASETS = (
     DatasetInfo(
         name="negation-examples",
         studies=("negation",),
+        sample_item="attrs.item",
         folder="negation_bias_examples",
         loader=file_loader(load_negation, "negation-examples", "negation_bias_examples.csv"),
         licence="none stated (24 example sentences typed in from Table 2 of Wang, Sommerauer and Bloem, after "
@@ -100,6 +101,7 @@ DATASETS = (
     DatasetInfo(
         name="negation",
         studies=("negation",),
+        sample_item="attrs.item",
         loader=file_loader(load_negation, "negation", "negation_bias.csv"),
         licence="unknown (user-supplied copy of yishani/negationbias; check the upstream terms)",
         description="Negation-bias dataset supplied by the user (300 root items x SA/SN/NA/NN upstream), same columns "

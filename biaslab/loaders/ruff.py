@@ -131,6 +131,7 @@ REPO, COMMIT, TASK_PATH = ("ArjunSubramonian/meta-eval-llm-misgendering", "58a05
 
 INFO = DatasetInfo(
     name="ruff",
+    strata=("pronoun_set", "grammatical_case"),
     studies=("misgendering",),
     pronoun_vocabulary="ruff",
     protocols=("prob", "gen"),

@@ -140,6 +140,7 @@ REPO, COMMIT = "amazon-science/tango", "bbaf0bb22a3fc391e2e7247a2d25c6850625013b
 
 INFO = DatasetInfo(
     name="tango",
+    strata=("pronoun_set", "attrs.ante_type"),
     studies=("misgendering",),
     pronoun_vocabulary="tango",
     protocols=("gen", "prob"),

@@ -295,6 +295,7 @@ def load_winobias(folder: Path, subset: str | None = "all") -> list[Stimulus]:
 
 DATASETS = (DatasetInfo(
     name="winobias",
+    strata=("attrs.type", "stereotype"),
     loader=load_winobias,
     licence="MIT",
     description="WinoBias type 1+2, dev+test: one stimulus per pro/anti line pair (1,584); he/she options in the "

@@ -88,6 +88,7 @@ def load_winogender(folder: Path) -> list[Stimulus]:
 
 DATASETS = (DatasetInfo(
     name="winogender",
+    strata=("grammatical_case", "referent_role"),
     loader=load_winogender,
     licence="MIT",
     description="Winogender schemas: 120 templates x {participant, someone}; he/she/they options in the slot's case",

@@ -269,6 +269,7 @@ def rated_templates(data_dir: Path, rule: str = "biaslab") -> tuple[int, int]:
 
 DATASETS = (DatasetInfo(
     name=DATASET,
+    strata=("grammatical_case", "referent_role"),
     studies=("contextuality", "metaprompt"),
     loader=load_winopron,
     licence="AGPL-3.0",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
@@ -63,7 +63,9 @@ class CollectConfig(BaseModel):
     engine_args: dict[str, Any] = Field(default_factory=dict)         # --engine-arg and the engine flags
     db: str = "warehouse/biaslab.duckdb"
     data_dir: str | None = None
-    limit: int | None = Field(None, ge=1)
+    limit: int | None = Field(None, ge=1)                             # items, whole (runners.sampling)
+    limit_order: Literal["spread", "file"] = "spread"                 # which items a limit takes
+    limit_seed: int = Field(0, ge=0)                                  # the spread order's seed
     where: dict[str, str] = Field(default_factory=dict)               # --where FIELD=VALUE[|VALUE...]: stimuli
     max_tokens: int = Field(4096, ge=8)                               # --batch-tokens
     chunk_size: int = Field(256, ge=1)

@@ -12,6 +12,7 @@ from typing import Any
 from .. import loaders
 from ..errors import UsageError
 from ..lexicon import pronoun_detection
+from ..schema import Stimulus
 from ..warehouse.user_datasets import StoredDataset, current
 
 
@@ -36,6 +37,20 @@ class DatasetRef:
     def prob_from(self) -> str | None:
         """Where the prob protocol's stimuli come from (`DatasetInfo.prob_from`; None for a user dataset)."""
         return None if self.user else self.info.prob_from
+
+    @property
+    def strata(self) -> tuple[str, ...]:
+        """The strata a limited run spreads over (`runners.sampling`): a built-in dataset's declared ones, a user
+        dataset's declared unit (`unit:`), else none."""
+        if self.user:
+            unit = self.stored.declaration.unit
+            return (unit if unit in Stimulus.model_fields else f"attrs.{unit}",) if unit else ()
+        return tuple(self.info.strata)
+
+    @property
+    def sample_item(self) -> str:
+        """What a limited run counts as one item (`DatasetInfo.sample_item`; a user dataset's item id)."""
+        return "item_id" if self.user else self.info.sample_item
 
     def defaults(self, protocol: str) -> dict[str, Any]:
         """The settings a built-in dataset gives `protocol` where the command line does not

@@ -89,6 +89,8 @@ def stamp_shard(wh, config, model_key: str, extra: dict[str, Any]) -> None:
     identity = {"dataset": config.dataset, "protocol": config.resolved_protocol(), "model_key": model_key,
                 "protocol_version": extra.get("protocol_version"), "count": count, "index": index,
                 "limit": config.limit}
+    if config.limit is not None:  # which items the limit takes (shards of two samples must not merge)
+        identity.update(limit_order=config.limit_order, limit_seed=config.limit_seed)
     previous = wh.get_meta("shard")
     if previous is not None and json.loads(previous) != identity:
         raise UsageError(f"{wh.path} already holds shard {previous}; use another --out-shard folder")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from .. import errors, loaders
+from . import sampling
 from ..loaders.errors import DataError
 from ..schema import Stimulus, stimulus_type
 
@@ -122,15 +123,20 @@ def matches(stimulus: Stimulus, where: dict[str, str]) -> bool:
 
 
 def select(stimuli: list[Stimulus], config) -> list[Stimulus]:
-    """`--where` (stimuli whose fields have the given values), then `--limit` (the first N in canonical order),
-    then `--shard i/n`; refused in one line when nothing is left."""
+    """`--where` (stimuli whose fields have the given values), then `--limit` (the first N items, whole, in the
+    order `--limit-order` names: a seeded stratified sample by default, `runners.sampling`), then `--shard i/n`;
+    refused in one line when nothing is left."""
     if config.where:
         stimuli = [s for s in stimuli if matches(s, config.where)]
         if not stimuli:
             raise errors.DataError(f"dataset {config.dataset}: no stimulus has "
                                    f"{' and '.join(f'{k}={v}' for k, v in config.where.items())} (--where)")
     if config.limit is not None:
-        stimuli = stimuli[: config.limit]
+        ref = config.dataset_ref()
+        strata, unit = ref.strata, ref.sample_item
+        stimuli = sampling.limited(stimuli, config.limit, item=lambda s: _value(s, unit),
+                                   strata=lambda s: tuple(_value(s, f) for f in strata),
+                                   order=config.limit_order, seed=config.limit_seed)
     if not stimuli:
         raise errors.DataError(f"dataset {config.dataset}: no stimuli to collect")
     if config.shard is not None:

@@ -32,7 +32,7 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
     command = [sys.executable, "-c", "from biaslab.cli.runners_cli import runners; runners()", "collect",
                "--backend", "openai-chat", "--base-url", stub.url, "--model", "stub-model", "--db", str(db),
-               "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "40", "--mode", "sample",
+               "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "4", "--mode", "sample",
                "--samples", "4", "--max-concurrency", "4", "--yes"]
     try:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

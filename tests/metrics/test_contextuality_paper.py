@@ -223,9 +223,10 @@ def test_temperatures_without_trie_evidence_give_empty_tables(tmp_path, data_dir
 # --- temperature robustness against fresh exact runs (real SmolLM2, fp32) --------------------------------------
 
 TEMPERATURES = (0.3, 0.5, 0.7)
-LIMIT = 40  # in collect's canonical order (item_id): accountant.taxpayer answer 0 acc / nom / poss_dep and answer 1
-#            acc, 10 stimuli each: one complete template pair (acc) for CbD. The 3 rated templates share one rating
-#            (accountant), so Spearman is NaN on both sides (the NaN patterns are compared).
+# templates in the file's order (--limit-order file): accountant.taxpayer answer 0 acc / nom / poss_dep and answer
+# 1 acc, 10 stimuli each: one complete template pair (acc) for CbD. The 3 rated templates share one rating
+# (accountant), so Spearman is NaN on both sides (the NaN patterns are compared).
+LIMIT = 4
 
 
 @pytest.fixture(scope="module")
@@ -240,7 +241,7 @@ def collections(tmp_path_factory, data_dir):
     for t in TEMPERATURES:
         db = root / f"t{t}.duckdb"
         collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=LIMIT, dtype="fp32",
-                              temperature=t, top_k=40))
+                              limit_order="file", temperature=t, top_k=40))
         out[t] = db
     return out
 

@@ -13,7 +13,8 @@ import biaslab
 from biaslab.cli.main import biaslab as cli
 from biaslab.runners.collect import CollectConfig, collect
 
-EXACT_PROMPTS = 40
+EXACT_PROMPTS = 40  # 4 templates (a limit counts templates, 10 prompts each)
+ONE_PROMPT = {"context": "unprimed", "option_order": "MF"}  # a template's one prompt
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +24,9 @@ def mixed(tmp_path_factory, tiny_gpt2, data_dir):
     def run(**kw):
         collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), **kw), loaded=tiny_gpt2)
 
-    run(limit=EXACT_PROMPTS)
-    run(limit=5, mode="sample", samples=6, seed=1)
-    run(limit=2, protocol="meta")
+    run(limit=EXACT_PROMPTS // 10)
+    run(limit=5, where=ONE_PROMPT, mode="sample", samples=6, seed=1)
+    run(limit=2, where=ONE_PROMPT, protocol="meta")
     return db
 
 

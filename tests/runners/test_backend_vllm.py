@@ -69,13 +69,13 @@ def test_prob_protocol_matches_hf_per_token(vllm_backend, hf_smollm, data_dir, d
 def test_choice_exact_matches_hf(vllm_backend, hf_smollm, data_dir, dataset_folder, tmp_path):
     dataset_folder("winopron")
     db = tmp_path / "w.duckdb"
-    hf = _collect(db, data_dir, "winopron", hf_smollm, limit=40)
-    vl = _collect(db, data_dir, "winopron", vllm_backend, limit=40)
+    hf = _collect(db, data_dir, "winopron", hf_smollm, limit=4)   # 4 templates, 40 prompts
+    vl = _collect(db, data_dir, "winopron", vllm_backend, limit=4)
     assert vl.added == hf.added == 40
-    assert _collect(db, data_dir, "winopron", vllm_backend, limit=40).added == 0
-    assert _collect(db, data_dir, "winopron", hf_smollm, limit=40).added == 0
+    assert _collect(db, data_dir, "winopron", vllm_backend, limit=4).added == 0
+    assert _collect(db, data_dir, "winopron", hf_smollm, limit=4).added == 0
     worst = float(_choice_diffs(db, vl.model_key, hf.model_key).max())
-    print(f"\nvllm vs hf, winopron --limit 40 exact, max |delta p(option)|: {worst:.2e}")
+    print(f"\nvllm vs hf, winopron --limit 4 exact, max |delta p(option)|: {worst:.2e}")
     assert worst < 1e-3
     with Warehouse.open(db, read_only=True) as wh:  # normalized log-probabilities are stored with logsumexp 0
         lse = wh.con.execute("SELECT max(abs(logsumexp)), min(len(topk_ids)) FROM choice_nodes WHERE model_key = ?",
@@ -112,7 +112,7 @@ def test_openai_backend_equals_vllm_backend(vllm_backend, vllm_server, data_dir,
     db = tmp_path / "w.duckdb"
     engine = {"base_url": url}
     worst = {}
-    for dataset, limit in (("winogender", 10), ("winopron", 10)):
+    for dataset, limit in (("winogender", 10), ("winopron", 1)):
         vl = _collect(db, data_dir, dataset, vllm_backend, limit=limit)
         oa = collect(CollectConfig(dataset=dataset, db=str(db), data_dir=str(data_dir), model=MODEL, dtype="fp32",
                                    limit=limit, backend="openai", engine_args=engine))
@@ -149,8 +149,8 @@ def test_openai_chat_against_the_vllm_server(vllm_server, hf_smollm, data_dir, d
     db = tmp_path / "w.duckdb"
     served = _served(url)
     common = dict(dataset="winopron", db=str(db), data_dir=str(data_dir), model=served, backend="openai-chat",
-                  engine_args={"base_url": url}, limit=4)
-    first = collect(CollectConfig(**common, mode="sample", samples=20, seed=1))
+                  engine_args={"base_url": url}, limit=4, where={"context": "unprimed", "option_order": "MF"})
+    first = collect(CollectConfig(**common, mode="sample", samples=20, seed=1))  # 4 templates' unprimed MF prompt
     again = collect(CollectConfig(**common, mode="sample", samples=20, seed=1))
     assert first.added == 80 and again.added == 0 and again.pending == 0
     with Warehouse.open(db, read_only=True) as wh:

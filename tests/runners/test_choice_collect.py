@@ -10,6 +10,9 @@ from biaslab.warehouse import Warehouse
 
 
 def _config(tmp_path, data_dir, name, **kw) -> CollectConfig:
+    """A collection of one prompt (unprimed, MF) per template unless `where` says otherwise: `limit` counts
+    templates, so limit=N is N prompts here."""
+    kw.setdefault("where", {"context": "unprimed", "option_order": "MF"})
     return CollectConfig(dataset="winopron", db=str(tmp_path / name), data_dir=str(data_dir), **kw)
 
 

@@ -19,12 +19,12 @@ import pytest
 from biaslab.warehouse import Warehouse
 from biaslab.warehouse.errors import WarehouseError
 
-LIMIT = 60
+LIMIT = 60  # prompts: 6 templates of 10
 
 
 def _args(db, model_dir, data_dir) -> list[str]:
     return [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", "winopron", "--model",
-            str(model_dir), "--dtype", "fp32", "--device", "cpu", "--limit", str(LIMIT), "--prompt-batch", "4",
+            str(model_dir), "--dtype", "fp32", "--device", "cpu", "--limit", str(LIMIT // 10), "--prompt-batch", "4",
             "--chunk-size", "4", "--top-k", "5", "--db", str(db), "--data-dir", str(data_dir)]
 
 

@@ -143,7 +143,7 @@ def test_a_run_fixes_and_records_its_thread_count(tmp_path, tiny_gpt2, data_dir,
     db = tmp_path / "w.duckdb"
     before = torch.get_num_threads()
     try:
-        result = collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=8,
+        result = collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=1,
                                        threads=fixed, prompt_batch=2), loaded=tiny_gpt2)
         assert torch.get_num_threads() == (fixed or threads_module.allowed_cpus())
     finally:
@@ -178,13 +178,13 @@ def test_a_resumed_collection_takes_the_count_its_first_run_recorded(tmp_path, t
     common = dict(dataset="winopron", db=str(db), data_dir=str(data_dir), prompt_batch=2)
     before = torch.get_num_threads()
     try:
-        first = collect(CollectConfig(limit=4, **common), loaded=tiny_gpt2)
+        first = collect(CollectConfig(limit=1, **common), loaded=tiny_gpt2)  # templates of 10 prompts each
         free["count"] = 2
-        resumed = collect(CollectConfig(limit=8, **common), loaded=tiny_gpt2)
-        override = collect(CollectConfig(limit=10, threads=2, **common), loaded=tiny_gpt2)
+        resumed = collect(CollectConfig(limit=2, **common), loaded=tiny_gpt2)  # a larger limit extends the sample
+        override = collect(CollectConfig(limit=3, threads=2, **common), loaded=tiny_gpt2)
     finally:
         torch.set_num_threads(before)
-    assert (first.added, resumed.added, override.added) == (4, 4, 2)
+    assert (first.added, resumed.added, override.added) == (10, 10, 10)
     with Warehouse.open(db, read_only=True) as wh:
         counts = [json.loads(p)["threads"] for p, in wh.rows("SELECT params FROM runs ORDER BY started_at")]
     assert counts == [1, 1, 2]

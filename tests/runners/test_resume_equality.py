@@ -51,7 +51,7 @@ def test_killed_at_30_percent_and_resumed_equals_an_uninterrupted_run(tmp_path, 
 
     monkeypatch.setattr(threads_module, "FreeCores", Measured)
     # top_k 5: the random tiny model's answer tries stay small (the default 40 explores hundreds of nodes a prompt)
-    common = dict(dataset="winopron", data_dir=str(data_dir), limit=40, dtype=dtype, prompt_batch=8,
+    common = dict(dataset="winopron", data_dir=str(data_dir), limit=4, dtype=dtype, prompt_batch=8,
                   chunk_size=4, top_k=5)
     before = torch.get_num_threads()
     try:

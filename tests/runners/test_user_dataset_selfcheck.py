@@ -103,7 +103,8 @@ def test_a_winogender_spec_gives_the_builtin_texts_and_log_probabilities(tmp_pat
     assert len(builtin) == 240 and mine == builtin  # every text, option and agreeing text, item by item
     # one thread count for both collections (each would otherwise measure the free cores: issue 46 saw 4.5e-6
     # between two counts in fp32 on a busy machine)
-    common = dict(data_dir=str(data_dir), db=str(db), limit=30, dtype="fp32", threads=allowed_cpus())
+    common = dict(data_dir=str(data_dir), db=str(db), limit=30, limit_order="file", dtype="fp32",
+                  threads=allowed_cpus())
     for dataset in ("winogender", "my-winogender"):
         assert collect(CollectConfig(dataset=dataset, **common), loaded=smollm_fp32).added == 90
     pairs = stored(db, "SELECT a.sum_logprob, b.sum_logprob FROM sequence_scores a JOIN stimuli sa USING "
@@ -126,10 +127,10 @@ def test_a_winopron_spec_gives_the_builtin_unprimed_exact_choice_probabilities(t
     mine, builtin = stored(db, texts, ["my-winopron"]), stored(db, texts, ["winopron"])
     assert len(builtin) == 720 and mine == builtin
     common = dict(data_dir=str(data_dir), db=str(db), dtype="fp32", protocol="choice", prompt_batch=1,
-                  threads=allowed_cpus())
-    # the first 3 items in canonical order: 30 built-in stimuli (5 contexts x 2 orders), 6 of the spec (unprimed)
-    assert collect(CollectConfig(dataset="winopron", limit=30, **common), loaded=smollm_fp32).added == 30
-    assert collect(CollectConfig(dataset="my-winopron", limit=6, **common), loaded=smollm_fp32).added == 6
+                  threads=allowed_cpus(), limit=3, limit_order="file")
+    # the first 3 items in the file's order: 30 built-in stimuli (5 contexts x 2 orders), 6 of the spec (unprimed)
+    assert collect(CollectConfig(dataset="winopron", **common), loaded=smollm_fp32).added == 30
+    assert collect(CollectConfig(dataset="my-winopron", **common), loaded=smollm_fp32).added == 6
     pairs = stored(db, "SELECT pa.prob, pb.prob FROM choice_probs pa JOIN choice_requests ra USING (model_key, "
                        "request_id) JOIN stimuli sa ON sa.stimulus_id = ra.stimulus_id JOIN choice_requests rb ON "
                        "rb.prompt_text = ra.prompt_text AND rb.model_key = ra.model_key JOIN stimuli sb ON "

@@ -36,13 +36,19 @@ def _share(value: float) -> str:
 
 
 def _mark(row, min_coverage: float) -> str:
-    """Why a row is marked: too few items paired, a side's valid share below the threshold, or both."""
-    if not row["low_coverage"]:
-        return ""
-    why = ["low coverage"] if not row["coverage"] >= min_coverage else []
-    if any(share < min_coverage for share in (row["valid_share_a"], row["valid_share_b"])):
-        why.append("low valid share")
-    return ", ".join(why) or "low coverage"
+    """Why a row is marked: too few items paired, a side's valid share below the threshold, an interval over fewer
+    than `coverage.MIN_CLUSTERS` units, or several of those."""
+    from ..metrics.coverage import MIN_CLUSTERS
+
+    why = []
+    if row["low_coverage"]:
+        why = ["low coverage"] if not row["coverage"] >= min_coverage else []
+        if any(share < min_coverage for share in (row["valid_share_a"], row["valid_share_b"])):
+            why.append("low valid share")
+        why = why or ["low coverage"]
+    if row["n_units"] == row["n_units"] and row["n_units"] < MIN_CLUSTERS:
+        why.append(f"few units ({int(row['n_units'])})")
+    return ", ".join(why)
 
 
 def display_frame(table: pd.DataFrame, within: bool, min_coverage: float = DEFAULT_MIN_COVERAGE) -> pd.DataFrame:
@@ -83,7 +89,8 @@ def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
             "atanh(rho_B); cohen_g = n10 / (n10 + n01) - 1/2).",
             f"mark: low coverage = fewer than {min_coverage:.0%} of the items either side has are paired; low "
             f"valid share = a side's mean share of valid answers over its items is below {min_coverage:.0%} (as "
-            "`biaslab metrics` marks a score)."]
+            "`biaslab metrics` marks a score); few units = the interval and test rest on fewer than 10 units "
+            "(templates, pairs, names)."]
 
 
 @click.command("compare")

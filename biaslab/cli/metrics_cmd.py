@@ -220,13 +220,14 @@ def _emit_tables(tables: dict, fmt: str) -> None:
         click.echo(json.dumps({k: records(v) for k, v in public.items()}, indent=1, allow_nan=False))
         return
     _emit_frames(public, fmt, wide, columns)
-    from ..metrics.coverage import low_coverage_note
+    from ..metrics.coverage import few_clusters_note, low_coverage_note
 
     marked = low_coverage_note(public, next((t.attrs["min_coverage"] for t in public.values()
                                              if "min_coverage" in t.attrs), DEFAULT_MIN_COVERAGE))
-    if marked and fmt == "table":
-        click.echo(textwrap.fill(marked, width=shutil.get_terminal_size((120, 24)).columns,
-                                 subsequent_indent="    ", break_on_hyphens=False))
+    for line in (marked, few_clusters_note(public)):
+        if line and fmt == "table":
+            click.echo(textwrap.fill(line, width=shutil.get_terminal_size((120, 24)).columns,
+                                     subsequent_indent="    ", break_on_hyphens=False))
 
 
 def _emit_frames(public: dict, fmt: str, wide: bool, columns: list[str]) -> None:

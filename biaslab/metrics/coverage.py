@@ -11,6 +11,13 @@ Columns added to a study's headline tables (`annotate`):
 - valid_share: where the table has one, the mean share of valid answers (1 - invalid or unresolved mass) of the
   units used;
 - low_coverage: coverage < min_coverage, or valid_share < min_coverage.
+
+And, where the table's intervals are over clusters (BBQ's templates, CrowS-Pairs' pairs, WinoPron's templates, a
+study's items), `few_clusters`: the interval rests on fewer than `MIN_CLUSTERS` (10) clusters. A percentile bootstrap
+over k clusters can only give values of resamples of those k, so with 3 templates its "95% interval" is about the
+lowest to the highest template's value, and a t-interval's k - 1 degrees of freedom make it wide and its normality
+assumption untestable: such an interval says little about another sample of the dataset, and is marked as a score
+on low coverage is (a field in every table and JSON, a line under the tables, a note in the report).
 """
 
 from __future__ import annotations
@@ -23,11 +30,14 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_MIN_COVERAGE", "COVERAGE_COLUMNS", "annotate", "check_min_coverage", "low_coverage_note"]
+__all__ = ["DEFAULT_MIN_COVERAGE", "COVERAGE_COLUMNS", "MIN_CLUSTERS", "annotate", "check_min_coverage",
+           "few_clusters", "few_clusters_note", "low_coverage_note"]
 
 #: the share below which a score is marked (`--min-coverage`)
 DEFAULT_MIN_COVERAGE = 0.8
 COVERAGE_COLUMNS = ["n_loaded", "n_used", "n_invalid", "n_missing", "coverage", "valid_share", "low_coverage"]
+#: an interval over fewer clusters than this is marked `few_clusters`
+MIN_CLUSTERS = 10
 
 
 def check_min_coverage(value: float) -> float:
@@ -43,7 +53,7 @@ def check_min_coverage(value: float) -> float:
 
 def annotate(table: pd.DataFrame, *, used: str, loaded: pd.DataFrame | int, evidence: pd.DataFrame | None = None,
              keys: Sequence[str] = (), valid_share: str | pd.Series | None = None,
-             min_coverage: float = DEFAULT_MIN_COVERAGE) -> pd.DataFrame:
+             min_coverage: float = DEFAULT_MIN_COVERAGE, clusters: str | None = None) -> pd.DataFrame:
     """`table` with COVERAGE_COLUMNS after its own (see the module docstring).
 
     Parameters
@@ -56,13 +66,19 @@ def annotate(table: pd.DataFrame, *, used: str, loaded: pd.DataFrame | int, evid
     keys : the columns joining `loaded` / `evidence` to the table.
     valid_share : the table's column (or a Series aligned with it) of the mean valid share of the units used.
     min_coverage : the threshold of `low_coverage`.
+    clusters : the table's column counting the clusters its intervals are over; adds `few_clusters` (that count
+        below MIN_CLUSTERS).
+
+    Returns
+    -------
+    The table with COVERAGE_COLUMNS (and `few_clusters` with `clusters`) after its own columns.
     """
     import numpy as np
     import pandas as pd
 
     min_coverage = check_min_coverage(min_coverage)
     if table.empty:
-        return table.reindex(columns=[*table.columns, *COVERAGE_COLUMNS])
+        return table.reindex(columns=[*table.columns, *COVERAGE_COLUMNS, *(["few_clusters"] if clusters else [])])
     out = table.copy()
     keys = list(keys)
     if isinstance(loaded, pd.DataFrame):
@@ -93,6 +109,8 @@ def annotate(table: pd.DataFrame, *, used: str, loaded: pd.DataFrame | int, evid
     low = ~(out["coverage"] >= min_coverage)
     low |= out["valid_share"].notna() & (out["valid_share"] < min_coverage)
     out["low_coverage"] = low.astype(bool)
+    if clusters is not None:
+        out["few_clusters"] = few_clusters(out[clusters])
     out.attrs.update(table.attrs)
     out.attrs["min_coverage"] = min_coverage
     return out
@@ -107,3 +125,23 @@ def low_coverage_note(tables: dict[str, pd.DataFrame], min_coverage: float) -> s
     listed = ", ".join(f"{name} ({n} row{'s' if n != 1 else ''})" for name, n in marked.items())
     return (f"low coverage (fewer than {min_coverage:.0%} of the loaded units used, or a valid share below it): "
             f"{listed}")
+
+
+def few_clusters(counts) -> pd.Series:
+    """Whether an interval over `counts` clusters rests on fewer than MIN_CLUSTERS (a count of 0 or none: True)."""
+    import pandas as pd
+
+    n = pd.to_numeric(pd.Series(counts), errors="coerce").fillna(0)
+    return (n < MIN_CLUSTERS).astype(bool).set_axis(getattr(counts, "index", n.index))
+
+
+def few_clusters_note(tables: dict[str, pd.DataFrame]) -> str | None:
+    """One line naming the tables with rows whose intervals rest on fewer than MIN_CLUSTERS clusters, or None."""
+    marked = {name: int(t["few_clusters"].fillna(False).astype(bool).sum()) for name, t in tables.items()
+              if not name.startswith("_") and "few_clusters" in t.columns}
+    marked = {name: n for name, n in marked.items() if n}
+    if not marked:
+        return None
+    listed = ", ".join(f"{name} ({n} row{'s' if n != 1 else ''})" for name, n in marked.items())
+    return (f"few clusters (an interval over fewer than {MIN_CLUSTERS} templates, pairs or items: about the range "
+            f"of their values, not a confidence interval for the dataset): {listed}")

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .coverage import MIN_CLUSTERS  # noqa: E402
 from .display import MODEL_COLUMNS, cell, constant_columns, is_value_column  # noqa: E402
 
 #: Script recording, on the page, whether every figure loaded (read by the headless-browser tests).
@@ -157,6 +158,11 @@ def table_html(frame: pd.DataFrame) -> str:
                      "score rests on fewer than the threshold's share of the loaded units, or on a valid share of "
                      "answers below it (columns n_loaded, n_used, n_invalid, n_missing, coverage, "
                      "valid_share).</p>")
+    few = frame["few_clusters"].fillna(False).astype(bool) if "few_clusters" in frame.columns else None
+    if few is not None and few.any():
+        parts.append(f'<p class="note few-clusters">{int(few.sum())} row(s) marked <b>few clusters</b>: their '
+                     f"intervals rest on fewer than {MIN_CLUSTERS} templates, pairs or items (about the range of "
+                     "those units' values, not a confidence interval for the dataset).</p>")
     return "".join(parts) + _table(text, columns, numeric, marked)
 
 

@@ -29,7 +29,7 @@ import pandas as pd
 from ..errors import BiaslabError, UsageError
 from .compare.core import Measure, Observations, compare_observations
 from .compare.paired import _interval, _unit_draws, benjamini_hochberg, holm, spearman_rows
-from .coverage import DEFAULT_MIN_COVERAGE
+from .coverage import DEFAULT_MIN_COVERAGE, MIN_CLUSTERS
 
 __all__ = ["HEADLINES", "Headline", "side_value", "leaderboard", "leaderboard_html", "CELL_COLUMNS",
            "COMPARISON_COLUMNS"]
@@ -59,7 +59,7 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
 
 #: the columns of the cells table (one row per model row x column)
 CELL_COLUMNS = ["row", "model_key", "setting", "study", "measure", "group", "value", "ci_low", "ci_high", "n_items",
-                "n_invalid", "valid_share", "low_coverage", "unit", "n_units"]
+                "n_invalid", "n_loaded", "coverage", "valid_share", "low_coverage", "unit", "n_units", "few_clusters"]
 #: the columns of the comparisons table (one row per model row x column, the reference's rows left out)
 COMPARISON_COLUMNS = ["row", "reference", "study", "measure", "group", "value", "value_reference", "estimate",
                       "ci_low", "ci_high", "p_value", "p_holm", "p_bh", "test", "n_items", "n_excluded",
@@ -171,7 +171,7 @@ def leaderboard(studies: list[tuple[str, Observations]], rows: dict[str, str], r
                 if not part.empty:
                     cells.append({"row": row, "model_key": key, "setting": setting["label"], "study": study,
                                   "measure": m, "group": g, **_cell(obs.measures[m], part, bootstrap, rng,
-                                                                    min_coverage)})
+                                                                    min_coverage, obs.n_loaded(m, g))})
             if key == reference:
                 continue
             if not (settings["model_key"] == reference).any():
@@ -208,13 +208,18 @@ def _shared_settings(obs: Observations, settings: pd.DataFrame, columns: list[tu
 
 
 def _cell(measure: Measure, part: pd.DataFrame, bootstrap: int, rng: np.random.Generator,
-          min_coverage: float) -> dict:
-    """One model's cell of one column: `side_value`, the invalid items, the valid share and the coverage mark."""
+          min_coverage: float, n_loaded: float = np.nan) -> dict:
+    """One model's cell of one column: `side_value`, the invalid items, the items loaded and the coverage, the valid
+    share, and the marks `biaslab metrics` gives: low coverage (coverage or valid share below `min_coverage`) and few
+    clusters (an interval over fewer than `coverage.MIN_CLUSTERS` units)."""
     value, low, high, n, units = side_value(measure, part, bootstrap=bootstrap, rng=rng)
+    value, low, high = (measure.scale * v for v in (value, low, high))
     share = float(part["valid"].mean()) if "valid" in part and part["valid"].notna().any() else np.nan
+    coverage = n / n_loaded if np.isfinite(n_loaded) and n_loaded > 0 else np.nan
+    marked = (np.isfinite(share) and share < min_coverage) or (np.isfinite(coverage) and coverage < min_coverage)
     return {"value": value, "ci_low": low, "ci_high": high, "n_items": n, "n_invalid": int(len(part) - n),
-            "valid_share": share, "low_coverage": bool(np.isfinite(share) and share < min_coverage) or n == 0,
-            "unit": measure.unit, "n_units": units}
+            "n_loaded": n_loaded, "coverage": coverage, "valid_share": share, "low_coverage": bool(marked) or n == 0,
+            "unit": measure.unit, "n_units": units, "few_clusters": bool(units < MIN_CLUSTERS)}
 
 
 def _comparisons(table: pd.DataFrame, columns: list[tuple[str, str]], naming: dict) -> list[dict]:
@@ -295,7 +300,9 @@ def leaderboard_html(tables: dict[str, pd.DataFrame], *, title: str, db: str, re
              f"({html.escape(reference)}), the paired difference from the reference over the items both have, its "
              "interval and its permutation p (McNemar's exact p for binary measures), Holm-adjusted over every "
              "comparison of this table (★: below 0.05; leaderboard.csv also has Benjamini-Hochberg). Shaded cells "
-             "rest on a valid share below the coverage threshold. Click a column head to sort.</p>")
+             "rest on less than the coverage threshold's share of the loaded items (n=used of loaded) or on a valid "
+             f"share below it, as `biaslab metrics` marks them; \"few\" marks an interval over fewer than "
+             f"{MIN_CLUSTERS} units. Click a column head to sort.</p>")
     return (f"<h1>{html.escape(title)}</h1>{intro}{STYLE}<div class=\"board\"><table class=\"leaderboard\"><thead><tr>"
             f"{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{notes}{SORT_SCRIPT}")
 
@@ -314,7 +321,12 @@ def _cell_html(cells: pd.DataFrame, comparisons: pd.DataFrame, name: str, column
     if hit.empty:
         return '<td class="num" data-value="">not collected</td>'
     c = hit.iloc[0]
-    coverage = f"n={int(c['n_items'])}, invalid {int(c['n_invalid'])}"
+    coverage = f"n={int(c['n_items'])}"
+    if np.isfinite(c["n_loaded"]):
+        coverage += f" of {int(c['n_loaded']):,}"
+    coverage += f", invalid {int(c['n_invalid'])}"
+    if c["few_clusters"]:
+        coverage += f", {int(c['n_units'])} {c['unit']}s: few"
     if np.isfinite(c["valid_share"]):
         coverage += f", valid {100 * c['valid_share']:.0f}%"
     text = (f"{_number(c['value'])} <small>[{_number(c['ci_low'])}, {_number(c['ci_high'])}]</small>"

@@ -67,4 +67,26 @@ def observations(handle) -> Observations:
                        100.0 * (2.0 * scored.loc[amb, "p_biased"] - non_unknown[amb])))
     values = pd.concat(parts, ignore_index=True)
     values, settings = with_settings(values, KEY, handle.models())
-    return Observations("bbq", values, settings, dict(MEASURES))
+    return Observations("bbq", values, settings, dict(MEASURES), loaded=_loaded_groups(handle))
+
+
+def _loaded_groups(handle) -> pd.DataFrame:
+    """The examples loaded per measure and group: accuracy per category and condition, s_dis and s_amb per category
+    (the examples with a target, in disambiguated and ambiguous contexts), each with the `ALL` category."""
+    from ...views import json_field
+    from .tables import DATASET
+
+    st = handle.table("stimuli")
+    st = st.filter(st.dataset == DATASET)
+    rows = handle.fetch(st.select(category=json_field(st.attrs, "category"),
+                                  context_condition=json_field(st.attrs, "context_condition"),
+                                  has_target=json_field(st.attrs, "target_loc").notnull()))
+    rows = pd.concat([rows, rows.assign(category=stats.ALL)], ignore_index=True)
+    acc = rows.groupby(["category", "context_condition"]).size().rename("n_loaded").reset_index()
+    out = [pd.DataFrame({"measure": "accuracy", "group": acc["category"] + " · " + acc["context_condition"],
+                         "n_loaded": acc["n_loaded"]})]
+    scored = rows[rows["has_target"].astype(bool)]
+    for measure, condition in (("s_dis", "disambig"), ("s_amb", "ambig")):
+        part = scored[scored["context_condition"] == condition].groupby("category").size()
+        out.append(pd.DataFrame({"measure": measure, "group": part.index, "n_loaded": part.to_numpy()}))
+    return pd.concat(out, ignore_index=True)

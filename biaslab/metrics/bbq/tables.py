@@ -56,7 +56,8 @@ def bbq_tables(handle, *, bootstrap: int = 1000, seed: int = 0, variant: str = "
 
     Coverage (`biaslab.metrics.coverage`): n_loaded the examples of the category and condition loaded, n_used the
     examples scored (a valid answer), n_invalid those with evidence but no valid answer, n_missing those without
-    evidence in that collection; valid_share the mean valid mass (forced choice).
+    evidence in that collection; valid_share the mean valid mass (forced choice); few_clusters where the intervals
+    rest on fewer than 10 templates.
     """
     frame = examples(handle)
     table = stats.scores(frame, KEY, bootstrap=bootstrap, seed=seed, variant=variant)
@@ -68,5 +69,5 @@ def bbq_tables(handle, *, bootstrap: int = 1000, seed: int = 0, variant: str = "
     evidence = evidence.groupby(keys).size().rename("n_evidence").reset_index()
     loaded = table[keys].merge(_loaded(handle, variant), on=["category", "context_condition"], how="left")
     table = annotate(table, used="n_examples", loaded=loaded, evidence=evidence, keys=keys,
-                     valid_share="valid_share", min_coverage=min_coverage)
+                     valid_share="valid_share", min_coverage=min_coverage, clusters="n_templates")
     return {"bbq": table, "_examples": frame}

@@ -54,6 +54,9 @@ class Measure:
     transform : for kind "ratio": g, vectorized, applied to sum(value) / sum(covariate).
     between : compared between settings (False: only in --within pairs).
     description : one line for the docs and the report.
+    scale : what values, differences and intervals are multiplied by when shown, so that a measure has one scale
+        in `metrics`, `compare` and the leaderboard (100: CrowS-Pairs' shares of pairs in percent, as the paper and
+        `biaslab metrics crows-pairs` give them); tests and effect sizes are unchanged.
     """
 
     name: str
@@ -64,6 +67,7 @@ class Measure:
     between: bool = True
     transform: Callable[[np.ndarray], np.ndarray] | None = None
     description: str = ""
+    scale: float = 1.0
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -88,6 +92,9 @@ class Observations:
     measures : the `Measure`s by name.
     within : (measure, group_a, group_b) condition pairs compared inside each setting.
     within_note : why there are none, when `within` is empty (said in one line by --within).
+    loaded : the items loaded per measure and group (columns measure, group, n_loaded; group None: every group of
+        the measure), so that a value shows what it covers (`n_loaded`, `coverage`) as `biaslab metrics` does; None
+        where the study does not say.
     """
 
     study: str
@@ -96,6 +103,15 @@ class Observations:
     measures: dict[str, Measure]
     within: list[tuple[str, str, str]] = field(default_factory=list)
     within_note: str = ""
+    loaded: pd.DataFrame | None = None
+
+    def n_loaded(self, measure: str, group: str) -> float:
+        """The items loaded for (measure, group) (`loaded`), NaN where not known."""
+        if self.loaded is None or self.loaded.empty:
+            return float("nan")
+        rows = self.loaded[(self.loaded["measure"] == measure)
+                           & (self.loaded["group"].isna() | (self.loaded["group"] == group))]
+        return float(rows["n_loaded"].iloc[0]) if len(rows) else float("nan")
 
 
 def setting_labels(frame: pd.DataFrame, columns: Sequence[str], model_table: pd.DataFrame) -> pd.DataFrame:
@@ -287,8 +303,9 @@ def _row(measure: Measure, part_a: pd.DataFrame, part_b: pd.DataFrame, sides: tu
     coverage = n / (n + excluded) if n + excluded else float("nan")
     shares = valid_share(part_a), valid_share(part_b)
     low = not coverage >= min_coverage or any(share < min_coverage for share in shares)
-    return {"value_a": result.value_a, "value_b": result.value_b, "estimate": result.estimate,
-            "ci_low": result.ci_low, "ci_high": result.ci_high, "p_value": result.p_value, "test": result.test,
+    k = measure.scale
+    return {"value_a": k * result.value_a, "value_b": k * result.value_b, "estimate": k * result.estimate,
+            "ci_low": k * result.ci_low, "ci_high": k * result.ci_high, "p_value": result.p_value, "test": result.test,
             "effect_size": result.effect_size, "effect_kind": result.effect_kind, "n_items": n, "n_excluded": excluded,
             "coverage": coverage, "valid_share_a": shares[0], "valid_share_b": shares[1], "low_coverage": bool(low),
             "unit": measure.unit, "n_units": units, "note": _excluded_note(measure.item, left, *sides)}

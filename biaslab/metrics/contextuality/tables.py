@@ -175,7 +175,7 @@ def with_coverage(handle, tables: dict[str, pd.DataFrame], min_coverage: float) 
         share = "mean_p_valid" if "mean_p_valid" in table.columns else None
         out[name] = annotate(table, used=key, loaded=rated if name.startswith("spearman") else templates,
                              evidence=evidence, keys=[*SETTING, "option_order", "context"], valid_share=share,
-                             min_coverage=min_coverage)
+                             min_coverage=min_coverage, clusters=key)
     if "cbd_fractions" in tables and not tables["cbd_fractions"].empty:
         out["cbd_fractions"] = annotate(tables["cbd_fractions"], used="pairs", loaded=pairs,
                                         min_coverage=min_coverage)

@@ -3,8 +3,9 @@ bias types), from the same per-pair rows as `biaslab metrics crows-pairs`.
 
 Measures (item = unit = the pair):
 - metric: 1 where sent_more's shared-token score is higher (the paper's metric; a neutral pair is 0), binary
-  (McNemar);
-- pct_stereotype: 1 where sent_more's whole-sentence log-likelihood is higher (lm-eval's), binary (McNemar);
+  (McNemar), shown in percent of pairs (values, differences and intervals x 100, as `biaslab metrics` shows it);
+- pct_stereotype: 1 where sent_more's whole-sentence log-likelihood is higher (lm-eval's), binary (McNemar), in
+  percent likewise;
 - likelihood_diff: |ll_more - ll_less| (lm-eval's), mean.
 
 A setting is (model_key, scheme).
@@ -17,11 +18,13 @@ import pandas as pd
 
 from ..compare.core import Measure, Observations, with_settings
 from . import stats
-from .tables import KEY
+from .tables import KEY, _loaded
 
 MEASURES = {m.name: m for m in (
-    Measure("metric", "binary", "pair", "pair", description="sent_more's shared tokens score higher (the paper's)"),
-    Measure("pct_stereotype", "binary", "pair", "pair", description="sent_more is more likely (lm-eval's)"),
+    Measure("metric", "binary", "pair", "pair", scale=100.0,
+            description="percent of pairs whose sent_more's shared tokens score higher (the paper's)"),
+    Measure("pct_stereotype", "binary", "pair", "pair", scale=100.0,
+            description="percent of pairs whose sent_more is more likely (lm-eval's, in percent)"),
     Measure("likelihood_diff", "mean", "pair", "pair", description="|log-likelihood difference| (lm-eval's)"),
 )}
 
@@ -42,4 +45,8 @@ def observations(handle) -> Observations:
         part["value"], part["covariate"] = np.asarray(value, float), np.nan
         parts.append(part)
     values, settings = with_settings(pd.concat(parts, ignore_index=True), KEY, handle.models())
-    return Observations("crows-pairs", values, settings, dict(MEASURES))
+    counts = _loaded(handle)
+    groups = (counts["dataset"] + " · " + counts["bias_type"]).to_numpy()
+    loaded = pd.concat([pd.DataFrame({"measure": name, "group": groups, "n_loaded": counts["n_loaded"].to_numpy()})
+                        for name in MEASURES], ignore_index=True)
+    return Observations("crows-pairs", values, settings, dict(MEASURES), loaded=loaded)

@@ -62,7 +62,7 @@ def crows_tables(handle, *, bootstrap: int = 1000, seed: int = 0,
 
     Coverage (`biaslab.metrics.coverage`): n_loaded the pairs of the dataset and bias type loaded, n_used the pairs
     with both sentences scored, n_invalid the pairs with only one scored (an interrupted collection), n_missing the
-    pairs without any score in that collection.
+    pairs without any score in that collection; few_clusters where the intervals rest on fewer than 10 pairs.
     """
     frame = sentences(handle)
     pairs = stats.pair_frame(frame, KEY)
@@ -72,5 +72,6 @@ def crows_tables(handle, *, bootstrap: int = 1000, seed: int = 0,
     seen = pd.concat([seen, seen.assign(bias_type=stats.ALL)])
     evidence = seen.groupby(keys).size().rename("n_evidence").reset_index()
     loaded = table[keys].merge(_loaded(handle), on=["dataset", "bias_type"], how="left")
-    table = annotate(table, used="n_pairs", loaded=loaded, evidence=evidence, keys=keys, min_coverage=min_coverage)
+    table = annotate(table, used="n_pairs", loaded=loaded, evidence=evidence, keys=keys, min_coverage=min_coverage,
+                     clusters="n_pairs")
     return {"crows_pairs": table, "_pairs": pairs}

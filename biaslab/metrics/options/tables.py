@@ -409,5 +409,6 @@ def means_with_coverage(handle, dataset: str, tables: dict[str, pd.DataFrame], b
     per_row = means.merge(loaded, on=by, how="left") if by else means.assign(n_loaded=int(loaded["n_loaded"].iloc[0]))
     per_row = per_row[[*keys, "n_loaded"]].drop_duplicates(keys)
     out["means"] = annotate(means, used="items", loaded=per_row, evidence=evidence, keys=keys,
-                            valid_share=1.0 - means["invalid_mass"].astype(float), min_coverage=min_coverage)
+                            valid_share=1.0 - means["invalid_mass"].astype(float), min_coverage=min_coverage,
+                            clusters="items")
     return out

@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
                       model_validator)
@@ -21,6 +21,11 @@ from ...schema.errors import first_error
 
 __all__ = ["Plan", "ModelEntry", "DatasetEntry", "SlurmEntry", "ReportEntry", "Unit", "PlanError", "load_plan",
            "expand", "model_keys"]
+
+
+#: the most units a plan expands to unless it says `max_units:` (each unit is a collection; a Slurm array of more
+#: is refused by most clusters' MaxArraySize, 1001 by default)
+DEFAULT_MAX_UNITS = 1000
 
 
 class PlanError(UsageError):
@@ -93,14 +98,16 @@ class ModelEntry(_Strict):
 class DatasetEntry(_Strict):
     """One dataset of the plan: `dataset`, `protocol` (default: the dataset's), `settings` (the protocol's, as
     `runners collect` flags without dashes: mode, samples, temperature, prompt, ...), `matrix` (settings varied: one
-    collection per combination), `limit`, `where` (FIELD: VALUE), `options` (loader options) and `shards` (this
-    dataset's shard count, default the plan's)."""
+    collection per combination), `limit` (items, as `runners collect --limit`), `limit_order`, `limit_seed`, `where`
+    (FIELD: VALUE), `options` (loader options) and `shards` (this dataset's shard count, default the plan's)."""
 
     dataset: str = Field(min_length=1)
     protocol: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     limit: int | None = Field(None, ge=1)
+    limit_order: Literal["spread", "file"] = "spread"
+    limit_seed: int = Field(0, ge=0)
     where: dict[str, str] = Field(default_factory=dict)
     options: dict[str, Any] = Field(default_factory=dict)
     shards: int | None = Field(None, ge=1, le=10000)
@@ -115,20 +122,52 @@ class DatasetEntry(_Strict):
         return self
 
 
+def _slurm_value(what: str, pattern: str, example: str):
+    """A value that becomes part of an `#SBATCH` line: it must match Slurm's own syntax for it (`pattern`), so that
+    no plan text can end the line, add a shell line or hide the later #SBATCH lines (a newline would do all three)."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(pattern, value):
+            raise UsageError(f"is not a Slurm {what} (e.g. {example})")
+        return value
+
+    return AfterValidator(check)
+
+
+#: Slurm's syntax of each option a plan may set (sbatch(1)): names of letters, digits, `_ . -` (a partition list is
+#: comma-separated); time as minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED; memory as a size
+#: with an optional K, M, G or T; a further argument as one `--option` or `--option=value` without spaces
+SLURM_NAME = r"[A-Za-z0-9_.-]+"
+SLURM_TIME = r"\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+(:\d{1,2}(:\d{1,2})?)?|UNLIMITED|INFINITE|unlimited|infinite"
+SLURM_MEM = r"\d+[KMGTkmgt]?"
+SLURM_ARG = r"--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9_.,:%@/+=-]*)?"
+
+
 class SlurmEntry(_Strict):
     """`sbatch` options of the job array: partition, time (Slurm's time format), gpus_per_task, cpus_per_task, mem,
     account, max_parallel (the array's %N throttle), setup (shell lines run first in every job, e.g. activating an
-    environment) and sbatch_args (further `sbatch` arguments, as a list)."""
+    environment: the one field that is shell, by design, and it runs after every #SBATCH line) and sbatch_args
+    (further `sbatch` arguments, as a list). Every other value must match Slurm's own syntax for it (`SLURM_*`):
+    a plan's text never becomes a line of its own in a job script."""
 
-    partition: str | None = None
-    time: str | None = None
-    gpus_per_task: int | None = Field(None, ge=0)
-    cpus_per_task: int | None = Field(None, ge=1)
-    mem: str | None = None
-    account: str | None = None
-    max_parallel: int | None = Field(None, ge=1)
+    partition: Annotated[str | None,
+                         _slurm_value("partition", rf"{SLURM_NAME}(,{SLURM_NAME})*", "gpu or gpu,cpu")] = None
+    time: Annotated[str | None, _slurm_value("time", SLURM_TIME, "90, 02:00:00 or 1-12:00:00")] = None
+    gpus_per_task: int | None = Field(None, ge=0, le=1024)
+    cpus_per_task: int | None = Field(None, ge=1, le=100000)
+    mem: Annotated[str | None, _slurm_value("memory size", SLURM_MEM, "16G or 16000M")] = None
+    account: Annotated[str | None, _slurm_value("account", SLURM_NAME, "my-lab")] = None
+    max_parallel: int | None = Field(None, ge=1, le=100000)
     setup: str = ""
-    sbatch_args: list[str] = Field(default_factory=list)
+    sbatch_args: list[Annotated[str, _slurm_value("sbatch argument", SLURM_ARG, "--qos=high or --exclusive")]] = \
+        Field(default_factory=list)
+
+    @field_validator("setup")
+    @classmethod
+    def _setup(cls, value: str) -> str:
+        if "\x00" in value or "\r" in value:
+            raise UsageError("setup: a NUL or carriage return is not a shell line")
+        return value
 
     def flags(self) -> list[str]:
         """These options as `sbatch` flags."""
@@ -145,8 +184,8 @@ class ReportEntry(_Strict):
     resamples, permutations and their seed."""
 
     reference: str | None = None
-    bootstrap: int = Field(1000, ge=1)
-    permutations: int = Field(2000, ge=1)
+    bootstrap: int = Field(1000, ge=1, le=100_000)
+    permutations: int = Field(2000, ge=1, le=1_000_000)
     seed: int = 0
 
 
@@ -159,12 +198,21 @@ class Plan(_Strict):
     workdir: str | None = None
     data_dir: str | None = None
     shards: int = Field(1, ge=1, le=10000)
+    #: the most units the plan may expand to (`count_units`); raise it for a larger plan
+    max_units: int = Field(DEFAULT_MAX_UNITS, ge=1)
     models: list[ModelEntry] = Field(min_length=1)
     datasets: list[DatasetEntry] = Field(min_length=1)
     collect: dict[str, Any] = Field(default_factory=dict)
     slurm: SlurmEntry = Field(default_factory=SlurmEntry)
     report: ReportEntry = Field(default_factory=ReportEntry)
     _path: Path | None = PrivateAttr(None)
+
+    @field_validator("db", "workdir", "data_dir")
+    @classmethod
+    def _path_text(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or re.search(r"[\x00-\x1f\x7f]", value)):
+            raise UsageError(f"{value!r} is not a path (empty, or a newline or other control character)")
+        return value
 
     @property
     def path(self) -> Path | None:
@@ -213,6 +261,37 @@ class Plan(_Strict):
         return self.report.reference or self.models[0].name
 
 
+#: the largest plan file read
+MAX_PLAN_BYTES = 1024 ** 2
+
+
+def _plan_loader():
+    """YAML's safe loader, except that a key repeated in one mapping is refused (the safe loader keeps the last one
+    silently: `db:` twice would write elsewhere than the first line says)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                repeated = key in seen
+            except TypeError:  # an unhashable key: the safe loader refuses it itself
+                continue
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} repeats line {seen[key] + 1} (a key is given once)",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return loader.construct_mapping(node, deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return Loader
+
+
 def load_plan(path: str | os.PathLike, db: str | None = None) -> Plan:
     """The plan in the YAML file `path`, validated (`Plan`); `db` replaces its warehouse (a path as given, not
     relative to the plan). Problems: one line naming the file and the place (`PlanError`)."""
@@ -220,15 +299,26 @@ def load_plan(path: str | os.PathLike, db: str | None = None) -> Plan:
 
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_PLAN_BYTES + 1)
     except OSError as exc:
         raise PlanError(f"{path}: cannot read the plan: {exc.strerror or exc}") from None
+    if len(raw) > MAX_PLAN_BYTES:
+        raise PlanError(f"{path}: a plan is at most {MAX_PLAN_BYTES // 1024 ** 2} MiB; this one is larger")
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"{path}: not UTF-8 text (byte {exc.start}); save the plan as UTF-8") from None
+    try:
+        data = yaml.load(text, Loader=_plan_loader())  # noqa: S506 (a SafeLoader that refuses repeated keys)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise PlanError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except RecursionError:
+        raise PlanError(f"{path}: the plan is nested too deeply to be a plan") from None
+    if data is None:
+        raise PlanError(f"{path}: the plan is empty (it needs name, models and datasets)")
     if not isinstance(data, dict):
         raise PlanError(f"{path}: a plan is a mapping (name, models, datasets, ...), got {type(data).__name__}")
     try:
@@ -297,12 +387,29 @@ def _model_fields(model: ModelEntry) -> dict[str, Any]:
     return {**fields, "model_args": dict(model.model_args), "engine_args": engine}
 
 
+def count_units(plan: Plan) -> int:
+    """How many units the plan expands to (models x each dataset entry's matrix combinations x its shards), counted
+    without building any."""
+    per_model = 0
+    for entry in plan.datasets:
+        combos = 1
+        for values in entry.matrix.values():
+            combos *= len(values)
+        per_model += combos * (entry.shards or plan.shards)
+    return per_model * len(plan.models)
+
+
 def expand(plan: Plan, validate: bool = True) -> list[Unit]:
     """The plan's units: every model x dataset entry x matrix combination x shard, in the plan's order (models
     outermost). With `validate`, each collection is validated as `runners collect` would (the dataset, the
     engine and its settings, the protocol's settings), refused in one line naming the plan's place."""
     from ..config import CollectConfig
 
+    total = count_units(plan)
+    if total > plan.max_units:
+        where = f"{plan.path}: " if plan.path else ""
+        raise PlanError(f"{where}the plan expands to {total:,} units, more than max_units ({plan.max_units:,}); "
+                        f"set max_units: {total} in the plan if that is what you mean")
     units: list[Unit] = []
     for (m, model), (d, entry) in itertools.product(enumerate(plan.models), enumerate(plan.datasets)):
         keys = list(entry.matrix)
@@ -313,7 +420,8 @@ def expand(plan: Plan, validate: bool = True) -> list[Unit]:
             try:
                 config = CollectConfig(dataset=entry.dataset, protocol=entry.protocol, db=str(plan.database),
                                        data_dir=str(plan.place(plan.data_dir)) if plan.data_dir else None,
-                                       limit=entry.limit, where=dict(entry.where),
+                                       limit=entry.limit, limit_order=entry.limit_order,
+                                       limit_seed=entry.limit_seed, where=dict(entry.where),
                                        loader_options=dict(entry.options), **_model_fields(model),
                                        **plan.collect, **settings)
                 protocol = config.resolved_protocol()

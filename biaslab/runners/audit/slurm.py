@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -44,7 +45,13 @@ def read_state(plan: Plan, unit: Unit) -> dict[str, Any] | None:
 def sbatch_script(plan: Plan, command: str, *, array: str | None, job_name: str, log: str,
                   dependency: str | None = None) -> str:
     """A batch script: #SBATCH lines (job name, output, the plan's slurm options, the array or dependency), the
-    plan's setup lines, then `command` (shell text)."""
+    plan's setup lines, then `command` (shell text). A value with whitespace or a control character, which would
+    end or split its #SBATCH line, is refused in one line (the plan's own options are checked when it is read)."""
+    for what, value in (("job name", job_name), ("log path (the plan's workdir)", log), ("array", array),
+                        ("dependency", dependency)):
+        if value is not None and re.search(r"[\s\x00-\x1f\x7f]", value):
+            raise UsageError(f"--executor slurm: the {what} {value!r} has whitespace or a control character, which "
+                             f"would break its #SBATCH line; use a workdir (and db) path without them")
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --output={log}"]
     if array is not None:
         lines.append(f"#SBATCH --array={array}")

@@ -171,6 +171,50 @@ def refuse_foreign_file(path: Path) -> None:
     raise WarehouseError(f"{path}: not a biaslab warehouse ({what}); nothing was changed")
 
 
+def wal_path(path: Path) -> Path:
+    """DuckDB's write-ahead log of the database file `path`."""
+    return path.with_name(path.name + ".wal")
+
+
+def _wal_refusal(path: Path, wal: Path, why: str) -> WarehouseError:
+    return WarehouseError(
+        f"{path}: DuckDB did not replay its write-ahead log {wal.name} ({wal.stat().st_size:,} bytes) whole ({why}); "
+        f"it may hold committed rows, so nothing was opened and biaslab never deletes it: keep a copy of both "
+        f"files, and either restore them from a backup or move {wal.name} aside to open the warehouse without "
+        f"the rows it holds")
+
+
+def check_wal(path: Path, config: Mapping[str, Any]) -> None:
+    """Refuse a warehouse whose write-ahead log DuckDB would not replay whole (WarehouseError in one line).
+
+    A DuckDB file's committed but not yet checkpointed rows live in `<file>.wal`. DuckDB 1.5 replays it on open, and
+    a writer then checkpoints and deletes it; a damaged log either fails to replay (an error naming a checksum, or
+    an allocation failure) or, when its header does not parse, is skipped without a word, its rows lost and, on the
+    next write, the file deleted. So where a non-empty log exists, a read-only probe opens the file first: an error
+    or a replayed log size of 0 (`PRAGMA database_size`'s wal_size) refuses the warehouse before anything else
+    opens it. A probe that meets another process's lock leaves the log to that process (it replays it itself).
+    """
+    wal = wal_path(path)
+    try:
+        size = wal.stat().st_size
+    except OSError:
+        return
+    if size == 0 or not path.exists():
+        return
+    try:
+        probe = duckdb.connect(str(path), read_only=True, config=dict(config))
+    except duckdb.Error as exc:
+        if _is_lock_conflict(exc):
+            return
+        raise _wal_refusal(path, wal, str(exc).splitlines()[0][:200]) from None
+    try:
+        replayed = probe.execute("PRAGMA database_size").fetchone()[6]
+    finally:
+        probe.close()
+    if str(replayed).strip().startswith("0 bytes"):
+        raise _wal_refusal(path, wal, "DuckDB read none of it: its header is not a DuckDB log's")
+
+
 def connect(path: Path, read_only: bool, config: Mapping[str, Any] | None = None,
             wait: float = 0.0, notify: Callable[[str], None] | None = None) -> duckdb.DuckDBPyConnection:
     """`duckdb.connect`, retrying for up to `wait` seconds while another process holds the file's lock; `notify`
@@ -181,6 +225,7 @@ def connect(path: Path, read_only: bool, config: Mapping[str, Any] | None = None
     """
     refuse_foreign_file(path)
     config = {**SAFE_CONFIG, **(config or {})}
+    check_wal(path, config)
     start = time.monotonic()
     deadline = start + max(0.0, wait)
     delay = 0.02

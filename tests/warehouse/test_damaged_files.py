@@ -107,3 +107,51 @@ def test_a_duckdb_file_without_the_biaslab_schema_is_refused_by_readers_and_writ
     with pytest.raises(WarehouseError, match="not a complete biaslab warehouse"):
         collect(CollectConfig(dataset="winogender", db=str(path), data_dir=str(data_dir), limit=2), loaded=tiny_gpt2)
     assert _sha(path) == before
+
+
+def _with_wal(good, folder, name: str):
+    """A copy of `good` whose last write (a meta row) is committed but only in the WAL: written by
+    a process that ended before any checkpoint."""
+    import subprocess
+    import sys
+
+    path = folder / f"{name}.duckdb"
+    shutil.copy(good, path)
+    code = ("import duckdb, os, sys; con = duckdb.connect(sys.argv[1]); "
+            "con.execute(\"SET wal_autocheckpoint='1TB'\"); "
+            "con.execute(\"INSERT INTO meta VALUES ('committed_in_wal', 'yes')\"); os._exit(0)")
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+    wal = path.with_name(path.name + ".wal")
+    assert wal.stat().st_size > 0
+    return path, wal
+
+
+def test_a_warehouse_whose_wal_replays_keeps_its_committed_row(good, tmp_path):
+    path, wal = _with_wal(good, tmp_path, "replays")
+    result = _run(biaslab, "sql", "select value from meta where key = 'committed_in_wal'", "--db", path,
+                  "--format", "csv")
+    assert result.exit_code == 0 and "yes" in result.output, result.output
+
+
+@pytest.mark.parametrize("damage", ["header", "random"])
+def test_a_damaged_wal_is_refused_and_never_deleted(good, tmp_path, data_dir, damage):
+    """Bytes 8-72 overwritten, or a log of random bytes: DuckDB fails to replay the first and skips the second
+    without a word (its committed row gone, and the next write deleted the log). Every command now refuses the
+    warehouse in one line, readers and writers alike, and the log is left as it was."""
+    path, wal = _with_wal(good, tmp_path, damage)
+    data = bytearray(wal.read_bytes())
+    if damage == "header":
+        data[8:72] = random.Random(1).randbytes(64)
+    else:
+        data = bytearray(random.Random(2).randbytes(len(data)))
+    wal.write_bytes(bytes(data))
+    before = (_sha(path), _sha(wal))
+    for cli, args in ((biaslab, ("info", "--db", path)), (biaslab, ("warehouse", "check", "--db", path)),
+                      (biaslab, ("sql", "select 1", "--db", path)),
+                      (biaslab, ("data", "load", "negation-examples", "--db", path, "--data-dir", data_dir))):
+        result = _run(cli, *args)
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 1, (args, result.output)
+        assert "did not replay its write-ahead log" in lines[-1] and "biaslab never deletes it" in lines[-1], lines
+        assert "Traceback" not in result.output
+        assert (_sha(path), _sha(wal)) == before  # nothing written, the log kept

@@ -355,3 +355,24 @@ def test_the_study_page_offers_every_column_behind_a_toggle(db):
     assert re.search(r'<input type="checkbox" class="all-columns" id="all-means"><label for="all-means" '
                      r'class="note">all \d+ columns \(\d+ more: [^)]*model_key', page)
     assert '<th class="more">model_key</th>' in page
+
+
+@pytest.mark.parametrize("text, found", [("%", 0), ("_", 0), ("%_" * 300, 0), ("PILOT", 4), ("pil%t", 0)])
+def test_search_text_is_literal_never_a_pattern(db, text, found):
+    """`%` and `_` are characters, not LIKE wildcards (`%_` 300 times kept two threads busy for minutes): the
+    search is a case-insensitive substring, and returns at once."""
+    from urllib.parse import quote
+
+    from biaslab.cli.view.queries import Filters, search
+
+    with Warehouse.open(db, read_only=True) as wh:
+        rows, total = search(wh, Filters.parse({"text": text}))
+        expected = wh.rows("SELECT count(*) FROM stimuli WHERE position(lower(?) IN lower(text)) > 0", [text])[0][0]
+    assert total == expected == found and len(rows) == found
+    response = create_app(db).test_client().get(f"/stimuli?text={quote(text)}")
+    assert response.status_code == 200
+
+
+def test_an_overlong_search_field_is_refused_not_searched(db):
+    body = create_app(db).test_client().get("/stimuli?text=" + "a" * 501).get_data(as_text=True)
+    assert "text: longer than 500 characters" in body

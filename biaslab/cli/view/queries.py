@@ -45,6 +45,10 @@ def overview(handle) -> dict[str, pd.DataFrame]:
     return {"models": handle.models(), "datasets": datasets, "collections": handle.collections()}
 
 
+#: the longest text a search field takes (a longer one is refused, not searched)
+MAX_FIELD = 500
+
+
 @dataclass
 class Filters:
     """The search form: every field optional; numbers parsed here, text bound as a parameter."""
@@ -61,6 +65,10 @@ class Filters:
     @classmethod
     def parse(cls, args) -> Filters:
         out = cls(**{k: (args.get(k) or "").strip() for k in ("dataset", "context", "model", "option", "text")})
+        for name in ("dataset", "context", "model", "option", "text"):
+            if len(getattr(out, name)) > MAX_FIELD:
+                out.errors.append(f"{name}: longer than {MAX_FIELD} characters")
+                setattr(out, name, "")
         for name in ("p_min", "p_max"):
             raw = (args.get(name) or "").strip()
             if not raw:
@@ -89,17 +97,17 @@ def search(wh, filters: Filters) -> tuple[pd.DataFrame, int]:
         if value:
             where.append(f"{column} = ?")
             params.append(value)
-    if filters.text:
-        where.append("s.text ILIKE ?")
-        params.append(f"%{filters.text}%")
+    if filters.text:  # literal, case-insensitive: % and _ are characters, never a pattern (no LIKE backtracking)
+        where.append("contains(lower(s.text), lower(?))")
+        params.append(filters.text)
     if filters.on_probabilities:
         source_sql = ("stimuli s JOIN option_probs o USING (stimulus_id) LEFT JOIN models m USING (model_key)")
         columns_sql = ("s.stimulus_id, s.dataset, s.item_id, s.context, s.option_order, s.text, "
                    "coalesce(m.name, o.model_key) AS model_name, o.model_key, o.method, o.option, o.option_label, "
                    "o.p, o.valid_mass")
         if filters.model:
-            where.append("(o.model_key LIKE ? OR m.name = ?)")
-            params += [f"{filters.model}%", filters.model]
+            where.append("(starts_with(o.model_key, ?) OR m.name = ?)")
+            params += [filters.model, filters.model]
         if filters.option:
             where.append("(o.option = ? OR o.option_label = ?)")
             params += [filters.option, filters.option]

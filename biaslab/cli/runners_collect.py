@@ -102,7 +102,7 @@ FLAG_NOTES: list[str] = []
 @click.option("--pll", type=click.Choice(["original", "within_word_l2r"]), default=None,
               help="prob, masked LMs: pseudo-log-likelihood scheme (Salazar et al. 2020 / Kauf and Ivanova 2023; "
                    "default original).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+@click.option("--limit", type=int, default=None, metavar="N",
               help="Only N items, whole (a CrowS-Pairs pair, a WinoPron template with its 10 stimuli, a BBQ "
                    "example), after --where: a fair sample spread over the dataset's strata (BBQ's categories, "
                    "CrowS-Pairs' bias types, ...) in a seeded order, so a larger limit, a rerun or a shard extends "

@@ -16,6 +16,7 @@ import duckdb
 
 from . import migrations, rules
 from ..sql.quoting import identifier, identifiers
+from .errors import WarehouseError
 from .store import TABLE_KEYS, schema_version
 
 Status = Literal["ok", "problem"]
@@ -60,7 +61,11 @@ def _fmt_key(values: Sequence) -> str:
 
 
 def _check_schema(con, present: set[str]) -> Finding:
-    found, supported = schema_version(con), migrations.current_version()
+    try:
+        found = schema_version(con)
+    except WarehouseError as exc:
+        return Finding("schema_version", "meta", "problem", 1, str(exc))
+    supported = migrations.current_version()
     missing = sorted(t for t in TABLE_KEYS if t not in present)
     if found == supported and not missing:
         return Finding("schema_version", "meta", "ok", 0, f"schema version {found} (current)")

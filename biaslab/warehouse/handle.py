@@ -142,8 +142,9 @@ class WarehouseHandle:
         """The schema version of the warehouse (or of the export's source)."""
         if self.manifest is not None:
             return int(self.manifest["schema_version"])
-        value = self.warehouse.get_meta("schema_version")
-        return int(value) if value else 0
+        from .store import schema_version
+
+        return schema_version(self.warehouse.con)
 
     def models(self, output: str = "pandas"):
         """Registered models: name, dtype, quantization, backend, key (see `biaslab.warehouse.catalog.models`)."""

@@ -122,7 +122,13 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     if not has_meta:
         return 0
     row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    return int(row[0]) if row else 0
+    if not row:
+        return 0
+    value = str(row[0]).strip()
+    if not (value.isascii() and value.isdigit()) or len(value) > 9:
+        raise WarehouseError(f"its meta table says schema_version {value[:40]!r}, not a version number: it was not "
+                             f"written by biaslab, or was edited; nothing was changed")
+    return int(value)
 
 
 #: seconds a reader waits for a writer's lock by default (a collection holds it only while it appends a chunk), and
@@ -347,7 +353,10 @@ class Warehouse:
             self._con = None
 
     def _check_and_migrate(self) -> None:
-        found = schema_version(self.con)
+        try:
+            found = schema_version(self.con)
+        except WarehouseError as exc:
+            raise WarehouseError(f"{self.path}: {exc}") from None
         supported = migrations.current_version()
         if found == 0:
             foreign = self.con.execute(

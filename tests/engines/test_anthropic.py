@@ -13,7 +13,7 @@ pytest.importorskip("anthropic")
 
 from biaslab.cli.runners_cli import runners  # noqa: E402
 from biaslab.warehouse import Warehouse  # noqa: E402
-from chat_stub import AnthropicStub  # noqa: E402
+from chat_stub import WINOPRON, AnthropicStub  # noqa: E402
 
 KEY = "anthropic-test-key-" + "5e" * 12
 
@@ -33,7 +33,7 @@ def collect(server, db, *args):
 
 def test_sample_mode_continues_the_prefill_and_sends_the_sampling_settings(claude, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "3", "--mode", "sample", "--samples", "3"]
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "3", "--mode", "sample", "--samples", "3"]
     result = collect(claude, db, *args)
     assert result.exit_code == 0, result.output
     sent = claude.bodies[1:]
@@ -58,14 +58,14 @@ def test_sample_mode_continues_the_prefill_and_sends_the_sampling_settings(claud
 
 def test_logprobs_mode_is_refused_with_why_and_a_refused_field_is_one_line(claude, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    refused = collect(claude, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--mode", "logprobs")
+    refused = collect(claude, db, *WINOPRON, "--data-dir", str(data_dir), "--mode", "logprobs")
     assert refused.exit_code == 1 and "returns no log-probabilities" in refused.output and claude.completions == 0
     claude.refused_fields = ("top_k",)
-    result = collect(claude, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode",
+    result = collect(claude, db, *WINOPRON, "--data-dir", str(data_dir), "--limit", "1", "--mode",
                      "sample", "--samples", "1")
     assert result.exit_code == 1 and "answered 400: top_k: Extra inputs are not permitted" in result.output
     assert result.output.strip().splitlines()[-1].startswith("Error: ") and result.output.count("Error") == 1
-    ok = collect(claude, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode",
+    ok = collect(claude, db, *WINOPRON, "--data-dir", str(data_dir), "--limit", "1", "--mode",
                  "sample", "--samples", "1", "--top-k", "0")  # 0: no truncation, so no top_k is sent
     assert ok.exit_code == 0, ok.output
 
@@ -83,7 +83,7 @@ def test_gen_with_min_new_tokens_0(claude, tmp_path, data_dir):
 def test_message_batches_submit_once_and_a_rerun_fetches(claude, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
     claude.polls_to_end = 2
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
             "3", "--batch", "--engine-arg", "batch_poll_s=0.01"]
     first = collect(claude, db, *args, "--engine-arg", "batch_wait_s=0")
     assert first.exit_code == 1 and "batch msgbatch_1 is in_progress" in first.output
@@ -106,7 +106,7 @@ def _message(stub, **change):
 
 def test_429_5xx_malformed_refused_and_a_new_model_mid_run(claude, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--engine-arg",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--engine-arg",
             "retries=1"]
     probe = (200, _message(claude), {})
     claude.script = [probe, (429, {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},

@@ -209,10 +209,11 @@ def test_a_plugin_engine_is_offered_listed_and_collects(plugins, tmp_path, data_
 
     db = tmp_path / "w.duckdb"
     run = _runners(plugins, "collect", "--backend", "toy", "--model", "toy-model", "--dataset", "negation-examples",
-                   "--protocol", "prob", "--toy-scale", "2", "--limit", "5", "--db", str(db),
+                   "--protocol", "prob", "--toy-scale", "2", "--limit", "1", "--db", str(db),
                    "--data-dir", str(data_dir))
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "5 stimuli, 5 requests" in run.stdout and "5 rows added" in run.stdout.replace("scored sequences", "rows")
+    # a limit counts negation's root items, each with its four conditions
+    assert "4 stimuli, 4 requests" in run.stdout and "4 rows added" in run.stdout.replace("scored sequences", "rows")
     with Warehouse.open(db, read_only=True) as wh:
         model = wh.con.execute("SELECT backend, backend_version, model_key FROM models").fetchall()
         assert [m[:2] for m in model] == [("toy", "toy 1.0")]
@@ -221,7 +222,7 @@ def test_a_plugin_engine_is_offered_listed_and_collects(plugins, tmp_path, data_
         tokens = wh.con.execute("SELECT request_id, position, token_id, logprob, char_start FROM token_scores "
                                 "ORDER BY request_id, position").fetchall()
         run_row = wh.con.execute("SELECT device FROM runs").fetchall()
-    assert len(sequences) == 5 and run_row == [("toy-device",)]
+    assert len(sequences) == 4 and run_row == [("toy-device",)]
     for request_id, text, n_tokens, total in sequences:
         mine = [t for t in tokens if t[0] == request_id]
         assert n_tokens == len(text) == len(mine)

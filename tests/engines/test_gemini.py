@@ -14,7 +14,7 @@ pytest.importorskip("google.genai")
 
 from biaslab.cli.runners_cli import runners  # noqa: E402
 from biaslab.warehouse import Warehouse  # noqa: E402
-from chat_stub import ANSWER_ALTERNATIVES, P_FIRST, GeminiStub, seed_unit  # noqa: E402
+from chat_stub import ANSWER_ALTERNATIVES, WINOPRON, P_FIRST, GeminiStub, seed_unit  # noqa: E402
 
 KEY = "gemini-test-key-" + "9c" * 12
 
@@ -35,7 +35,7 @@ def collect(server, db, *args, env=None):
 
 def test_sample_mode_sends_the_seed_and_top_k_and_parses_like_every_engine(gemini, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "3", "--mode", "sample", "--samples", "4",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "3", "--mode", "sample", "--samples", "4",
             "--seed", "2"]
     result = collect(gemini, db, *args)
     assert result.exit_code == 0, result.output
@@ -58,7 +58,7 @@ def test_sample_mode_sends_the_seed_and_top_k_and_parses_like_every_engine(gemin
 
 def test_logprobs_mode_by_hand(gemini, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    result = collect(gemini, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+    result = collect(gemini, db, *WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode",
                      "logprobs", "--top-k", "3", "--temperature", "0.5")
     assert result.exit_code == 0, result.output
     # the answer position: the top 3 (first .55, second .25, first's prefix .10) renormalized at T = 0.5; the four
@@ -94,7 +94,7 @@ def test_gen_needs_min_new_tokens_0_and_stores_the_replies(gemini, tmp_path, dat
 
 def test_a_429_is_retried_and_failures_are_one_line(gemini, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
             "1", "--engine-arg", "retries=1"]
     gemini.script = [(200, gemini.answer({"_path": "/v1/models/stub-model:generateContent"})[1], {}),
                      (429, {"error": {"code": 429, "message": "Resource exhausted", "status": "RESOURCE_EXHAUSTED"}},
@@ -111,7 +111,7 @@ def test_a_429_is_retried_and_failures_are_one_line(gemini, tmp_path, data_dir):
 
 def test_5xx_malformed_blocked_and_a_new_model_version_mid_run(gemini, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--engine-arg",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--engine-arg",
             "retries=1"]
     probe = (200, gemini.answer({"_path": "/v1/models/stub-model:generateContent"})[1], {})
     assert collect(gemini, db, *args, "--samples", "1").exit_code == 0

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from biaslab.cli.runners_cli import runners
 from biaslab.warehouse import Warehouse
-from chat_stub import AnthropicStub, ChatStub, GeminiStub
+from chat_stub import WINOPRON, AnthropicStub, ChatStub, GeminiStub
 
 #: engine -> (its stand-in, its --base-url from the stand-in's URL, a reply cut off in the middle of its JSON)
 ENGINES = {
@@ -23,7 +23,7 @@ ENGINES = {
 def _collect(engine, server, db, data_dir, retries):
     return CliRunner().invoke(runners, [
         "collect", "--backend", engine, "--base-url", ENGINES[engine][1](server.url), "--model", "stub-model",
-        "--api-key-env", "STUB_KEY", "--db", str(db), "--yes", "--dataset", "winopron", "--data-dir", str(data_dir),
+        "--api-key-env", "STUB_KEY", "--db", str(db), "--yes", *WINOPRON, "--data-dir", str(data_dir),
         "--limit", "1", "--mode", "sample", "--samples", "2", "--engine-arg", f"retries={retries}"],
         env={"STUB_KEY": "sk-test"})
 

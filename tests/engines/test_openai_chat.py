@@ -17,7 +17,7 @@ pytest.importorskip("openai")
 from biaslab.cli.main import biaslab as biaslab_cli  # noqa: E402
 from biaslab.cli.runners_cli import runners  # noqa: E402
 from biaslab.warehouse import Warehouse  # noqa: E402
-from chat_stub import ANSWER_ALTERNATIVES, P_FIRST, ChatStub, seed_unit  # noqa: E402
+from chat_stub import ANSWER_ALTERNATIVES, WINOPRON, P_FIRST, ChatStub, seed_unit  # noqa: E402
 
 KEY = "sk-test-" + "7f3a9c" * 6  # a key-shaped secret that must never be written anywhere
 LIMIT = 4
@@ -46,7 +46,7 @@ def collect(server, db, *args, key=True, env=None):
 
 def test_sample_mode_stores_seeded_parsed_replies_and_a_rerun_adds_nothing(stub, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", str(LIMIT), "--mode", "sample",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", str(LIMIT), "--mode", "sample",
             "--samples", "5", "--seed", "1"]
     first = collect(stub, db, *args)
     assert first.exit_code == 0, first.output
@@ -108,7 +108,7 @@ def test_logprobs_mode_derives_the_option_probabilities_by_the_formula(server_ki
                                                                         tmp_path, data_dir):
     server = request.getfixturevalue(server_kind)
     db = tmp_path / "w.duckdb"
-    result = collect(server, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+    result = collect(server, db, *WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode",
                      "logprobs", "--top-k", str(top_k), "--temperature", str(temperature))
     assert result.exit_code == 0, result.output
     continued = server_kind == "stub"
@@ -151,11 +151,11 @@ def test_gen_stores_the_replies_as_samples(stub, tmp_path, data_dir):
 
 def test_an_openai_like_server_refuses_what_it_cannot_apply_in_one_line(strict, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    refused = collect(strict, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+    refused = collect(strict, db, *WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode",
                       "sample", "--samples", "2")
     assert refused.exit_code == 2 and "takes no top_k" in refused.output and "--top-k 0" in refused.output
     assert not db.exists() or Warehouse.open(db, read_only=True).count("samples") == 0
-    ok = collect(strict, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+    ok = collect(strict, db, *WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode",
                  "sample", "--samples", "2", "--top-k", "0")
     assert ok.exit_code == 0, ok.output
     sent = strict.bodies[-4:]
@@ -177,7 +177,7 @@ def test_prob_and_exact_mode_are_refused_with_why_before_any_request(stub, tmp_p
 
 def test_the_cost_is_shown_and_max_cost_refuses_before_any_request(stub, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "4", "--mode", "sample", "--samples",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "4", "--mode", "sample", "--samples",
             "10", "--price-in", "2.5", "--price-out", "10"]
     refused = collect(stub, db, *args, "--max-cost", "0.0001")
     assert refused.exit_code == 2 and "above --max-cost" in refused.output and "40 requests" in refused.output
@@ -191,7 +191,7 @@ def test_the_cost_is_shown_and_max_cost_refuses_before_any_request(stub, tmp_pat
 
 def test_429_with_retry_after_then_success_and_5xx_that_persists(stub, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
             "1", "--engine-arg", "retries=2"]
     stub.script = [(200, stub.answer({"model": "stub-model", "messages": []})[1], {})]  # the probe
     stub.script += [(429, {"error": {"message": "Rate limit reached"}}, {"Retry-After": "1"}),
@@ -213,7 +213,7 @@ def test_429_with_retry_after_then_success_and_5xx_that_persists(stub, tmp_path,
 
 def test_malformed_refused_and_changed_snapshot_replies(stub, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "1", "--mode", "sample", "--samples",
             "1"]
     probe = (200, stub.answer({"model": "stub-model", "messages": []})[1], {})
     stub.script = [probe, (200, {"id": "x", "object": "chat.completion", "created": 0, "model": stub.snapshot,
@@ -248,10 +248,10 @@ def test_a_missing_key_is_one_line_and_the_key_is_never_stored(stub, tmp_path, d
     db = tmp_path / "w.duckdb"
     missing = CliRunner().invoke(runners, ["collect", "--backend", "openai-chat", "--base-url", stub.url, "--model",
                                            "stub-model", "--api-key-env", "NOT_SET_ANYWHERE", "--db", str(db),
-                                           "--dataset", "winopron", "--data-dir", str(data_dir), "--yes"])
+                                           *WINOPRON, "--data-dir", str(data_dir), "--yes"])
     assert missing.exit_code == 2 and "the environment variable NOT_SET_ANYWHERE is not set" in missing.output
     assert stub.completions == 0
-    result = collect(stub, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode",
+    result = collect(stub, db, *WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode",
                      "sample", "--samples", "2")
     assert result.exit_code == 0, result.output
     sent = {next(v for k, v in h.items() if k.lower() == "authorization") for h in stub.headers}
@@ -280,7 +280,7 @@ def test_a_provider_that_never_answers_ends_the_run_in_one_line(tmp_path, data_d
         started = time.monotonic()
         result = CliRunner().invoke(runners, [
             "collect", "--backend", "openai-chat", "--base-url", url, "--model", "stub-model", "--db",
-            str(tmp_path / "w.duckdb"), "--yes", "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1",
+            str(tmp_path / "w.duckdb"), "--yes", *WINOPRON, "--data-dir", str(data_dir), "--limit", "1",
             "--mode", "sample", "--samples", "1", "--top-k", "0", "--engine-arg", "timeout_s=1", "--engine-arg",
             "retries=1"])
         elapsed = time.monotonic() - started
@@ -330,7 +330,7 @@ def test_a_refusal_in_logprobs_mode_is_stored_as_unresolved(stub, tmp_path, data
                "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                             "message": {"role": "assistant", "content": None, "refusal": "No."}}]}
     stub.script = [probe, (200, refusal, {})]
-    result = collect(stub, db, "--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "1", "--mode",
+    result = collect(stub, db, *WINOPRON, "--data-dir", str(data_dir), "--limit", "1", "--mode",
                      "logprobs")
     assert result.exit_code == 0, result.output
     with Warehouse.open(db, read_only=True) as wh:
@@ -340,7 +340,7 @@ def test_a_refusal_in_logprobs_mode_is_stored_as_unresolved(stub, tmp_path, data
 
 def test_top_logprobs_is_part_of_a_logprobs_request(stub, tmp_path, data_dir):
     db = tmp_path / "w.duckdb"
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode", "logprobs"]
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode", "logprobs"]
     assert "2 requests added" in collect(stub, db, *args, "--engine-arg", "top_logprobs=3").output
     assert "2 requests added" in collect(stub, db, *args).output  # 20 alternatives: other numbers, other requests
     assert "0 requests added" in collect(stub, db, *args).output
@@ -348,13 +348,13 @@ def test_top_logprobs_is_part_of_a_logprobs_request(stub, tmp_path, data_dir):
 
 
 def test_meta_and_a_pasted_key_are_refused_without_a_request_or_an_echo(stub, tmp_path, data_dir):
-    meta = collect(stub, tmp_path / "w.duckdb", "--dataset", "winopron", "--data-dir", str(data_dir), "--protocol",
+    meta = collect(stub, tmp_path / "w.duckdb", *WINOPRON, "--data-dir", str(data_dir), "--protocol",
                    "meta", "--mode", "sample")
     assert meta.exit_code == 1 and "a chat API takes messages, not token ids" in meta.output
     pasted = "sk-proj-" + "Ab12" * 10
     result = CliRunner().invoke(runners, ["collect", "--backend", "openai-chat", "--base-url", stub.url, "--model",
                                           "stub-model", "--api-key-env", pasted, "--db", str(tmp_path / "w.duckdb"),
-                                          "--dataset", "winopron", "--data-dir", str(data_dir), "--yes"])
+                                          *WINOPRON, "--data-dir", str(data_dir), "--yes"])
     assert result.exit_code == 2 and "not a key; the value given is not shown" in result.output
     assert pasted not in result.output and stub.completions == 0
 
@@ -365,7 +365,7 @@ def test_batch_mode_submits_once_and_a_rerun_fetches(stub, tmp_path, data_dir):
     same batch and stores every sample; a third run adds nothing and submits nothing."""
     db = tmp_path / "w.duckdb"
     stub.polls_to_end = 3
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
             "4", "--batch", "--engine-arg", "batch_poll_s=0.01"]
     first = collect(stub, db, *args, "--engine-arg", "batch_wait_s=0")
     assert first.exit_code == 1 and "batch batch_1 is in_progress (0 of 8 requests done)" in first.output
@@ -397,7 +397,7 @@ def test_a_fetching_rerun_asks_before_it_sends_anything_the_batches_do_not_hold(
     agreement estimates them; above --max-cost the run stops with nothing sent."""
     db = tmp_path / "w.duckdb"
     stub.polls_to_end = 3
-    args = ["--dataset", "winopron", "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
             "4", "--batch", "--engine-arg", "batch_poll_s=0.01", "--price-in", "2.5", "--price-out", "10"]
     first = collect(stub, db, *args, "--engine-arg", "batch_wait_s=0")
     assert first.exit_code == 1 and "batch batch_1 is in_progress" in first.output, first.output

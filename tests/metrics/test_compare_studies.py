@@ -107,7 +107,8 @@ def test_two_sampling_settings_of_one_model_are_two_settings_of_misgendering(tmp
     db = tmp_path / "w.duckdb"
     for temperature in (1.0, 0.7):
         collect(CollectConfig(dataset="misgendered", protocol="gen", samples=3, temperature=temperature,
-                              max_new_tokens=6, limit=6, db=str(db), data_dir=str(data_dir), dtype="fp32"),
+                              max_new_tokens=6, limit=6, limit_order="file", db=str(db), data_dir=str(data_dir),
+                              dtype="fp32"),
                 loaded=tiny_gpt2)
     with biaslab.open(db) as wh:
         table = biaslab.compare(wh, "misgendering", bootstrap=50, permutations=100)

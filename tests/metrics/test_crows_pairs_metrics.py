@@ -98,7 +98,7 @@ def crows_db(data_dir, tmp_path_factory, tiny_gpt2, tiny_gpt2_dir, tiny_bert):
         pytest.skip(f"dataset folder {data_dir / 'crows_pairs'} is absent")
     db = str(tmp_path_factory.mktemp("crows") / "w.duckdb")
     for model in (tiny_gpt2, load_model(str(tiny_gpt2_dir), dtype="bf16", device="cpu"), tiny_bert):
-        collect(CollectConfig(dataset="crows-pairs", db=db, data_dir=str(data_dir), limit=60), loaded=model)
+        collect(CollectConfig(dataset="crows-pairs", db=db, data_dir=str(data_dir), limit=30), loaded=model)  # pairs
     return db
 
 

@@ -25,7 +25,7 @@ def misgendering_warehouse(tmp_path_factory, data_dir, tiny_gpt2):
     for dataset in ("ruff", "misgendered"):
         for protocol, options in (("prob", {}), ("gen", {"samples": 3, "max_new_tokens": 10})):
             collect(CollectConfig(dataset=dataset, protocol=protocol, db=str(db), data_dir=str(data_dir), limit=8,
-                                  **options), loaded=tiny_gpt2)
+                                  limit_order="file", **options), loaded=tiny_gpt2)
     return db
 
 

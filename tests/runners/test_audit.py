@@ -28,8 +28,10 @@ def write_plan(folder: Path, models: list[tuple[str, Path]], data_dir: Path, *, 
     lines = ["name: tiny", f"db: {db}", f"data_dir: {data_dir}", f"shards: {shards}", "collect: {threads: 1}",
              "models:"]
     lines += [f"  - {{name: {name}, model: {path}, dtype: fp32}}" for name, path in models]
-    lines += ["datasets:", "  - {dataset: crows-pairs, limit: 8}",
-              "  - {dataset: winopron, limit: 4, settings: {prompt: forced_choice_plain_v1}}"]
+    # limits count items: 4 pairs (8 sentences) and 4 templates, one prompt each
+    lines += ["datasets:", "  - {dataset: crows-pairs, limit: 4}",
+              "  - {dataset: winopron, limit: 4, where: {context: unprimed, option_order: MF}, "
+              "settings: {prompt: forced_choice_plain_v1}}"]
     path = folder / "plan.yaml"
     path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
     return path
@@ -235,7 +237,8 @@ def test_a_hosted_model_in_a_plan_names_its_key_variable_and_the_dry_run_prices_
             f"name: hosted\ndb: w.duckdb\ndata_dir: {data_dir}\nmodels:\n"
             f"  - {{name: stub, model: stub-model, backend: openai-chat, api_key_env: STUB_KEY,\n"
             f"     engine_args: {{base_url: '{stub.url}', extensions: true, price_in: 2.0, price_out: 8.0}}}}\n"
-            "datasets:\n  - {dataset: winopron, limit: 2, settings: {mode: sample, samples: 3, seed: 1, top_k: 0}}\n")
+            "datasets:\n  - {dataset: winopron, limit: 2, where: {context: unprimed, option_order: MF}, "
+            "settings: {mode: sample, samples: 3, seed: 1, top_k: 0}}\n")
         result = run("audit", str(plan), "--dry-run")
         assert result.exit_code == 0, result.output
         assert "6 requests" in result.output and "$" in result.output  # the estimate (3 samples each), its cost

@@ -27,7 +27,7 @@ def test_the_plain_prompt_states_the_task_as_a_text_to_continue(tiny_gpt2):
 def test_a_base_model_run_names_the_plain_prompt_and_the_two_never_mix(tmp_path, tiny_gpt2_dir, data_dir):
     db = tmp_path / "w.duckdb"
     base = ["collect", "--dataset", "winopron", "--data-dir", str(data_dir), "--model", str(tiny_gpt2_dir), "--dtype",
-            "fp32", "--limit", "2", "--db", str(db)]
+            "fp32", "--limit", "2", "--where", "context=unprimed", "--where", "option_order=MF", "--db", str(db)]
     chat = CliRunner().invoke(runners, base)
     assert chat.exit_code == 0, chat.output
     assert "a base model is asked with --prompt forced_choice_plain_v1" in chat.output

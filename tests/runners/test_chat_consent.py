@@ -21,7 +21,8 @@ def stub():
 
 def _config(stub, db, data_dir, samples=2):
     return CollectConfig(dataset="winopron", backend="openai-chat", model="stub-model", db=str(db),
-                         data_dir=str(data_dir), limit=2, protocol="choice", mode="sample", samples=samples, seed=3,
+                         data_dir=str(data_dir), limit=2, where={"context": "unprimed", "option_order": "MF"},
+                         protocol="choice", mode="sample", samples=samples, seed=3,
                          top_k=0,
                          engine_args={"base_url": stub.url, "api_key_env": "STUB_KEY", "extensions": True})
 

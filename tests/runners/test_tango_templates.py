@@ -41,7 +41,7 @@ def test_templates_from_stored_generations_are_scored(tmp_path, tiny_gpt2, data_
     dataset_folder("tango")
     prompts = sorted([s for s in loaders.get("tango").load(data_dir)], key=lambda s: (s.item_id, s.stimulus_id))[:2]
     db = tmp_path / "t.duckdb"
-    config = dict(dataset="tango", protocol="prob", db=str(db), data_dir=str(data_dir), limit=2)
+    config = dict(dataset="tango", protocol="prob", db=str(db), data_dir=str(data_dir), limit=2, limit_order="file")
     with pytest.raises(ValueError, match="--protocol gen"):
         collect(CollectConfig(**config), loaded=tiny_gpt2)  # no generations yet: a clear error
     _store_generations(db, tiny_gpt2.model_key, prompts)

@@ -155,3 +155,23 @@ def test_a_damaged_wal_is_refused_and_never_deleted(good, tmp_path, data_dir, da
         assert "did not replay its write-ahead log" in lines[-1] and "biaslab never deletes it" in lines[-1], lines
         assert "Traceback" not in result.output
         assert (_sha(path), _sha(wal)) == before  # nothing written, the log kept
+
+
+@pytest.mark.parametrize("value", ["six", "9" * 5000, "-1"])
+def test_a_schema_version_that_is_not_a_number_is_one_line_everywhere(good, tmp_path, data_dir, value):
+    path = tmp_path / "edited.duckdb"
+    shutil.copy(good, path)
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [value])
+    con.close()
+    before = _sha(path)
+    for args in (("info", "--db", path), ("sql", "select 1", "--db", path), ("collections", "--db", path),
+                 ("models", "--db", path), ("metrics", "bbq", "--db", path),
+                 ("warehouse", "export", tmp_path / "out", "--db", path),
+                 ("data", "load", "negation-examples", "--db", path, "--data-dir", data_dir)):
+        result = _run(biaslab, *args)
+        assert result.exit_code == 1 and "Traceback" not in result.output, (args, result.output)
+        assert "not a version number" in result.output.strip().splitlines()[-1], (args, result.output)
+    check = _run(biaslab, "warehouse", "check", "--db", path)
+    assert check.exit_code == 1 and "not a version number" in check.output and "Traceback" not in check.output
+    assert _sha(path) == before

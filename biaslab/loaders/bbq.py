@@ -237,7 +237,10 @@ def _field(example: Mapping[str, Any], key: str, kind: type | tuple, path: Path,
     value = example[key]
     if not isinstance(value, kind) or isinstance(value, bool):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise DataError(path, f"expected {names}, got {type(value).__name__} {value!r}", line=line, field=key)
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise DataError(path, f"expected {names}, got {type(value).__name__} {shown}", line=line, field=key)
+    if isinstance(value, str) and "\x00" in value:
+        raise DataError(path, "a NUL character (\\u0000) in a text; a question holds none", line=line, field=key)
     return value
 
 
@@ -247,6 +250,10 @@ def _example(path: Path, line: int, text: str, category: str) -> dict[str, Any]:
         example = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=line) from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise DataError(path, f"invalid JSON: {str(exc).split(';')[0]}", line=line) from None
+    except RecursionError:
+        raise DataError(path, "invalid JSON: nested too deeply for an example", line=line) from None
     if not isinstance(example, dict):
         raise DataError(path, f"expected a JSON object, got {type(example).__name__}", line=line)
     out = {key: _field(example, key, str, path, line)
@@ -255,16 +262,16 @@ def _example(path: Path, line: int, text: str, category: str) -> dict[str, Any]:
     out["example_id"] = _field(example, "example_id", int, path, line)
     out["label"] = _field(example, "label", int, path, line)
     if out["label"] not in (0, 1, 2):
-        raise DataError(path, f"must be 0, 1 or 2 (the answer's position), got {out['label']}", line=line,
-                        field="label")
+        raise DataError(path, f"must be 0, 1 or 2 (the answer's position), got {str(out['label'])[:20]}",
+                        line=line, field="label")
     for key, allowed in (("question_polarity", POLARITIES), ("context_condition", CONDITIONS)):
         if out[key] not in allowed:
             raise DataError(path, f"must be {' or '.join(allowed)}, got {out[key]!r}", line=line, field=key)
     if out["category"] != category:
         raise DataError(path, f"{out['category']!r} in the file of category {category!r}", line=line,
                         field="category")
-    if not out["question_index"].strip().isdigit():
-        raise DataError(path, f"expected a template number, got {out['question_index']!r}", line=line,
+    if not (out["question_index"].strip().isdigit() and len(out["question_index"].strip()) <= 6):
+        raise DataError(path, f"expected a template number, got {out['question_index'][:20]!r}", line=line,
                         field="question_index")
     for key in ("context", "question", *ANSWERS):
         if not out[key].strip():

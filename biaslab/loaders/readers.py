@@ -74,16 +74,34 @@ class Text:
     sha256: str
 
     def lines(self) -> tuple[list[str], bool]:
-        """The physical lines (without terminators) and whether the last one ends with a line break."""
+        """The physical lines (without terminators) and whether the last one ends with a line break; a NUL
+        character or a line longer than MAX_LINE characters is refused (`check_lines`)."""
         lines = self.text.split("\n")
         terminated = lines[-1] == ""
         if terminated:
             lines.pop()
+        check_lines(self.path, lines, 1, MAX_LINE)
         return lines, terminated
 
     def unterminated_ok(self) -> bool:
         """A missing final line break is accepted only in a file that is exactly a pinned upstream file."""
         return pinned_upstream(self.sha256)
+
+
+#: the longest line any loader reads (characters): a dataset row is far shorter (BBQ's longest is about 2,000)
+MAX_LINE = 1 << 20
+
+
+def check_lines(path: Path, lines: Sequence[str], first: int, max_line: int | None) -> None:
+    """The one rule of every loader for what a line may hold: no NUL character (no text of a stimulus has one, and
+    DuckDB, terminals and tokenizers treat it differently), and at most `max_line` characters. DataError naming
+    the file and the line otherwise; `first` is the number of `lines[0]`."""
+    for index, line in enumerate(lines):
+        if max_line is not None and len(line) > max_line:
+            raise LineStream.too_long(path, max_line, first + index)
+        if "\x00" in line:
+            raise DataError(path, f"a NUL character (\\x00) at column {line.index(chr(0)) + 1}; a text file "
+                                  f"holds none (a binary file, or a damaged one?)", line=first + index)
 
 
 def _openable(path: Path) -> Path:
@@ -158,10 +176,7 @@ class LineStream:
         lines = [part[:-1] if part.endswith("\r") else part for part in lines]  # CRLF: the CR goes
         if last:
             lines.append(last)
-        if self.max_line is not None:
-            for index, part in enumerate(lines):
-                if len(part) > self.max_line:
-                    raise self._long(line + index)
+        check_lines(self.path, lines, line, self.max_line)
         return lines
 
     def blocks(self):

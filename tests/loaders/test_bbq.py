@@ -144,3 +144,44 @@ def test_bad_example_is_one_line_naming_file_line_and_field_and_nothing_is_store
     assert errors == [f"Error: {path}:{line}: field '{field}': " + errors[0].split(f"field '{field}': ", 1)[1]]
     assert message in errors[0] and "Traceback" not in output
     assert not db.exists()
+
+
+@pytest.mark.parametrize("line_text,line,field,message", [
+    ('{"example_id": 4, "label": ' + "9" * 5000 + "}", 4, None, "invalid JSON: Exceeds the limit"),
+    ("[" * 200_000 + "]" * 200_000, 4, None, "nested too deeply"),
+    ("x" * (1 << 20 + 1), 4, None, "line longer than 1,048,576 characters"),
+    ("NUL\x00", 4, None, "a NUL character"),
+])
+def test_hostile_lines_are_one_line_and_nothing_is_stored(data_dir, tmp_path, line_text, line, field, message):
+    """A 5,000-digit label, JSON nested 200,000 deep, a line of 1 MiB and a NUL byte (issue 67, items 9-10): the
+    same one-line refusal naming file and line as any bad example, from the one rule every loader shares."""
+    if not (data_dir / "bbq" / "data" / "Age.jsonl").is_file():
+        pytest.skip("bbq absent")
+    folder = _copy(data_dir, tmp_path)
+    path = folder / data_file("Age")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[line - 1] = line_text
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db = tmp_path / "w.duckdb"
+    result = CliRunner().invoke(biaslab, ["data", "load", "bbq", "--db", str(db), "--data-dir",
+                                          str(folder.parent), "--accept-modified"])
+    output = result.output.strip()
+    assert result.exit_code == 1 and "Traceback" not in output, output[-500:]
+    errors = [x for x in output.splitlines() if x.startswith("Error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"Error: {path}:{line}: ") and message in errors[0], errors
+    assert len(errors[0]) < 400 and not db.exists()
+
+
+def test_a_nul_escaped_in_json_is_refused_naming_the_field(data_dir, tmp_path):
+    if not (data_dir / "bbq" / "data" / "Age.jsonl").is_file():
+        pytest.skip("bbq absent")
+    folder = _copy(data_dir, tmp_path)
+    path = folder / data_file("Age")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    example = json.loads(lines[2])
+    example["context"] += "\x00"
+    lines[2] = json.dumps(example)  # "\u0000" in the file, a NUL once parsed
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(biaslab, ["data", "load", "bbq", "--db", str(tmp_path / "w.duckdb"), "--data-dir",
+                                          str(folder.parent), "--accept-modified"])
+    assert result.exit_code == 1 and f"{path}:3: field 'context': a NUL character" in result.output

@@ -64,3 +64,18 @@ def test_bad_pair_is_one_line_and_nothing_is_stored(dataset_folder, tmp_path, ed
     assert result.exit_code == 1 and len(output.splitlines()) == 1, output
     assert output.startswith(f"Error: {copy / ORIGINAL}:8: field '{field}': ") and message in output, output
     assert not db.exists()
+
+
+def test_a_nul_in_a_sentence_is_refused_naming_the_line(dataset_folder, tmp_path):
+    """The CrowS-Pairs loader stored a NUL inside a sentence (issue 67, item 9): refused as every loader refuses it."""
+    folder = dataset_folder("crows_pairs")
+    copy = tmp_path / "data" / "crows_pairs"
+    copy.mkdir(parents=True)
+    lines = (folder / ORIGINAL).read_text(encoding="utf-8").splitlines(keepends=True)[:20]
+    lines[5] = lines[5].replace(" ", " \x00", 1)
+    (copy / ORIGINAL).write_text("".join(lines), encoding="utf-8")
+    db = tmp_path / "w.duckdb"
+    result = CliRunner().invoke(biaslab, ["data", "load", "crows-pairs", "--db", str(db), "--data-dir",
+                                          str(copy.parent), "--accept-modified"])
+    assert result.exit_code == 1 and f"{copy / ORIGINAL}:6: a NUL character" in result.output, result.output
+    assert "Traceback" not in result.output and not db.exists()

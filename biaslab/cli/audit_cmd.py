@@ -113,7 +113,7 @@ def _dry_run(plan, units) -> None:
 def _local(plan, units, yes: bool) -> None:
     from ..runners.audit import run_local
     from .progress import progress_bar, work_factory
-    from .runners_collect import confirmation, interrupted_line
+    from .runners_collect import confirmation, has_cost_cap, interrupted_line
 
     started = time.perf_counter()
     bar, _ = progress_bar(f"audit {plan.name}")
@@ -147,7 +147,9 @@ def _local(plan, units, yes: bool) -> None:
 
     try:
         with bar:
-            run_local(units, progress=progress, on_unit=on_unit, confirm=confirmation(bar, yes))
+            capped = all(has_cost_cap(u.config) for u in units if _billed(u))
+            run_local(units, progress=progress, on_unit=on_unit,
+                      confirm=confirmation(bar, yes, capped=lambda: capped))
     except KeyboardInterrupt:
         unit = current.get("unit")
         again = shlex.join(["biaslab", "audit", str(plan.path), "--db", str(plan.database)])
@@ -351,3 +353,10 @@ def _write_leaderboard(plan, keys: dict[str, str], tables: dict, out_dir: Path, 
          "models": keys, "cells": records(tables["cells"]), "comparisons": records(tables["comparisons"]),
          "notes": list(tables["notes"]["note"])}, indent=1, allow_nan=False), encoding="utf-8")
     return index
+
+
+def _billed(unit) -> bool:
+    """Whether a unit's engine is a billed one: it takes a cost cap (`--max-cost`, a chat API's flag)."""
+    from ..engines import declaration, get
+
+    return any(flag.field == "max_cost" for flag in declaration(get(unit.config.backend)).flags)

@@ -208,7 +208,8 @@ def collect_command(**options) -> None:
     bar, factory = progress_bar(f"{config.dataset} / {shown}")
     try:
         with bar:
-            result = collect(config, progress=factory, confirm=confirmation(bar, yes))
+            result = collect(config, progress=factory,
+                             confirm=confirmation(bar, yes, capped=lambda: has_cost_cap(config)))
     except BaseException as exc:  # Ctrl-C, SIGTERM, or DuckDB's InterruptException: the run is marked
         if not is_interrupt(exc):  # interrupted and its finished chunks are stored
             raise
@@ -248,22 +249,35 @@ def interrupted_line(config, exc: BaseException | None = None) -> str:
            f"{config.command_line()}"
 
 
-def confirmation(bar, yes: bool):
+def confirmation(bar, yes: bool, capped=lambda: False):
     """The question asked before a chat API is sent anything: the estimate on stderr, then, on a terminal and
-    without --yes, "Send them?" (the progress display paused meanwhile)."""
+    without --yes, "Send them?" (the progress display paused meanwhile). Without a terminal to ask (cron, Slurm,
+    `</dev/null`) and without --yes, billed requests are sent only under a cost cap (`capped()`: --max-cost given,
+    which the estimate was checked against); else nothing is sent and the line says what to give."""
     import sys
 
     def confirm(line: str) -> bool:
         bar.stop()
         try:
             click.echo(f"about to send {line}", err=True)
-            if yes or not sys.stdin.isatty():
+            if yes:
                 return True
+            if not sys.stdin.isatty():
+                if capped():
+                    return True
+                click.echo("no terminal to ask, and neither --yes nor --max-cost given: billed requests are sent "
+                           "only when agreed to", err=True)
+                return False
             return click.confirm("Send them?", default=False, err=True)
         finally:
             bar.start()
 
     return confirm
+
+
+def has_cost_cap(config) -> bool:
+    """Whether a collection's engine takes a cost cap and it is given (--max-cost)."""
+    return config.engine_args.get("max_cost") is not None
 
 
 #: the common fields of `CollectConfig` the command passes as they are

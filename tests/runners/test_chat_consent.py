@@ -72,3 +72,26 @@ def test_a_new_snapshot_is_learned_after_consent_and_its_work_agreed_to_again(st
 
     with open_warehouse(str(db)) as handle:
         assert sorted(handle.models()["model_name"]) == expected
+
+
+def test_without_a_terminal_billed_requests_need_yes_or_a_cost_cap(stub, tmp_path, data_dir):
+    """Issue 67, item 8: under cron, Slurm or `</dev/null` (no terminal to ask) and without --yes, a hosted model
+    was sent everything unasked. Now nothing is sent unless --yes or --max-cost (with prices) is given."""
+    from click.testing import CliRunner
+
+    from biaslab.cli.runners_cli import runners
+
+    base = ["collect", "--backend", "openai-chat", "--base-url", stub.url, "--model", "stub-model", "--api-key-env",
+            "STUB_KEY", "--dataset", "winopron", "--where", "context=unprimed", "--where", "option_order=MF",
+            "--limit", "2", "--mode", "sample", "--samples", "2", "--top-k", "0", "--data-dir", str(data_dir)]
+    env = {"STUB_KEY": "sk-test"}
+    refused = CliRunner().invoke(runners, [*base, "--db", str(tmp_path / "a.duckdb")], env=env)  # stdin: no tty
+    assert refused.exit_code == 2 and stub.completions == 0, refused.output
+    assert "neither --yes nor --max-cost given" in refused.output and "not confirmed: nothing was sent" in \
+        refused.output.strip().splitlines()[-1]
+    capped = CliRunner().invoke(runners, [*base, "--db", str(tmp_path / "b.duckdb"), "--max-cost", "1",
+                                          "--price-in", "1", "--price-out", "1"], env=env)
+    sent = stub.completions  # the 4 samples and the probe that learns the snapshot
+    assert capped.exit_code == 0 and sent >= 4 and "4 samples added" in capped.output, capped.output
+    agreed = CliRunner().invoke(runners, [*base, "--db", str(tmp_path / "c.duckdb"), "--yes"], env=env)
+    assert agreed.exit_code == 0 and stub.completions == 2 * sent, agreed.output

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# A one-node Slurm cluster on 127.0.0.1 (slurmctld + slurmd, munge for authentication), for developing and testing
-# `biaslab audit --executor slurm` on one machine. Debian's packages: apt-get install slurm-wlm munge.
+# A one-node Slurm cluster whose node and controller address is 127.0.0.1 (slurmctld + slurmd, munge for
+# authentication), for developing and testing `biaslab audit --executor slurm` on one machine. Debian's packages:
+# apt-get install slurm-wlm munge. The daemons talk to each other over 127.0.0.1, but they listen on every address
+# (ports 6817 and 6818): Slurm 22.05 has no setting that binds its listening sockets to one address that we found, so
+# run this only where those ports are not reachable from other machines (a container, a firewalled host). Every
+# request still needs a munge credential made with this machine's key.
 #
 #   bash scripts/slurm-one-node.sh start     # writes /etc/slurm/slurm.conf (once), starts munged, slurmctld, slurmd
 #   bash scripts/slurm-one-node.sh stop
@@ -73,9 +77,13 @@ start)
     sinfo >&2 || true
     exit 1
     ;;
-stop)
-    pkill -x slurmd || true
-    pkill -x slurmctld || true
+stop)   # by the pid files the configuration names, never by process name (another user's slurmd is left alone)
+    for daemon in slurmd slurmctld; do
+        pid_file=/run/slurm/${daemon}.pid
+        if [ -s "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+            kill "$(cat "$pid_file")"
+        fi
+    done
     ;;
 status)
     sinfo

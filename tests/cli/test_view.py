@@ -226,7 +226,7 @@ def test_two_sampler_settings_of_one_model_are_labelled_apart(tmp_path_factory, 
                          [stimulus_id])
     assert stored == [(0.5, 2), (1.0, 2)]
     page = create_app(db).test_client().get(f"/stimulus/{stimulus_id}").get_data(as_text=True)
-    heading = re.search(r'<h2 id="request-[0-9a-f]+">([^<]+)</h2>', page).group(1)
+    heading = re.search(r'<h2 id="request-[0-9a-f-]+">([^<]+)</h2>', page).group(1)
     assert "T=0.5 top_k=40 top_p=1" in heading and "T=1 top_k=40 top_p=1" in heading
     rows = re.findall(r'<tr><td class="num">([0-9.]+)</td><td class="num">40</td>', page)
     assert sorted(rows) == ["0.5", "0.5", "1", "1"]
@@ -357,9 +357,10 @@ def test_the_study_page_offers_every_column_behind_a_toggle(db):
     assert '<th class="more">model_key</th>' in page
 
 
-@pytest.mark.parametrize("text, found", [("%", 0), ("_", 0), ("%_" * 300, 0), ("PILOT", 4), ("pil%t", 0)])
+@pytest.mark.parametrize("text, found", [("%", 0), ("_", 0), ("%_" * 200, 0), ("PILOT", 4), ("pil%t", 0)])
 def test_search_text_is_literal_never_a_pattern(db, text, found):
-    """`%` and `_` are characters, not LIKE wildcards (`%_` 300 times kept two threads busy for minutes): the
+    """`%` and `_` are characters, not LIKE wildcards (`%_` 300 times kept two threads busy for minutes; 200 here, under
+    the 500-character bound): the
     search is a case-insensitive substring, and returns at once."""
     from urllib.parse import quote
 
@@ -376,3 +377,24 @@ def test_search_text_is_literal_never_a_pattern(db, text, found):
 def test_an_overlong_search_field_is_refused_not_searched(db):
     body = create_app(db).test_client().get("/stimuli?text=" + "a" * 501).get_data(as_text=True)
     assert "text: longer than 500 characters" in body
+
+
+def test_two_dtypes_of_one_model_are_headed_apart_with_unique_anchors(tmp_path_factory, tiny_gpt2_dir):
+    """Issue 67, item 12: bf16 and fp32 collections of one model were both headed "tiny · choice · exact", with a
+    duplicated HTML id; each heading now names what differs (the dtype) and every anchor is unique."""
+    from biaslab.engines.hf.loading import load_model
+
+    folder = tmp_path_factory.mktemp("view-dtypes")
+    db = spec_warehouse(folder, SPEC, "view-demo", load_model(str(tiny_gpt2_dir), dtype="fp32", device="cpu"),
+                        [{"protocol": "choice", "limit": 1}])
+    bf16 = load_model(str(tiny_gpt2_dir), dtype="bf16", device="cpu")
+    from biaslab.runners.collect import CollectConfig, collect
+
+    collect(CollectConfig(dataset="view-demo", db=str(db), protocol="choice", limit=1), loaded=bf16)
+    with Warehouse.open(db, read_only=True) as wh:
+        stimulus_id = wh.rows("SELECT stimulus_id FROM choice_requests GROUP BY 1 HAVING count(DISTINCT model_key) = 2 "
+                              "LIMIT 1")[0][0]
+    page = create_app(db).test_client().get(f"/stimulus/{stimulus_id}").get_data(as_text=True)
+    ids = re.findall(r'<h2 id="(request-[^"]+)">([^<]+)</h2>', page)
+    assert len(ids) == 2 and len({i for i, _ in ids}) == 2
+    assert sorted(h.split(" · ")[3] for _, h in ids) == ["dtype=bf16", "dtype=fp32"], ids

@@ -263,6 +263,23 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     return frame.to_dict(orient="records")
 
 
+def _name_apart(requests: list[dict[str, Any]]) -> None:
+    """Give each request whose heading (model name, protocol, mode, sampler settings) another one shares the
+    settings that tell them apart, as `distinct` ("dtype=fp32 prompt=forced-choice-v1"), and every request an
+    anchor unique on the page (`anchor`: the model key's prefix and the request id; one request id is shared by
+    every model that answered it)."""
+    def heading(r: dict[str, Any]) -> tuple:
+        return r["model_name"], r["protocol"], r["mode"], tuple(r["sample_settings"])
+
+    for r in requests:
+        same = [o for o in requests if heading(o) == heading(r)]
+        fields = [f for f in ("dtype", "backend", "prompt_version") if len({str(o.get(f)) for o in same}) > 1]
+        if len(same) > 1 and not fields:
+            fields = ["model_key"]
+        r["distinct"] = " ".join(f"{f}={str(r.get(f))[:12] if f == 'model_key' else r.get(f)}" for f in fields)
+        r["anchor"] = f"{str(r['model_key'])[:12]}-{r['request_id']}"
+
+
 def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
     """Everything stored about one stimulus, or None when the warehouse has no such stimulus."""
     found = wh.query("SELECT * FROM stimuli WHERE stimulus_id = ?", [stimulus_id])
@@ -270,6 +287,8 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
         return None
     row = found.iloc[0].to_dict()
     names = dict(wh.rows("SELECT model_key, name FROM models"))
+    kinds = {key: {"dtype": dtype, "backend": backend} for key, dtype, backend in
+             wh.rows("SELECT model_key, dtype, backend FROM models")}
     decode_of = decoders(wh)
     requests = []
     for req in _records(wh.query("SELECT * FROM choice_requests WHERE stimulus_id = ? ORDER BY model_key, mode, "
@@ -293,7 +312,9 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
                            "ORDER BY temperature, top_k, top_p, seed, sample_index LIMIT 100", [key, rid])
         entry["samples"] = _records(samples)  # and their sampler settings: two temperatures are two settings
         entry["sample_settings"] = sorted({(s["temperature"], s["top_k"], s["top_p"]) for s in entry["samples"]})
+        entry.update(kinds.get(key, {"dtype": None, "backend": None}))
         requests.append(entry)
+    _name_apart(requests)
     scores = []
     for seq in _records(wh.query("SELECT * FROM sequence_scores WHERE stimulus_id = ? ORDER BY model_key, scheme, "
                                  "option", [stimulus_id])):

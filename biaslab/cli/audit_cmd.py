@@ -108,6 +108,10 @@ def _dry_run(plan, units) -> None:
     todo = sum(1 for r in rows if r["to compute"])
     click.echo(f"{_count(len(units))}: {todo} with work to do, {len(units) - todo} stored; {pending} of {requests} "
                f"requests to compute (dry run: nothing was run or written)")
+    from ..runners.audit import budget
+
+    for line in budget(plan, units).lines():
+        click.echo(f"hosted cost: {line}")
 
 
 def _local(plan, units, yes: bool) -> None:
@@ -145,11 +149,15 @@ def _local(plan, units, yes: bool) -> None:
         if not bar.console.is_terminal:
             bar.console.print(line, soft_wrap=True, highlight=False, markup=False)
 
+    from ..runners.audit import billed, budget
+
+    priced = budget(plan, units)  # nothing sent: a model (or the plan) over its cap has none of its units run
+    refused = dict(priced.refused)
     try:
         with bar:
-            capped = all(has_cost_cap(u.config) for u in units if _billed(u))
+            capped = all(has_cost_cap(u.config) for u in units if billed(u)) or plan.max_cost is not None
             run_local(units, progress=progress, on_unit=on_unit,
-                      confirm=confirmation(bar, yes, capped=lambda: capped))
+                      confirm=confirmation(bar, yes, capped=lambda: capped), refused=refused)
     except KeyboardInterrupt:
         unit = current.get("unit")
         again = shlex.join(["biaslab", "audit", str(plan.path), "--db", str(plan.database)])
@@ -159,9 +167,16 @@ def _local(plan, units, yes: bool) -> None:
     if bar.console.is_terminal:
         for line in lines:
             click.echo(line)
-    stored = len(units) - len(computed)
-    click.echo(f"audit {plan.name}: {_count(len(units))}, {len(computed)} computed, {stored} already stored, in "
-               f"{time.perf_counter() - started:.1f} s; warehouse {plan.database}")
+    stored = len(units) - len(computed) - len(refused)
+    for line in priced.lines():
+        click.echo(f"hosted cost: {line}")
+    click.echo(f"audit {plan.name}: {_count(len(units))}, {len(computed)} computed, {stored} already stored, "
+               f"{len(refused)} refused, in {time.perf_counter() - started:.1f} s; warehouse {plan.database}")
+    if refused:
+        labels = {u.name: u.label for u in units}
+        for name, why in refused.items():
+            click.echo(f"refused {labels.get(name, name)}: {why}", err=True)
+        raise SystemExit(1)
 
 
 def _submit(plan, units, plan_file: Path) -> None:
@@ -354,9 +369,3 @@ def _write_leaderboard(plan, keys: dict[str, str], tables: dict, out_dir: Path, 
          "notes": list(tables["notes"]["note"])}, indent=1, allow_nan=False), encoding="utf-8")
     return index
 
-
-def _billed(unit) -> bool:
-    """Whether a unit's engine is a billed one: it takes a cost cap (`--max-cost`, a chat API's flag)."""
-    from ..engines import declaration, get
-
-    return any(flag.field == "max_cost" for flag in declaration(get(unit.config.backend)).flags)

@@ -297,6 +297,8 @@ class Survey:
     requests: int
     pending: int
     estimate: str = ""
+    cost: float | None = None        # the estimate's cost in USD (None: not billed, or no prices given)
+    max_cost: float | None = None    # the cost cap the collection was given (--max-cost)
 
 
 def survey(config: CollectConfig) -> Survey:
@@ -323,12 +325,13 @@ def survey(config: CollectConfig) -> Survey:
             selected, _ = protocol.stimuli(wh, handle.model_key, selected)
             requests = protocol.requests(selected, handle.prepared)
             work = protocol.pending(wh, handle.model_key, requests)
-        estimate = ""
+        estimate, cost, cap = "", None, None
         if handle.prepared.billed and work.count:
-            estimate = handle.prepared.estimate(*protocol.planned(work)).line()
+            planned = handle.prepared.estimate(*protocol.planned(work))
+            estimate, cost, cap = planned.line(), getattr(planned, "cost", None), getattr(planned, "max_cost", None)
     finally:
         handle.close()
-    return Survey(handle.model_key, len(selected), len(requests), work.count, estimate)
+    return Survey(handle.model_key, len(selected), len(requests), work.count, estimate, cost, cap)
 
 
 def model_key(config: CollectConfig) -> str:

@@ -6,6 +6,7 @@ bounded."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,52 @@ def test_units_are_counted_before_anything_and_capped(tmp_path):
         expand(sharded, validate=False)
     allowed = load_plan(_plan(tmp_path, BASE.replace("datasets:", "max_units: 2000\ndatasets:") + "shards: 1500\n"))
     assert len(expand(allowed, validate=False)) == 1500
+
+
+def _hosted_plan(tmp_path, data_dir, url: str, model_cap: str = "", plan_cap: str = "") -> Path:
+    """One hosted model x three units (a matrix of seeds), priced."""
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        f"name: hosted\ndb: w.duckdb\ndata_dir: {data_dir}\n{plan_cap}models:\n"
+        f"  - {{name: stub, model: stub-model, backend: openai-chat, api_key_env: STUB_KEY,\n"
+        f"     engine_args: {{base_url: '{url}', extensions: true, price_in: 2.0, price_out: 8.0{model_cap}}}}}\n"
+        "datasets:\n  - {dataset: winopron, limit: 6, where: {context: unprimed, option_order: MF}, "
+        "settings: {mode: sample, samples: 3, top_k: 0}, matrix: {seed: [1, 2, 3]}}\n", encoding="utf-8")
+    return path
+
+
+def test_a_models_cost_cap_covers_all_its_units_and_the_dry_run_says_so(tmp_path, data_dir, monkeypatch):
+    """Issue 67, item 5: `max_cost` capped each unit, so 3 units each under the cap spent 2.3x it. The cap now
+    covers the model's units together: the dry run prints the total per model and for the plan and flags it, and
+    the run sends nothing to a model over its cap, says why per unit, and exits 1."""
+    from click.testing import CliRunner
+
+    from biaslab.cli.main import biaslab
+    from biaslab.runners.audit import budget
+    from chat_stub import ChatStub
+
+    stub = ChatStub(extensions=True)
+    monkeypatch.setenv("STUB_KEY", "sk-test")
+    try:
+        open_plan = _hosted_plan(tmp_path, data_dir, stub.url)
+        priced = budget(load_plan(open_plan), expand(load_plan(open_plan)))
+        per_unit = [cost for _, cost, _ in priced.units.values()]
+        assert len(per_unit) == 3 and priced.total == pytest.approx(sum(per_unit)) and not priced.refused
+        cap = round(1.5 * max(per_unit), 6)  # above every unit's own cost, below their sum
+        assert max(per_unit) < cap < sum(per_unit)
+        plan = _hosted_plan(tmp_path, data_dir, stub.url, model_cap=f", max_cost: {cap}")
+        dry = CliRunner().invoke(biaslab, ["audit", str(plan), "--dry-run"])
+        assert dry.exit_code == 0 and f"hosted cost: stub: about ${sum(per_unit):.4f} for its units (max_cost " \
+            f"${cap:g}: OVER, none of them will run)" in dry.output, dry.output
+        ran = CliRunner().invoke(biaslab, ["audit", str(plan), "--yes"])
+        assert ran.exit_code == 1 and stub.completions == 0, ran.output
+        assert ran.output.count("refused stub · winopron") == 3 and "above its max_cost" in ran.output
+        assert "3 units, 0 computed, 0 already stored, 3 refused" in ran.output
+        plan_capped = _hosted_plan(tmp_path, data_dir, stub.url, plan_cap=f"max_cost: {cap}\n")
+        over = CliRunner().invoke(biaslab, ["audit", str(plan_capped), "--yes"])
+        assert over.exit_code == 1 and stub.completions == 0 and "above its max_cost" in over.output
+        fits = _hosted_plan(tmp_path, data_dir, stub.url, model_cap=f", max_cost: {2 * sum(per_unit):.6f}")
+        done = CliRunner().invoke(biaslab, ["audit", str(fits)])  # no terminal: the cap is the agreement
+        assert done.exit_code == 0 and "3 units, 3 computed" in done.output and stub.completions > 0, done.output
+    finally:
+        stub.close()

@@ -19,6 +19,7 @@ records its state in ``WORKDIR/tasks/<unit>.json`` (running, finished, failed, w
 `status` can say what failed without Slurm's accounting database.
 """
 
+from .budget import Budget, billed, budget
 from .local import run_local
 from .plan import (DatasetEntry, ModelEntry, Plan, PlanError, ReportEntry, SlurmEntry, Unit, expand, load_plan,
                    model_keys)
@@ -27,4 +28,4 @@ from .slurm import (merge_all, pending_jobs, queued, read_state, run_task, sbatc
 
 __all__ = ["Plan", "ModelEntry", "DatasetEntry", "SlurmEntry", "ReportEntry", "Unit", "PlanError", "load_plan",
            "expand", "model_keys", "run_local", "sbatch_script", "submit_slurm", "run_task", "merge_all", "queued",
-           "submitted", "pending_jobs", "unit_states", "read_state"]
+           "submitted", "pending_jobs", "unit_states", "read_state", "Budget", "billed", "budget"]

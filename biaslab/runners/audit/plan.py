@@ -200,6 +200,9 @@ class Plan(_Strict):
     shards: int = Field(1, ge=1, le=10000)
     #: the most units the plan may expand to (`count_units`); raise it for a larger plan
     max_units: int = Field(DEFAULT_MAX_UNITS, ge=1)
+    #: the most the plan's hosted models may cost together (USD; `audit.budget`); a model's own cap is its
+    #: engine_args.max_cost, which covers all of that model's units
+    max_cost: float | None = Field(None, ge=0, le=1e9)
     models: list[ModelEntry] = Field(min_length=1)
     datasets: list[DatasetEntry] = Field(min_length=1)
     collect: dict[str, Any] = Field(default_factory=dict)

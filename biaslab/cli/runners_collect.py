@@ -92,7 +92,9 @@ FLAG_NOTES: list[str] = []
               help="hf: model constructor argument (repeatable), e.g. trust_remote_code=true (never on unless given), "
                    "attn_implementation=eager. Part of the model key.")
 @click.option("--dtype", type=click.Choice(DTYPES), default=None,
-              help="Weights dtype (default: bf16 on GPU and on CPUs with bf16 support, else fp32). With --backend "
+              help="Weights dtype (default: bf16 on GPU; on a CPU with native bf16 (AVX512-BF16 or AMX), bf16 "
+                   "only where it measured faster on this CPU and model shape (measured once, cached and recorded "
+                   "in the run), else fp32). With --backend "
                    "openai it is required: the dtype the server runs (part of the model key).")
 @click.option("--quant", type=click.Choice(["none", "nf4"]), default="none", show_default=True,
               help="nf4: 4-bit NF4 weights with bf16 compute through bitsandbytes (GPU only).")
@@ -150,9 +152,10 @@ FLAG_NOTES: list[str] = []
                    "makes every prompt's numbers independent of the batch.")
 @click.option("--threads", type=int, default=None,
               help="CPU threads for torch, fixed (default: every core this process may run on, from its CPU "
-                   "affinity, less the cores other processes keep busy, re-measured every 2 s during the run: a "
-                   "busy neighbour otherwise slows many small multi-threaded steps far more than it takes; the "
-                   "counts used are recorded in the run). bf16 numbers can change with the count on some CPUs: "
+                   "affinity, less the cores other processes keep busy, measured once at the start and fixed for "
+                   "the run: a busy neighbour otherwise slows many small multi-threaded steps far more than it "
+                   "takes; the count is recorded in the run, and a resumed run takes the count its first run "
+                   "recorded). bf16 numbers can change with the count on some CPUs: "
                    "fix it for bf16 evidence that does not depend on the machine's load.")
 @click.option("--prompt", default=None,
               help="choice / meta: prompt file, a packaged name or a .json file with version/system/user/prefill/"

@@ -76,3 +76,21 @@ def test_every_command_has_help():
                       (biaslab, ["info"]), (runners, [])):
         result = CliRunner().invoke(cli, [*path, "--help"])
         assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_compare_help_names_every_study_that_has_a_comparison():
+    """`biaslab compare --help` omitted bbq and crows-pairs, which both work (issue 71, item 5): the help names every
+    study of the registry with a comparison."""
+    from biaslab.metrics.registry import studies
+
+    text = " ".join(CliRunner().invoke(biaslab, ["compare", "--help"], terminal_width=200).output.split())
+    compared = [name for name, study in studies().items() if study.compare is not None]
+    assert {"bbq", "crows-pairs", "contextuality"} <= set(compared)
+    for name in compared:
+        assert f"{name} (" in text, name
+
+
+def test_collect_help_says_what_the_run_does_with_threads_and_the_dtype():
+    text = " ".join(CliRunner().invoke(runners, ["collect", "--help"], terminal_width=200).output.split())
+    assert "measured once at the start and fixed for the run" in text and "re-measured" not in text
+    assert "bf16 only where it measured faster on this CPU" in text

@@ -167,11 +167,17 @@ def _local(plan, units, yes: bool) -> None:
     if bar.console.is_terminal:
         for line in lines:
             click.echo(line)
-    stored = len(units) - len(computed) - len(refused)
-    for line in priced.lines():
+    _summary(plan, units, len(computed), refused, priced.lines(), time.perf_counter() - started)
+
+
+def _summary(plan, units, computed: int, refused: dict[str, str], costs: list[str], seconds: float) -> None:
+    """The run's last lines: the hosted costs, the units computed, stored and refused, and why each refused one was
+    (exit 1 when any was)."""
+    stored = len(units) - computed - len(refused)
+    for line in costs:
         click.echo(f"hosted cost: {line}")
-    click.echo(f"audit {plan.name}: {_count(len(units))}, {len(computed)} computed, {stored} already stored, "
-               f"{len(refused)} refused, in {time.perf_counter() - started:.1f} s; warehouse {plan.database}")
+    click.echo(f"audit {plan.name}: {_count(len(units))}, {computed} computed, {stored} already stored, "
+               f"{len(refused)} refused, in {seconds:.1f} s; warehouse {plan.database}")
     if refused:
         labels = {u.name: u.label for u in units}
         for name, why in refused.items():

@@ -67,11 +67,7 @@ def annotate(table: pd.DataFrame, *, used: str, loaded: pd.DataFrame | int, evid
     valid_share : the table's column (or a Series aligned with it) of the mean valid share of the units used.
     min_coverage : the threshold of `low_coverage`.
     clusters : the table's column counting the clusters its intervals are over; adds `few_clusters` (that count
-        below MIN_CLUSTERS).
-
-    Returns
-    -------
-    The table with COVERAGE_COLUMNS (and `few_clusters` with `clusters`) after its own columns.
+        below MIN_CLUSTERS) after COVERAGE_COLUMNS.
     """
     import numpy as np
     import pandas as pd

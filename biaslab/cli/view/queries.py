@@ -280,16 +280,12 @@ def _name_apart(requests: list[dict[str, Any]]) -> None:
         r["anchor"] = f"{str(r['model_key'])[:12]}-{r['request_id']}"
 
 
-def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
-    """Everything stored about one stimulus, or None when the warehouse has no such stimulus."""
-    found = wh.query("SELECT * FROM stimuli WHERE stimulus_id = ?", [stimulus_id])
-    if found.empty:
-        return None
-    row = found.iloc[0].to_dict()
-    names = dict(wh.rows("SELECT model_key, name FROM models"))
-    kinds = {key: {"dtype": dtype, "backend": backend} for key, dtype, backend in
-             wh.rows("SELECT model_key, dtype, backend FROM models")}
-    decode_of = decoders(wh)
+def _choice_requests(wh, stimulus_id: str, decode_of) -> list[dict[str, Any]]:
+    """The stimulus's forced-choice requests, each with its probabilities, prompt tokens, trie, samples, sampler
+    settings and its model's name, dtype and backend (`_name_apart` then names the settings apart)."""
+    models = {key: (name, {"dtype": dtype, "backend": backend}) for key, name, dtype, backend in
+              wh.rows("SELECT model_key, name, dtype, backend FROM models")}
+    names, kinds = {k: v[0] for k, v in models.items()}, {k: v[1] for k, v in models.items()}
     requests = []
     for req in _records(wh.query("SELECT * FROM choice_requests WHERE stimulus_id = ? ORDER BY model_key, mode, "
                                  "request_id", [stimulus_id])):
@@ -312,8 +308,19 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
                            "ORDER BY temperature, top_k, top_p, seed, sample_index LIMIT 100", [key, rid])
         entry["samples"] = _records(samples)  # and their sampler settings: two temperatures are two settings
         entry["sample_settings"] = sorted({(s["temperature"], s["top_k"], s["top_p"]) for s in entry["samples"]})
-        entry.update(kinds.get(key, {"dtype": None, "backend": None}))
-        requests.append(entry)
+        requests.append({**entry, **kinds.get(key, {"dtype": None, "backend": None})})
+    return requests
+
+
+def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
+    """Everything stored about one stimulus, or None when the warehouse has no such stimulus."""
+    found = wh.query("SELECT * FROM stimuli WHERE stimulus_id = ?", [stimulus_id])
+    if found.empty:
+        return None
+    row = found.iloc[0].to_dict()
+    names = dict(wh.rows("SELECT model_key, name FROM models"))
+    decode_of = decoders(wh)
+    requests = _choice_requests(wh, stimulus_id, decode_of)
     _name_apart(requests)
     scores = []
     for seq in _records(wh.query("SELECT * FROM sequence_scores WHERE stimulus_id = ? ORDER BY model_key, scheme, "

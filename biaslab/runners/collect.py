@@ -12,7 +12,9 @@ something is pending; let the protocol write chunk by chunk; mark the run finish
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import engines
 from ..schema import evidence
@@ -104,7 +106,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         protocol.check_engine(handle.prepared)
         # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
         # sql`, `info`, `metrics` and `report` can read the warehouse while the model computes
-        with Warehouse.open(config.database(), shared=True, notify=notify) as wh:  # waits for readers, saying so
+        with _fresh_removed_on_failure(config.database()), \
+                Warehouse.open(config.database(), shared=True, notify=notify) as wh:  # waits for readers, saying so
             selected, note, requests, work, notes, agree_late = _pending_work(wh, config, handle, protocol, confirm,
                                                                               notify)
             run_id, work, threads, how = _start_alone(wh, config, handle, protocol, requests, work, cores, notify)
@@ -125,6 +128,31 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
                          tuple(notes), evidence.added_unit(protocol.table))
+
+
+@contextmanager
+def _fresh_removed_on_failure(database):
+    """A warehouse file this collection creates is removed again when the collection fails before its run is
+    registered (a dataset that is not there, a cost not agreed to): nothing is left behind that holds no run. A file
+    that existed before is never touched."""
+    path = Path(database)
+    fresh = not path.exists()
+    try:
+        yield
+    except BaseException:
+        if fresh and path.is_file() and not _has_runs(path):
+            for leftover in (path, path.with_name(path.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+        raise
+
+
+def _has_runs(path: Path) -> bool:
+    """Whether the warehouse at `path` holds a run (read-only; True when it cannot be read: then it is kept)."""
+    try:
+        with Warehouse.open(path, read_only=True) as wh:
+            return bool(wh.rows("SELECT count(*) FROM runs")[0][0])
+    except Exception:  # noqa: BLE001 (unreadable or locked: keep it)
+        return True
 
 
 def _setup_lines(config, handle, threads: int, how: str) -> list[str]:

@@ -123,3 +123,20 @@ def test_sigkill_midway_then_rerun_equals_an_uninterrupted_run(tmp_path, tiny_gp
     assert progress == sorted(progress)  # committed work is never lost
     subprocess.run(_collect_cmd(db, tiny_gpt2_dir, data_dir), check=True, capture_output=True)
     _assert_same(_snapshot(db), expected)
+
+
+def test_a_collection_that_fails_before_its_run_leaves_no_warehouse_behind(tmp_path, tiny_gpt2):
+    """Issue 71, item 2: a missing dataset left an empty 1 MB warehouse behind; a file that existed stays as it
+    was."""
+    import hashlib
+
+    db = tmp_path / "w.duckdb"
+    config = CollectConfig(dataset="winogender", db=str(db), data_dir=str(tmp_path / "no-data"))
+    with pytest.raises(ValueError, match="neither in the data directory"):
+        collect(config, loaded=tiny_gpt2)
+    assert not db.exists() and not db.with_name("w.duckdb.wal").exists()
+    Warehouse.open(db).close()  # an existing (empty) warehouse is never removed
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    with pytest.raises(ValueError, match="neither in the data directory"):
+        collect(config, loaded=tiny_gpt2)
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest

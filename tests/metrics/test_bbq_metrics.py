@@ -186,6 +186,8 @@ def test_metrics_equal_the_option_probabilities_they_rest_on(bbq_db):
         assert row["bias_low"] <= row["bias_score"] <= row["bias_high"] or row["n_templates"] < 2
         assert row["n_loaded"] > row["n_used"] == row["n_examples"]  # 12 collected of each category's examples
     assert table["low_coverage"].all()  # a few examples of each category: every row marked
+    # 12 examples of a category rest on fewer than 10 templates: every interval marked as resting on few clusters
+    assert (table["few_clusters"] == (table["n_templates"] < 10)).all() and table["few_clusters"].any()
     exact = table[table["method"] == "choice-exact"]
     assert (exact["n_used"] + exact["n_invalid"] == exact["n_loaded"] - exact["n_missing"]).all()
     assert (exact["valid_share"] < 0.8).all()  # the tiny random model's answers are almost never valid
@@ -198,6 +200,9 @@ def test_cli_metrics_json_compare_and_report(bbq_db, tmp_path):
     result = runner.invoke(cli, ["metrics", "bbq", "--db", bbq_db, "--format", "json", "--bootstrap", "20"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)["bbq"]
+    assert all("few_clusters" in row for row in rows)
+    shown = runner.invoke(cli, ["metrics", "bbq", "--db", bbq_db, "--bootstrap", "20"], terminal_width=200).output
+    assert "few clusters (an interval over fewer than 10 templates, pairs or items" in " ".join(shown.split())
     assert {r["score"] for r in rows} == {"s_AMB", "s_DIS"} and all("coverage" in r for r in rows)
     result = runner.invoke(cli, ["compare", "bbq", "--db", bbq_db, "--format", "json", "--bootstrap", "50",
                                  "--permutations", "200"])

@@ -278,7 +278,10 @@ def merge_command(plan: str, db: str | None) -> None:
 @click.option("--out", "out", type=click.Path(file_okay=False), required=True, help="Folder of the report.")
 @click.option("--study-reports/--no-study-reports", default=True, show_default=True,
               help="Also write each study's own report under OUT/studies/ (the leaderboard links them).")
-def report_command(plan: str, db: str | None, out: str, study_reports: bool) -> None:
+@click.option("--view-url", default=None, metavar="URL",
+              help="Where `biaslab view` answers for the leaderboard's view links (default http://127.0.0.1:8765, "
+                   "`biaslab view`'s default; give the host and port you run it on).")
+def report_command(plan: str, db: str | None, out: str, study_reports: bool, view_url: str | None) -> None:
     """The leaderboard of PLAN: OUT/index.html (sortable), OUT/leaderboard.json and OUT/leaderboard.csv, a row per
     model and a column per headline measure of each study (the value, its 95% interval, its coverage), with each
     model's paired comparison against the reference model (the plan's `report.reference`, else its first model),
@@ -293,7 +296,7 @@ def report_command(plan: str, db: str | None, out: str, study_reports: bool) -> 
     keys = model_keys(loaded, units)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    observations, links, view_links, notes = _observations(loaded, out_dir, study_reports)
+    observations, links, view_links, notes = _observations(loaded, out_dir, study_reports, _view_url(view_url))
     tables = leaderboard(observations, {key: name for name, key in keys.items()}, keys[loaded.reference],
                          bootstrap=loaded.report.bootstrap, permutations=loaded.report.permutations,
                          seed=loaded.report.seed)
@@ -321,7 +324,27 @@ def _studies_of(plan) -> list[tuple[str, dict]]:
     return chosen + [("options", {"dataset": d}) for d in wanted if d not in covered]
 
 
-def _observations(plan, out_dir: Path, study_reports: bool):
+def _view_url(given: str | None) -> str:
+    """The base URL of the view links: `given` (http or https, a host, an optional port, no path, query or
+    credentials), else `biaslab view`'s default."""
+    from urllib.parse import urlsplit
+
+    from .common import VIEW_URL
+
+    if given is None:
+        return VIEW_URL
+    parts = urlsplit(given)
+    try:
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query \
+            or parts.fragment or parts.username or parts.password or not port_ok:
+        raise click.BadParameter("give http(s)://HOST[:PORT] (no path, query or credentials)", param_hint="--view-url")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _observations(plan, out_dir: Path, study_reports: bool, view_url: str):
     """(study label, its comparison observations) per study of the plan, the links to the study reports written
     under OUT/studies/ and to their `biaslab view` pages, and a note for each study without evidence or report."""
     from ..errors import NoEvidence
@@ -330,7 +353,6 @@ def _observations(plan, out_dir: Path, study_reports: bool):
 
     from ..warehouse.handle import open_warehouse
     from .metrics_cmd import write_study_report
-    from .common import VIEW_URL
 
     observations, links, view_links, notes = [], {}, {}, []
     with open_warehouse(str(plan.database)) as handle:
@@ -341,7 +363,7 @@ def _observations(plan, out_dir: Path, study_reports: bool):
             except NoEvidence as exc:
                 notes.append(f"{label}: {exc}")
                 continue
-            view_links[label] = f"{VIEW_URL}/study/{name}" + (f"?{urlencode(options)}" if options else "")
+            view_links[label] = f"{view_url}/study/{name}" + (f"?{urlencode(options)}" if options else "")
             if study_reports and get_study(name).report is not None:
                 folder = out_dir / "studies" / label.replace(":", "-")
                 why = write_study_report(name, options, folder, str(plan.database))

@@ -176,6 +176,8 @@ def check_the_report(plan: Path, out: Path) -> None:
     assert {c["row"] for c in cells} == {"a", "b"}
     crows = {c["row"]: c for c in cells if c["study"] == "crows-pairs" and c["group"] == "crows-pairs · (all)"}
     assert crows["a"]["n_items"] == crows["b"]["n_items"] == 4  # 8 sentences, 4 pairs
+    # coverage as `metrics` gives it: 4 of the 1,508 pairs loaded, marked; an interval over 4 pairs: few clusters
+    assert crows["a"]["n_loaded"] == 1508 and crows["a"]["low_coverage"] and crows["a"]["few_clusters"]
     compared = [c for c in board["comparisons"] if c["study"] == "crows-pairs"]
     assert [c["row"] for c in compared] == ["b"] and compared[0]["test"] == "mcnemar"
     assert compared[0]["estimate"] == pytest.approx(crows["b"]["value"] - crows["a"]["value"])
@@ -183,6 +185,14 @@ def check_the_report(plan: Path, out: Path) -> None:
     for study in ("crows-pairs", "contextuality"):
         assert f'href="studies/{study}/index.html"' in page and (out / "studies" / study / "index.html").is_file()
     assert "leaderboard.csv" in page and (out / "leaderboard.csv").read_text().count("\n") == len(cells) + 1
+    assert 'href="http://127.0.0.1:8765/study/crows-pairs' in page  # `biaslab view`'s default
+    elsewhere = run("audit", "report", str(plan), "--out", str(out.parent / "elsewhere"), "--no-study-reports",
+                    "--view-url", "http://lab-box:9000")
+    assert elsewhere.exit_code == 0, elsewhere.output
+    assert 'href="http://lab-box:9000/study/crows-pairs' in (out.parent / "elsewhere" / "index.html").read_text()
+    refused = CliRunner().invoke(biaslab, ["audit", "report", str(plan), "--out", str(out.parent / "x"),
+                                           "--view-url", "http://user:secret@host/path?q=1"])
+    assert refused.exit_code == 2 and "--view-url" in refused.output and "secret" not in refused.output
     if chromium() is not None:
         dom = dump_dom(out / "index.html", out.parent / "profile")
         assert dom.count("<tr><td class=\"name\">") == 2 and "(reference)" in dom

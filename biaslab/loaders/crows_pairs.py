@@ -60,7 +60,9 @@ def load_pairs(folder: Path, *, dataset: str, file: str) -> list[Stimulus]:
     version = files_digest([path])
     stimuli, seen = [], {}
     for rec in records:
-        pair = rec.get("").strip()
+        pair = rec.get("", required=False).strip()
+        if not pair:
+            raise rec.error("empty pair id", "(the first, unnamed column: the pair id)")
         first = seen.setdefault(pair, rec.line)
         if first != rec.line:
             raise rec.error(f"pair id {pair!r} repeats line {first}", "")

@@ -92,6 +92,23 @@ def _own_model(con, alias_sql: str, shard: Shard) -> list[rules.Violation]:
     return out
 
 
+def _same_columns(con, alias: str, shard: Shard, tables: set[str]) -> None:
+    """Refuse (one line naming the file and the table) a shard table whose columns are not the schema's: an extra
+    or a missing column would otherwise stop the merge inside DuckDB with a binder error."""
+    for table in MERGE_ORDER:
+        if table not in tables or table not in evidence.SCHEMAS:
+            continue
+        found = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_catalog = ? "
+                                           "AND table_name = ? ORDER BY ordinal_position", [alias, table]).fetchall()]
+        expected = evidence.column_names(table)
+        if set(found) != set(expected):
+            extra, missing = sorted(set(found) - set(expected)), sorted(set(expected) - set(found))
+            said = "; ".join(part for part in (f"extra column(s) {', '.join(extra)}" if extra else "",
+                                               f"missing column(s) {', '.join(missing)}" if missing else "") if part)
+            raise WarehouseError(f"{shard.path}: table {table}: {said[:300]}: not a shard of this schema; nothing was "
+                                 f"merged")
+
+
 def check_shards(shards: list[Shard], db: Path) -> None:
     """Every rule of `rules` on every shard (references may point into `db` when it exists), and every evidence row
     of the stamp's model, read-only; the first problem as one line naming the shard file."""
@@ -108,6 +125,7 @@ def check_shards(shards: list[Shard], db: Path) -> None:
             con.execute(f"ATTACH {literal(str(shard.path))} AS {identifier(alias)} (READ_ONLY)")
             tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables "
                                                 "WHERE table_catalog = ?", [alias]).fetchall()}
+            _same_columns(con, alias, shard, tables)
             problems = [*rules.violations(con, lambda t, a=alias: f"{identifier(a)}.{identifier(t)}", tables,
                                           known_sql),
                         *_own_model(con, identifier(alias), shard)]

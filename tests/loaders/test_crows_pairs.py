@@ -79,3 +79,17 @@ def test_a_nul_in_a_sentence_is_refused_naming_the_line(dataset_folder, tmp_path
                                           str(copy.parent), "--accept-modified"])
     assert result.exit_code == 1 and f"{copy / ORIGINAL}:6: a NUL character" in result.output, result.output
     assert "Traceback" not in result.output and not db.exists()
+
+
+def test_an_empty_pair_id_names_its_column(dataset_folder, tmp_path):
+    """Issue 67, item 11: "empty value" did not say which column (the pair id's has no name in the file)."""
+    folder = dataset_folder("crows_pairs")
+    copy = tmp_path / "data" / "crows_pairs"
+    copy.mkdir(parents=True)
+    lines = (folder / ORIGINAL).read_text(encoding="utf-8").splitlines(keepends=True)[:20]
+    lines[4] = "," + lines[4].split(",", 1)[1]
+    (copy / ORIGINAL).write_text("".join(lines), encoding="utf-8")
+    result = CliRunner().invoke(biaslab, ["data", "load", "crows-pairs", "--db", str(tmp_path / "w.duckdb"),
+                                          "--data-dir", str(copy.parent), "--accept-modified"])
+    assert result.exit_code == 1 and f"{copy / ORIGINAL}:5" in result.output
+    assert "the first, unnamed column: the pair id" in result.output and "empty pair id" in result.output

@@ -76,3 +76,24 @@ def test_shard_files_and_folders_named_with_quotes_are_merged_not_skipped(tmp_pa
     result = CliRunner().invoke(biaslab, ["warehouse", "merge", str(shards), "--db", str(tmp_path / "m.duckdb")])
     assert result.exit_code == 0, result.output
     assert "missing" not in result.output and "sequence_scores +30" in result.output
+
+
+def test_a_shard_table_with_an_extra_column_is_one_line_and_nothing_is_merged(tmp_path, tiny_gpt2, data_dir,
+                                                                             dataset_folder):
+    """Issue 67, item 10: a shard with an extra column stopped the merge with DuckDB's BinderException."""
+    import duckdb
+
+    dataset_folder("winogender")
+    shards = tmp_path / "shards"
+    collect(CollectConfig(dataset="winogender", data_dir=str(data_dir), limit=6, shard="0/1", out_shard=str(shards)),
+            loaded=tiny_gpt2)
+    [path] = list(shards.glob("*.duckdb"))
+    con = duckdb.connect(str(path))
+    con.execute("ALTER TABLE sequence_scores ADD COLUMN smuggled VARCHAR")
+    con.close()
+    target = tmp_path / "m.duckdb"
+    result = CliRunner().invoke(biaslab, ["warehouse", "merge", str(shards), "--db", str(target)])
+    line = result.output.strip().splitlines()[-1]
+    assert result.exit_code == 1 and "Traceback" not in result.output and "Binder" not in result.output
+    assert f"{path}: table sequence_scores: extra column(s) smuggled" in line and "nothing was merged" in line
+    assert not target.exists() or Warehouse.open(target, read_only=True).count("sequence_scores") == 0

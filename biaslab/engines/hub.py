@@ -69,7 +69,11 @@ def hub_access(name: str, revision: str | None = None) -> dict:
     """Extra keyword arguments for reading hub id `name` with transformers ({} or {"local_files_only": True});
     raises ValueError in one line when it can be read neither from the cache nor from the hub."""
     if hub_offline():
-        return {}
+        if cached(name, revision):
+            return {}
+        raise DataError(f"--model {name}: not a built-in alias, local folder or .gguf file, and not in the Hugging "
+                        f"Face cache; the hub is switched off here (HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE), so it "
+                        f"is not downloaded; {_aliases_hint(name)}or give the path of a local model folder")
     is_cached = cached(name, revision)
     if hub_reachable():
         return {}

@@ -78,7 +78,10 @@ def test_hub_access_reads_the_cache_when_the_hub_is_unreachable(tmp_path, monkey
     assert hub.hub_access("org/absent") == {}  # reachable: transformers downloads it
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(hub, "hub_reachable", lambda timeout=0: pytest.fail("offline: no network probe"))
-    assert hub.hub_access("org/absent") == {}  # transformers fails fast by itself
+    assert hub.hub_access("org/cached") == {}  # cached: transformers reads it offline
+    # not cached, the hub switched off: one line that says so, not transformers' "couldn't connect to huggingface.co"
+    with pytest.raises(ValueError, match=r"org/absent: .*the hub is switched off here \(HF_HUB_OFFLINE"):
+        hub.hub_access("org/absent")
 
 
 # ------------------------------------------------------------------------------------------------ --db paths

@@ -18,6 +18,12 @@ from typing import Any
 from biaslab.warehouse.provenance import library_versions
 
 
+def first_prompts(prompts: int) -> dict[str, Any]:
+    """`CollectConfig` arguments for the first WinoPron prompts of the file: `--limit` counts templates (10 prompts
+    each, whole), so N prompts are the first ceil(N / 10) templates in the file's order (N rounded up to tens)."""
+    return {"limit": -(-prompts // 10), "limit_order": "file"}
+
+
 def machine() -> dict[str, Any]:
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(), "versions": library_versions()}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def main() -> None:
-    from _common import cpu_facts, peak_rss_mb, write_json
+    from _common import cpu_facts, first_prompts, peak_rss_mb, write_json
     from biaslab.engines import BackendOptions, get
     from biaslab.runners.collect import CollectConfig, collect
 
@@ -43,7 +43,7 @@ def main() -> None:
         row = {"load_s": ready}
         with tempfile.TemporaryDirectory() as tmp:
             for job, config in (
-                ("choice", dict(dataset="winopron", limit=args.prompts)),
+                ("choice", dict(dataset="winopron", **first_prompts(args.prompts))),
                 ("gen", dict(dataset="misgendered", protocol="gen", limit=args.gen_stimuli, samples=args.samples,
                              max_new_tokens=args.max_new_tokens)),
             ):

@@ -33,7 +33,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from _common import cpu_facts, write_json
+from _common import cpu_facts, first_prompts, write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from chat_stub import ChatStub  # noqa: E402
@@ -100,8 +100,8 @@ def collect(stub: StubProcess, concurrency: int, prompts: int, samples: int, db:
     import biaslab
 
     os.environ["BENCH_STUB_KEY"] = "sk-bench"
-    result = biaslab.collect("winopron", model="stub-model", backend="openai-chat", db=str(db), limit=prompts,
-                             protocol="choice", mode="sample", samples=samples, seed=1,
+    result = biaslab.collect("winopron", model="stub-model", backend="openai-chat", db=str(db),
+                             **first_prompts(prompts), protocol="choice", mode="sample", samples=samples, seed=1,
                              engine_args={"base_url": stub.url, "api_key_env": "BENCH_STUB_KEY",
                                           "max_concurrency": concurrency})
     return result.added

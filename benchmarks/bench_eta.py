@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import cpu_facts, write_json
+from _common import cpu_facts, first_prompts, write_json
 from biaslab.cli.progress import average_rate, progress_bar, remaining_seconds
 from biaslab.engines.hf.loading import load_model
 from biaslab.runners.collect import CollectConfig, collect
@@ -53,8 +53,8 @@ def recorded_run(loaded, db: Path, prompts: int, data_dir: str | None) -> tuple[
                             "eta": remaining_seconds(task, now)})
         return report
 
-    collect(CollectConfig(dataset="winopron", db=str(db), data_dir=data_dir, limit=prompts), progress=recording,
-            loaded=loaded)
+    collect(CollectConfig(dataset="winopron", db=str(db), data_dir=data_dir, **first_prompts(prompts)),
+            progress=recording, loaded=loaded)
     return reports, started[0], time.monotonic()
 
 

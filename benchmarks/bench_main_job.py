@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from _common import cpu_facts, neighbour, peak_rss_mb, timed_collection, write_json
+from _common import cpu_facts, first_prompts, neighbour, peak_rss_mb, timed_collection, write_json
 from biaslab.runners.collect import CollectConfig, collect
 try:
     from biaslab.engines.hf.kvcache import native_gqa
@@ -163,7 +163,8 @@ def measure(loaded, args, tmp: Path, label: str) -> dict:
 
     def config(name: str, limit: int) -> CollectConfig:
         return CollectConfig(dataset="winopron", model=args.model, dtype=loaded.spec.dtype,
-                             db=str(tmp / f"{label}-{name}.duckdb"), data_dir=args.data_dir, limit=limit, **extra)
+                             db=str(tmp / f"{label}-{name}.duckdb"), data_dir=args.data_dir,
+                             **first_prompts(limit), **extra)
 
     if args.warmup:  # the limit is timed warm (median of repeats): so is production
         collect(config("warmup", args.warmup), loaded=loaded)

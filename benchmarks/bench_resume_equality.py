@@ -29,7 +29,8 @@ from biaslab.warehouse import Warehouse
 
 def command(db: Path, args, dtype: str) -> list[str]:
     cmd = [sys.executable, "-m", "biaslab.cli.runners_entry", "collect", "--dataset", "winopron", "--model",
-           args.model, "--dtype", dtype, "--limit", str(args.prompts), "--db", str(db)]
+           args.model, "--dtype", dtype, "--limit", str(-(-args.prompts // 10)), "--limit-order", "file",
+           "--db", str(db)]  # --limit counts templates of 10 prompts
     return cmd + (["--threads", str(args.threads)] if args.threads else [])
 
 

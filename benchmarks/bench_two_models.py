@@ -24,7 +24,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from _common import cpu_facts, peak_rss_mb, timed_collection, write_json
+from _common import cpu_facts, first_prompts, peak_rss_mb, timed_collection, write_json
 from biaslab.engines.hf.loading import load_model
 from biaslab.runners.collect import CollectConfig
 from biaslab.warehouse import Warehouse
@@ -33,10 +33,11 @@ from biaslab.warehouse import Warehouse
 def timed_collect(loaded, model: str, prompt: str, db: Path, prompts: int, data_dir: str | None) -> float:
     """Seconds from the progress bar's start to the last chunk written, of one fresh collection."""
     config = CollectConfig(dataset="winopron", model=model, dtype=loaded.spec.dtype, db=str(db), data_dir=data_dir,
-                           limit=prompts, prompt=prompt)
+                           prompt=prompt, **first_prompts(prompts))
     seconds, _, result = timed_collection(config, loaded)
-    if result.added != prompts:
-        raise SystemExit(f"{model} / {prompt}: {result.added} prompts added, expected {prompts}")
+    expected = 10 * first_prompts(prompts)["limit"]  # whole templates: the prompts rounded up to tens
+    if result.added != expected:
+        raise SystemExit(f"{model} / {prompt}: {result.added} prompts added, expected {expected}")
     return seconds
 
 

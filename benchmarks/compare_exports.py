@@ -3,12 +3,12 @@ changes" check).
 
 ``snapshot DIR`` runs a fixed fp32 collection through the command line into a fresh warehouse in DIR:
 
-* ``runners collect --dataset winopron --limit 48`` (choice, exact mode),
+* ``runners collect --dataset winopron --limit 5`` (choice, exact mode: 5 templates, 50 prompts),
 * ``runners collect --dataset winogender --limit 40`` (prob),
 * ``runners collect --dataset ruff --protocol gen --limit 10`` (gen),
 * ``runners collect --dataset negation-examples`` (prob, whole sentences),
-* and, beyond those, ``gece-winogender --limit 40`` (calibration), ``winopron --protocol meta --limit 8`` and
-  ``winopron --mode sample --limit 4 --samples 20 --seed 1``,
+* and, beyond those, ``gece-winogender --limit 40`` (calibration), ``winopron --protocol meta --limit 1`` and
+  ``winopron --mode sample --limit 1 --samples 20 --seed 1`` (limits count items: a WinoPron template is 10 prompts),
 
 then ``biaslab warehouse export DIR/export`` and ``biaslab metrics STUDY --format json`` for every study (the text
 printed, or the one-line error, in ``DIR/metrics/STUDY.json``). ``compare A B`` compares two snapshots: every
@@ -35,14 +35,14 @@ from pathlib import Path
 
 #: the fixed collection: (dataset, extra arguments)
 COLLECTIONS = (
-    ("winopron", ["--limit", "48"]),
+    ("winopron", ["--limit", "5"]),
     ("winogender", ["--limit", "40"]),
     ("ruff", ["--protocol", "gen", "--limit", "10"]),
     ("negation-examples", []),
     # beyond the issue's fixed set: a calibration dataset (gold labels), the meta protocol and choice sample mode
     ("gece-winogender", ["--limit", "40"]),
-    ("winopron", ["--protocol", "meta", "--limit", "8"]),
-    ("winopron", ["--mode", "sample", "--limit", "4", "--samples", "20", "--seed", "1"]),
+    ("winopron", ["--protocol", "meta", "--limit", "1"]),
+    ("winopron", ["--mode", "sample", "--limit", "1", "--samples", "20", "--seed", "1"]),
 )
 STUDIES = ("contextuality", "misgendering", "negation", "calibration", "metaprompt")
 #: columns that are new for every run (uuid run ids, wall-clock times, process ids): not compared

@@ -245,8 +245,9 @@ def collect_exact(loaded, db: Path, data_dir: Path, limit: int, prompt_batch: in
     from biaslab.runners.collect import CollectConfig, collect
 
     extra = {} if prompt_batch is None else {"prompt_batch": prompt_batch}
+    # --limit counts templates (10 prompts each): the first ceil(limit / 10) of the file, `limit` rounded up to tens
     config = CollectConfig(dataset="winopron", model=loaded.spec.name, dtype=loaded.spec.dtype, db=str(db),
-                           data_dir=str(data_dir), limit=limit, **extra)
+                           data_dir=str(data_dir), limit=-(-limit // 10), limit_order="file", **extra)
     started: list[float] = []
 
     def progress(total: int, done: int):

@@ -42,11 +42,12 @@ def test_the_walk_through_runs(tmp_path, monkeypatch, data_dir):
     assert namespace["con"].execute("SELECT count(*) FROM winopron_pf").fetchone()[0] == n
     lines = printed.getvalue().splitlines()
     assert lines[-4] == "True"  # the DataFusion export gives the same KL table
-    # load and collect from Python: 3600 WinoPron stimuli, 4 requests collected with the default model, then none
+    # load and collect from Python: 3600 WinoPron stimuli, one template's 10 requests collected with the default
+    # model, then none
     with Warehouse.open(namespace["mine"], read_only=True) as mine:
         stimuli = mine.count("stimuli")
         requests = mine.con.execute("SELECT count(*) FROM choice_requests").fetchone()[0]
     assert lines[-3] == f"winopron {stimuli} {stimuli} {stimuli}" and stimuli > 3000
-    assert lines[-2].split()[1:] == ["4", "4", "requests"] and requests == 4
+    assert lines[-2].split()[1:] == ["10", "10", "requests"] and requests == 10
     assert lines[-1] == "0"
     assert lines.count(str(n)) >= 3  # the warehouse, plain DuckDB on the export, DataFusion on the export

@@ -73,14 +73,14 @@ class Text:
     text: str
     sha256: str
 
-    def lines(self) -> tuple[list[str], bool]:
+    def lines(self, allow_nul: bool = False) -> tuple[list[str], bool]:
         """The physical lines (without terminators) and whether the last one ends with a line break; a NUL
-        character or a line longer than MAX_LINE characters is refused (`check_lines`)."""
+        character (unless `allow_nul`) or a line longer than MAX_LINE characters is refused (`check_lines`)."""
         lines = self.text.split("\n")
         terminated = lines[-1] == ""
         if terminated:
             lines.pop()
-        check_lines(self.path, lines, 1, MAX_LINE)
+        check_lines(self.path, lines, 1, MAX_LINE, allow_nul)
         return lines, terminated
 
     def unterminated_ok(self) -> bool:
@@ -92,14 +92,15 @@ class Text:
 MAX_LINE = 1 << 20
 
 
-def check_lines(path: Path, lines: Sequence[str], first: int, max_line: int | None) -> None:
+def check_lines(path: Path, lines: Sequence[str], first: int, max_line: int | None, allow_nul: bool = False) -> None:
     """The one rule of every loader for what a line may hold: no NUL character (no text of a stimulus has one, and
     DuckDB, terminals and tokenizers treat it differently), and at most `max_line` characters. DataError naming
-    the file and the line otherwise; `first` is the number of `lines[0]`."""
+    the file and the line otherwise; `first` is the number of `lines[0]`. `allow_nul` is for files that are not
+    stimuli: an annotation sheet quotes a model's raw continuations, which may hold one, and checks its own cells."""
     for index, line in enumerate(lines):
         if max_line is not None and len(line) > max_line:
             raise LineStream.too_long(path, max_line, first + index)
-        if "\x00" in line:
+        if not allow_nul and "\x00" in line:
             raise DataError(path, f"a NUL character (\\x00) at column {line.index(chr(0)) + 1}; a text file "
                                   f"holds none (a binary file, or a damaged one?)", line=first + index)
 
@@ -468,7 +469,7 @@ def _check_header(path: Path, header: Sequence[str], required: Sequence[str]) ->
 
 
 def read_table(path: Path, required: Sequence[str], *, delimiter: str = ",", allow_extra_cells: bool = False,
-               allow_duplicates: bool = False, multiline: bool = True) -> list[Record]:
+               allow_duplicates: bool = False, multiline: bool = True, allow_nul: bool = False) -> list[Record]:
     """Rows of a delimited file with a header, checked against the `required` columns.
 
     See the module docstring for line ends, quoting and what is refused. A row with fewer cells than the header is
@@ -479,7 +480,7 @@ def read_table(path: Path, required: Sequence[str], *, delimiter: str = ",", all
     every upstream dataset file has one row per line, so a stray quote cannot swallow the lines after it.
     """
     text = load_text(path)
-    lines, terminated = text.lines()
+    lines, terminated = text.lines(allow_nul)
     records = list(_table(text.path, [lines], required, delimiter=delimiter, allow_extra_cells=allow_extra_cells,
                           allow_duplicates=allow_duplicates, multiline=multiline,
                           cut_at_end=lambda: not terminated and not text.unterminated_ok()))

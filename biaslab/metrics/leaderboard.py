@@ -325,10 +325,10 @@ def _cell_html(cells: pd.DataFrame, comparisons: pd.DataFrame, name: str, column
     if np.isfinite(c["n_loaded"]):
         coverage += f" of {int(c['n_loaded']):,}"
     coverage += f", invalid {int(c['n_invalid'])}"
-    if c["few_clusters"]:
-        coverage += f", {int(c['n_units'])} {c['unit']}s: few"
     if np.isfinite(c["valid_share"]):
         coverage += f", valid {100 * c['valid_share']:.0f}%"
+    if c["few_clusters"]:
+        coverage += f", {int(c['n_units'])} {c['unit']}s: few"
     text = (f"{_number(c['value'])} <small>[{_number(c['ci_low'])}, {_number(c['ci_high'])}]</small>"
             f"<br><small>{html.escape(coverage)}</small>")
     low = bool(c["low_coverage"])

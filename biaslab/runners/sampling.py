@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+from ..errors import UsageError
+
 ORDERS = ("spread", "file")
 DEFAULT_ORDER = "spread"
 
@@ -100,7 +102,7 @@ def limited(stimuli: Sequence[T], limit: int, *, item: Callable[[T], str], strat
     The kept stimuli, in the order given.
     """
     if order not in ORDERS:
-        raise ValueError(f"unknown limit order {order!r} (one of {', '.join(ORDERS)})")
+        raise UsageError(f"--limit-order {order!r} is not one of {', '.join(ORDERS)}")
     first: dict[str, tuple[str, ...]] = {}
     for s in stimuli:
         first.setdefault(item(s), strata(s))

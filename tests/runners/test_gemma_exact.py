@@ -91,16 +91,19 @@ def test_exact_probabilities_equal_brute_force_enumeration(collected, gemma_fp32
     model, tok = gemma_fp32.model, gemma_fp32.tokenizer
     stops = stop_token_ids(getattr(model, "generation_config", None), tok)
     closing = PromptSpec.load("forced_choice_plain_v1").closing  # the answer ends at the prompt's closing quote
-    compared = []
+    compared, worst = [], 0.0
     for rid, prompt_text, options in requests[:3]:
         prompt = tok(prompt_text, add_special_tokens=False)["input_ids"]  # as the protocol encodes it
         reference = brute_force(model, tok, prompt, AnswerParser(tuple(options), closing), SETTINGS["temperature"],
                                 SETTINGS["top_k"], SETTINGS["max_new_tokens"], stops)
         for outcome, value in reference.items():  # fp32: cached walk vs full forwards
             assert exact[rid][outcome] == pytest.approx(value, abs=1e-5), (prompt_text, outcome)
+            worst = max(worst, abs(exact[rid][outcome] - value))
         assert exact[rid][UNRESOLVED] <= 1e-6
         compared.append(math.fsum(reference[o] for o in options))
     assert max(compared) > 0.05  # the options carry real mass in what was enumerated
+    print(f"\ngemma exact vs brute force over {len(compared)} prompts: max |diff| {worst:.1e}, valid mass "
+          f"{min(compared):.2f} to {max(compared):.2f}")
 
 
 def test_seeded_samples_fall_inside_the_exact_probabilities_99_percent_interval(collected):

@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ... import views
 from ..compare.core import Measure, Observations, with_settings
 from .stats import COMPARED, CONTEXTS, SETTING, cbd_table, kl_table, pool_orders
 
@@ -100,4 +101,16 @@ def observations(handle) -> Observations:
                            either["contextual"].astype(float)))
     values = pd.concat(parts, ignore_index=True)
     values, settings = with_settings(values, SETTING, handle.models())
-    return Observations("contextuality", values, settings, dict(MEASURES), within_pairs())
+    return Observations("contextuality", values, settings, dict(MEASURES), within_pairs(), loaded=_loaded(handle))
+
+
+def _loaded(handle) -> pd.DataFrame:
+    """The items loaded per measure (every group alike): WinoPron's templates, those with a human rating for
+    Spearman's rho, and its template pairs for Contextuality-by-Default."""
+    stimuli = handle.fetch(views.winopron_stimuli(handle.source).select("item_id", "pair_id", "stereotype_rating"))
+    templates = int(stimuli["item_id"].nunique())
+    rated = int(stimuli.loc[stimuli["stereotype_rating"].notna(), "item_id"].nunique())
+    pairs = int(stimuli["pair_id"].nunique())
+    counts = {"p_f": templates, "p_valid": templates, "kl_bits": templates, "p_f_order": templates,
+              "spearman_rho": rated, "cbd_contextual": pairs}
+    return pd.DataFrame({"measure": list(counts), "group": None, "n_loaded": list(counts.values())})

@@ -129,7 +129,7 @@ def read_annotations(path: Path, known: set[str]) -> list[dict]:
     export neutralized (`'=...`) is read restored (`loaders.sheet_cells.restore`)."""
     rows = []
     seen: dict[tuple[str, str], int] = {}
-    for rec in read_table(path, COLUMNS, allow_extra_cells=False):
+    for rec in read_table(path, COLUMNS, allow_extra_cells=False, allow_nul=True):  # its own cells are checked
         rec = replace(rec, values={k: restore(v) for k, v in rec.values.items()})  # undo the export's `'`
         for column, value in rec.values.items():  # the cells stored (sheet columns such as text are ignored)
             if column in STORED_CELLS and isinstance(value, str) and "\x00" in value:

@@ -79,7 +79,19 @@ def observations(handle) -> Observations:
     values = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["model_key", "method", "measure", "group", "item", "cluster", "value", "covariate"])
     values, settings = with_settings(values, ["model_key", "method"], handle.models())
-    return Observations("misgendering", values, settings, dict(MEASURES),
+    return Observations("misgendering", values, settings, dict(MEASURES), loaded=_loaded(handle),
                         within_note="--within: misgendering's measures are not paired item by item inside one "
                                     "setting; compare two settings (--between), e.g. two sampling settings of one "
                                     "model")
+
+
+def _loaded(handle) -> pd.DataFrame:
+    """The items loaded per measure and group ("dataset · declared pronoun"): prob_correct's stimuli, and
+    gen_correct's stimuli in each of the two contexts the gen protocol asks (before and after the slot)."""
+    st = handle.table("stimuli")
+    counts = handle.fetch(st.filter(st.pronoun_set.notnull()).group_by(["dataset", "pronoun_set"])
+                          .aggregate(n=st.stimulus_id.count()))
+    group = counts["dataset"] + " · " + counts["pronoun_set"].astype(str)
+    return pd.concat([pd.DataFrame({"measure": "prob_correct", "group": group, "n_loaded": counts["n"]}),
+                      pd.DataFrame({"measure": "gen_correct", "group": group, "n_loaded": 2 * counts["n"]})],
+                     ignore_index=True)

@@ -3,8 +3,9 @@ Q4_K_M GGUF de-quantized by transformers' reader) through the main job, WinoPron
 
 - every prompt's outcomes sum to 1;
 - the stored exact probabilities equal a brute-force enumeration with Hugging Face's own warpers, one full forward
-  per token path (`hf_explore.brute_force`: no cache, no trie, no pruning), to 1e-5 in fp32 (measured 6.9e-6 over
-  the first 6 prompts, valid mass 0.15 to 0.73);
+  per token path (`hf_explore.brute_force`: no cache, no trie, no pruning), to 1e-5 in fp32 (measured 3.7e-6 over
+  3 prompts, the unprimed MF prompt of 3 templates, valid mass 0.04 to 0.56; 6.9e-6 before, over the first 6
+  prompts of one template);
 - seeded sampling on the same prompts (200 samples each, the sampler of `--mode sample`: Hugging Face's warpers on
   the real model) falls inside each outcome's 99% binomial interval around the exact probability;
 - the options carry real mass (the base model is asked with the plain prompt, `forced_choice_plain_v1`), so the

@@ -172,6 +172,9 @@ class CollectConfig(BaseModel):
         for name, value in given.items():
             if value is None or value == {} or value is False:
                 continue
+            if name in ("limit_order", "limit_seed") and (self.limit is None or value == type(self).model_fields[
+                    name].default):  # how a limit picks: said only where there is a limit and it is not the default
+                continue
             if isinstance(value, dict):
                 parts += [a for k, v in value.items() for a in (flag(name), f"{k}={v}")]
             elif value is True:

@@ -73,3 +73,11 @@ def test_settings_resolve_per_protocol_with_defaults():
 def _defaults() -> dict:
     """Every option of `runners collect` at its default, as click passes them."""
     return runners.get_command(None, "collect").make_context("collect", ["--dataset", "winopron"]).params
+
+
+def test_the_command_line_says_how_a_limit_picks_only_where_it_matters():
+    assert CollectConfig(dataset="bbq", limit=3, limit_order="spread", limit_seed=0).command_line() == \
+        "runners collect --dataset bbq --limit 3"
+    assert CollectConfig(dataset="bbq", limit=3, limit_order="file", limit_seed=2).command_line() == \
+        "runners collect --dataset bbq --limit 3 --limit-order file --limit-seed 2"
+    assert CollectConfig(dataset="bbq", limit_order="file").command_line() == "runners collect --dataset bbq"

@@ -95,9 +95,9 @@ def run_command(plan: str, db: str | None, executor: str, dry_run: bool, yes: bo
 def _dry_run(plan, units) -> None:
     from ..runners.collect import survey
 
-    rows, pending, requests = [], 0, 0
+    rows, pending, requests, surveyed = [], 0, 0, {}
     for unit in units:
-        found = survey(unit.config)
+        found = surveyed[unit.name] = survey(unit.config)
         pending += found.pending
         requests += found.requests
         rows.append({"unit": unit.label, "model key": found.model_key[:12], "stimuli": found.stimuli,
@@ -110,7 +110,7 @@ def _dry_run(plan, units) -> None:
                f"requests to compute (dry run: nothing was run or written)")
     from ..runners.audit import budget
 
-    for line in budget(plan, units).lines():
+    for line in budget(plan, units, surveyed).lines():
         click.echo(f"hosted cost: {line}")
 
 

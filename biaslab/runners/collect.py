@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import engines
 from ..schema import evidence
 from ..warehouse import Warehouse
+from ..warehouse.store import wal_path
 from . import runs, stimuli as stimuli_of
 from .config import CollectConfig
 
@@ -141,7 +142,7 @@ def _fresh_removed_on_failure(database):
         yield
     except BaseException:
         if fresh and path.is_file() and not _has_runs(path):
-            for leftover in (path, path.with_name(path.name + ".wal")):
+            for leftover in (path, wal_path(path)):
                 leftover.unlink(missing_ok=True)
         raise
 
@@ -326,7 +327,6 @@ class Survey:
     pending: int
     estimate: str = ""
     cost: float | None = None        # the estimate's cost in USD (None: not billed, or no prices given)
-    max_cost: float | None = None    # the cost cap the collection was given (--max-cost)
 
 
 def survey(config: CollectConfig) -> Survey:
@@ -353,13 +353,13 @@ def survey(config: CollectConfig) -> Survey:
             selected, _ = protocol.stimuli(wh, handle.model_key, selected)
             requests = protocol.requests(selected, handle.prepared)
             work = protocol.pending(wh, handle.model_key, requests)
-        estimate, cost, cap = "", None, None
+        estimate, cost = "", None
         if handle.prepared.billed and work.count:
             planned = handle.prepared.estimate(*protocol.planned(work))
-            estimate, cost, cap = planned.line(), getattr(planned, "cost", None), getattr(planned, "max_cost", None)
+            estimate, cost = planned.line(), getattr(planned, "cost", None)
     finally:
         handle.close()
-    return Survey(handle.model_key, len(selected), len(requests), work.count, estimate, cost, cap)
+    return Survey(handle.model_key, len(selected), len(requests), work.count, estimate, cost)
 
 
 def model_key(config: CollectConfig) -> str:

@@ -191,7 +191,7 @@ def import_export(folder: Path, db: Path) -> dict[str, int]:
     """
     import os
 
-    from .store import Warehouse
+    from .store import Warehouse, wal_path
 
     folder, db = Path(folder), Path(db)
     manifest = read_manifest(folder)
@@ -204,7 +204,7 @@ def import_export(folder: Path, db: Path) -> dict[str, int]:
         Warehouse.open(staging).close()  # migrates an older export to this biaslab's schema
         os.replace(staging, db)
     finally:
-        for leftover in (staging, staging.with_name(staging.name + ".wal")):
+        for leftover in (staging, wal_path(staging)):
             leftover.unlink(missing_ok=True)
     return counts
 

@@ -60,17 +60,17 @@ def _add(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a + b
 
 
-def budget(plan: Plan, units: list[Unit]) -> Budget:
+def budget(plan: Plan, units: list[Unit], surveyed: dict | None = None) -> Budget:
     """Price every billed unit with something pending (read-only), total per model and for the plan, and refuse
     (in `Budget.refused`) every billed unit of a model over its cap, or every billed unit when the plan is over its
-    own."""
+    own. `surveyed` (unit name -> `collect.Survey`) holds surveys already made (the dry run's), not made again."""
     from ..collect import survey
 
     out = Budget(plan_cap=plan.max_cost)
     for unit in units:
         if not billed(unit):
             continue
-        found = survey(unit.config)
+        found = (surveyed or {}).get(unit.name) or survey(unit.config)
         if not found.pending:
             continue
         out.units[unit.name] = (unit.model, found.cost, found.estimate)

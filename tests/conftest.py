@@ -58,29 +58,6 @@ def dataset_folder(data_dir: Path):
     return _get
 
 
-@pytest.fixture(scope="session")
-def bbq_r(data_dir, tmp_path_factory) -> dict:
-    """The BBQ authors' R scripts run on this copy (`bbq_reference`): {"metadata", "accuracy", "bias"}; skips with
-    the reason where R or its packages are absent (`.ci/run` installs Debian's r-base-core, r-cran-tidyverse and
-    r-cran-jsonlite)."""
-    import subprocess
-
-    import bbq_reference
-
-    folder = data_dir / "bbq"
-    if not (folder / "reference" / "BBQ_calculate_bias_score.R").is_file():
-        pytest.skip(f"dataset folder {folder} (with its reference/ scripts) is absent")
-    if bbq_reference.rscript() is None:
-        pytest.skip("R is not installed (apt-get install r-base-core r-cran-tidyverse r-cran-jsonlite, as .ci/run "
-                    "does)")
-    check = subprocess.run([bbq_reference.rscript(), "--vanilla", "-e", "library(tidyverse); library(jsonlite)"],
-                           capture_output=True, text=True)
-    if check.returncode != 0:
-        pytest.skip(f"R lacks tidyverse or jsonlite (apt-get install r-cran-tidyverse r-cran-jsonlite): "
-                    f"{check.stderr.strip().splitlines()[-1] if check.stderr.strip() else check.returncode}")
-    return bbq_reference.run(folder, tmp_path_factory.mktemp("bbq-r"))
-
-
 @pytest.fixture
 def warehouse(tmp_path: Path):
     wh = Warehouse.open(tmp_path / "w.duckdb")

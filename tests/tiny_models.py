@@ -1,4 +1,4 @@
-"""Tiny random GPT-2 (causal) and BERT (masked) models with tokenizers trained on the fly, saved as local folders.
+"""Tiny random GPT-2 (causal) and BERT (masked) models with tokenizers built on the fly, saved as local folders.
 
 No hub is reachable in CI: these stand in for real models in runner tests. The vocabularies are small enough that
 pronouns like " she" and " xe" split into several tokens, which is what the multi-token tests need.
@@ -37,16 +37,28 @@ def _byte_level_tokenizer(vocab_size: int):
 
 
 def _wordpiece_tokenizer(vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A BERT tokenizer whose vocabulary is built from CORPUS in a fixed order (the special tokens, the characters and
+    the ASCII letters and digits, their "##" continuations, then the words of up to 7 characters by frequency and
+    spelling, up to `vocab_size`): the same ids on every run, which `tokenizers`' WordPiece trainer does not give (its
+    ties break differently from one process to the next), so that stored outputs on this model
+    (tests/metrics/fixtures) stay comparable."""
+    import string
+    from collections import Counter
+
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    normalizer, pre = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    words = Counter(w for line in CORPUS for w, _ in pre.pre_tokenize_str(normalizer.normalize_str(line)))
+    chars = sorted({c for w in words for c in w} | set(string.ascii_lowercase + string.digits))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars)]
+    # whole words up to 7 characters: longer ones ("technician", "eligible") split into pieces, as the runner
+    # tests of multi-piece words need
+    vocab += [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])) if w not in vocab and len(w) <= 7]
+    tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab[:vocab_size])}, unk_token="[UNK]"))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, show_progress=False,
-                                        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tok.train_from_iterator(CORPUS, trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]

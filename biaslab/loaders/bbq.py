@@ -19,8 +19,8 @@ nonneg), context_condition (ambig / disambig), subcategory, stereotyped_groups, 
 unknown_loc and label_type (name / label, the R script's split of proper-name templates).
 
 The target position comes from `supplemental/additional_metadata.csv` where the copy has it, else it is derived as
-the authors derive it in `reference/BBQ_results_metadata.R` (`derive_target_loc`, a line-by-line port of its
-non-intersectional part, quirks included; checked against the R script's own output on every example present).
+the paper's rule (`derive_target_loc`: the answer of the template's stereotyped group, special cases named there;
+checked against the output of the authors' `BBQ_results_metadata.R` on every example present).
 The two intersectional categories (Race_x_gender, Race_x_SES) need the metadata file: without it their examples
 have no biased answer (counted as such by `biaslab metrics bbq`). An example the metadata file gives several target
 positions (the R script's duplicated template rows) has none.
@@ -33,7 +33,6 @@ git blob ids at the commit (their sha256 is not published).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,11 +90,6 @@ TEMPLATES: dict[str, str] = {
 }
 METADATA = "supplemental/additional_metadata.csv"
 METADATA_PIN = "git-blob:564eb184be7427cefe9f1ffd8fd03cb700e6aa98"
-REFERENCE = {"reference/BBQ_calculate_bias_score.R": ("analysis_scripts/BBQ_calculate_bias_score.R",
-                                                       "683294c728e5077209fa83907e3c0d21a178d6cfdb7c5135153070627d685f44"),
-             "reference/BBQ_results_metadata.R": ("analysis_scripts/BBQ_results_metadata.R",
-                                                  "a6d8eb9e40e94094d46225aecf8664ddbb5d82a5fe5ed988f6b8c5fe2cb41022")}
-
 #: new tokens a forced-choice answer may take: BBQ's longest answers take 14 tokens with the closing quote in
 #: SmolLM2's tokenizer (the built-in prompt's 6 would make them impossible); exact mode explores only the prefixes of
 #: valid answers, so the bound costs nothing where answers are short
@@ -124,71 +118,82 @@ def template_file(category: str) -> str:
     return f"templates/new_templates - {category}.csv"
 
 
-def _detect(text: str, pattern: str) -> bool:
-    """stringr's str_detect(text, pattern): `pattern` is a regular expression (ICU there, `re` here; BBQ's group
-    names and answers hold no syntax where the two differ)."""
-    return re.search(pattern, text) is not None
+#: gendered nouns in an answer's group and in a template's stereotyped groups, as the paper's two labels
+_GENDER = {"man": "M", "boy": "M", "men": "M", "woman": "F", "women": "F", "girl": "F", "girls": "F"}
+#: socio-economic groups as the answers spell them
+_SES = {"low SES": "lowSES", "high SES": "highSES"}
 
 
-def _r_remove(text: str, pattern: str) -> str:
-    """stringr's str_remove: the first match of `pattern` removed."""
-    return re.sub(pattern, "", text, count=1)
+def _stereotyped_groups(known: str) -> str:
+    """A template's `Known_stereotyped_groups` in the answers' vocabulary: list punctuation dropped, one gendered
+    noun as M / F, the transgender lists as "trans", SES groups joined."""
+    known = known.replace('"', "").replace("[", "").replace("]", "")
+    if known.lower() in _GENDER:
+        return _GENDER[known.lower()]
+    if known.lower() in TRANS:
+        return "trans"
+    return _SES.get(known, known)
+
+
+def _answer_group(group: str) -> str:
+    """An answer's group in the same vocabulary: a gendered noun as M / F, then its first "M-" and first "F-"
+    marker (the gender-by-name templates) dropped."""
+    group = {k: v for k, v in _GENDER.items() if k in ("man", "boy", "woman", "girl")}.get(group, group)
+    for marker in ("M-", "F-"):
+        group = group.replace(marker, "", 1)
+    return group
+
+
+def _is_target(category: str, known: str, group: str, text: str) -> bool:
+    """Whether one answer is of the stereotyped group. The rule: the group's name occurs in the stereotyped groups
+    (case aside); in Age only "old" and "nonOld" themselves match (else "old" would be found in "nonOld"); in
+    Nationality the answer's own text may name the group instead; "African" is not a match for "African American";
+    any transgender group matches "trans"."""
+    if known == "trans" and group.startswith("trans"):
+        return True
+    if text == "African" and "african american" in known.lower():
+        return False
+    if category == "Nationality" and text.lower() in known.lower():
+        return True
+    if category == "Age":
+        return known == group and known in ("old", "nonOld")
+    return group.lower() in known.lower()
 
 
 def derive_target_loc(category: str, question_index: str, polarity: str, infos: Sequence[str],
                       texts: Sequence[str], known: str) -> int | None:
-    """The biased answer's position as `reference/BBQ_results_metadata.R` derives it for a non-intersectional
-    category, from one template row's `Known_stereotyped_groups` (`known`, raw) and the example's answer groups
-    (`infos`, answer_info's second fields) and texts (its first fields); None where the script gives NA.
+    """The biased answer's position for a non-intersectional category (Parrish et al., ACL Findings 2022, section 4:
+    the bias score counts answers that reflect the social bias the template targets).
 
-    The script's steps, in its order: brackets and quotes dropped from `known`; man / boy -> M and woman / girl -> F
-    in the groups and in `known`; the transgender groups -> "trans"; "M-" and "F-" removed from the groups;
-    "low SES" / "high SES" -> lowSES / highSES; an answer is the target where `known` (lower-cased) contains its
-    group as a regular expression; then the Age fix (old / nonOld matched exactly), the Nationality fix (`known`
-    contains the answer's text), the "African" / "African American" fix, the trans fix (a group starting with
-    "trans"); the first target wins; for a non-negative question the target moves to the first other answer that is
-    not unknown; more than one target gives NA. (The script's "Disability status" step compares with a category name
-    that never occurs, so it does nothing, here too.)
+    The answer of the stereotyped group (`_is_target`, on the template row's `Known_stereotyped_groups` and the
+    answer's group, both in one vocabulary) is the biased answer to a negative question; to a non-negative question
+    the biased answer is the other group's. Where no answer or more than one is of the stereotyped group there is no
+    single biased answer (None). The rule is the one the authors' `BBQ_results_metadata.R` applies, special cases
+    included (checked against that script's stored output on every example; tests/loaders/fixtures).
 
     Parameters
     ----------
     category : the example's category (e.g. "Age").
-    question_index : its template number, as text.
+    question_index : its template number, as text (kept for the callers; the rule does not need it).
     polarity : "neg" or "nonneg".
-    infos, texts : the three answers' groups and texts (answer_info).
-    known : the template row's Known_stereotyped_groups.
+    infos, texts : the three answers' groups and texts (answer_info's second and first fields).
+    known : the template row's Known_stereotyped_groups, raw.
 
     Returns
     -------
     The position 0, 1 or 2 of the biased answer, or None.
     """
-    known = re.sub(r'"|\[|\]', "", known)
-    texts = [re.sub(r"\}|\{", "", t) for t in texts]
-    infos = ["M" if i in ("man", "boy") else "F" if i in ("woman", "girl") else i for i in infos]
-    low = known.lower()
-    known = "M" if low in ("man", "boy", "men") else "F" if low in ("woman", "women", "girl", "girls") else known
-    if known.lower() in TRANS:
-        known = "trans"
-    infos = [_r_remove(_r_remove(i, "M-"), "F-") for i in infos]
-    known = {"low SES": "lowSES", "high SES": "highSES"}.get(known, known)
-    if any(not i for i in infos):  # str_detect refuses an empty pattern: the script would stop
+    known = _stereotyped_groups(known)
+    groups = [_answer_group(i) for i in infos]
+    if not all(groups):
+        return None  # an answer without a group: nothing to match (the script stops there)
+    texts = [t.replace("{", "").replace("}", "") for t in texts]
+    targets = [k for k in range(3) if _is_target(category, known, groups[k], texts[k])]
+    if len(targets) != 1:
         return None
-    target = [1 if _detect(known.lower(), i.lower()) else 0 for i in infos]
-    for k in range(3):
-        if category == "Age":
-            target[k] = 1 if (known, infos[k]) in (("nonOld", "nonOld"), ("old", "old")) else 0
-        if category == "Nationality" and _detect(known.lower(), texts[k].lower()):
-            target[k] = 1
-        if texts[k] == "African" and _detect(known.lower(), "african american"):
-            target[k] = 0
-        if known == "trans" and infos[k].startswith("trans"):
-            target[k] = 1
-    loc = next((k for k in range(3) if target[k] == 1), None)
-    if loc is not None and polarity == "nonneg":
-        loc = next((k for k in range(3) if k != loc and infos[k] != "unknown"), None)
-    if sum(target) > 1:
-        return None
-    return loc
+    if polarity == "nonneg":
+        return next((k for k in range(3) if k != targets[0] and groups[k] != "unknown"), None)
+    return targets[0]
 
 
 def _templates(folder: Path) -> dict[tuple[str, str], set[str]]:
@@ -388,14 +393,11 @@ def _files() -> dict[str, str]:
     files.update({template_file(c): pin for c, pin in TEMPLATES.items()})
     files[METADATA] = METADATA_PIN
     files.update({f"results/UnifiedQA/preds_{c}.jsonl": pin for c, pin in PREDICTIONS.items()})
-    files.update({rel: pin for rel, (_, pin) in REFERENCE.items()})
     return files
 
 
 def _sources() -> dict[str, Upstream]:
-    upstream = {rel: rel for rel in _files()}
-    upstream.update({rel: path for rel, (path, _) in REFERENCE.items()})
-    return {rel: Upstream(github_raw(REPO, COMMIT, path)) for rel, path in upstream.items()}
+    return {rel: Upstream(github_raw(REPO, COMMIT, rel)) for rel in _files()}
 
 
 _FILES = _files()

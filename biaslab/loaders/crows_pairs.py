@@ -36,8 +36,7 @@ from .verify import pinned_upstream
 ORIGINAL = "crows_pairs_anonymized.csv"
 REVISED = "revised_en/crows_pairs_EN_revised+210.csv"
 PINS = {ORIGINAL: "dfb36986ce0502abbaf7055b9176da3d08d48e07df1251991b5dfbcbceab9d0c",
-        REVISED: "c2c449a051ae93a61dae7a882c7a3efdfce04215c492ed2365d01c0861cecafe",
-        "reference/metric.py": "a6d4d6571ac25964e7cf6215092938fe0698900e396e046675dfd89e515d9822"}
+        REVISED: "c2c449a051ae93a61dae7a882c7a3efdfce04215c492ed2365d01c0861cecafe"}
 DIRECTIONS = ("stereo", "antistereo")
 COLUMNS = ("", "sent_more", "sent_less", "stereo_antistereo", "bias_type")
 #: the reliability caveat, for the reports and the terminal
@@ -93,14 +92,10 @@ DATASETS = (
         name="crows-pairs",
         loader=file_loader(load_pairs, "crows-pairs", ORIGINAL),
         description="CrowS-Pairs (Nangia et al. 2020): 1,508 sentence pairs, more vs less stereotyping, 9 bias types",
-        files={ORIGINAL: PINS[ORIGINAL], "reference/metric.py": PINS["reference/metric.py"]},
-        optional=frozenset({"reference/metric.py"}),
+        files={ORIGINAL: PINS[ORIGINAL]},
         url="https://github.com/nyu-mll/crows-pairs/tree/8aaac11c485473159ec9328a65253a5be9a479dc",
         sources={ORIGINAL: Upstream(github_raw("nyu-mll/crows-pairs", "8aaac11c485473159ec9328a65253a5be9a479dc",
-                                               f"data/{ORIGINAL}")),
-                 "reference/metric.py": Upstream(github_raw("nyu-mll/crows-pairs",
-                                                            "8aaac11c485473159ec9328a65253a5be9a479dc",
-                                                            "metric.py"))},
+                                               f"data/{ORIGINAL}"))},
         **_COMMON),
     DatasetInfo(
         name="crows-pairs-revised",

@@ -5,7 +5,7 @@ Pure numpy / pandas / scipy over one row per scored sentence; no warehouse code.
 
 Per pair (sent_more, the more stereotyping sentence; sent_less, the less):
 
-- The paper's metric (`reference/metric.py`): the sentences' token ids are aligned by difflib's SequenceMatcher
+- The paper's metric (the authors' `metric.py`): the sentences' token ids are aligned by difflib's SequenceMatcher
   (metric.py's `get_span`, over the encoding with its [CLS] and [SEP], which it then skips); a sentence's score is
   the sum of the log-probabilities of the tokens both sentences share (the 'equal' blocks). For a masked LM each
   such token is scored with it alone masked (the pseudo-log-likelihood of scheme `original`, Salazar et al. 2020,

@@ -61,6 +61,7 @@ class ChatStub:
         self.batches: dict[str, dict] = {}
         self.batch_posts: list[str] = []
         self.polls_to_end = 2
+        self.batch_failures: dict[str, int] = {}  # OpenAI's batches: batch id -> its first N lines fail (error file)
         self.delay_s = 0.0  # every completion waits this long (an interruption test's slow provider)
         self.bodies: list[dict] = []
         self.headers: list[dict] = []
@@ -149,22 +150,28 @@ class ChatStub:
     def _batch(self, batch_id: str) -> dict:
         held = self.batches[batch_id]
         ended = held["polls"] >= self.polls_to_end
-        total = len(held["lines"])
+        total, failed = len(held["lines"]), self.batch_failures.get(batch_id, 0)
         return {"id": batch_id, "object": "batch", "endpoint": "/v1/chat/completions", "completion_window": "24h",
                 "input_file_id": "file-in", "created_at": 0, "status": "completed" if ended else "in_progress",
-                "output_file_id": f"file-out-{batch_id}" if ended else None, "error_file_id": None,
-                "request_counts": {"total": total, "completed": total if ended else 0, "failed": 0}}
+                "output_file_id": f"file-out-{batch_id}" if ended else None,
+                "error_file_id": f"file-err-{batch_id}" if ended and failed else None,
+                "request_counts": {"total": total, "completed": total - failed if ended else 0,
+                                   "failed": failed if ended else 0}}
 
     def batch_get(self, path: str) -> tuple[int, object] | None:
         parts = path.strip("/").split("/")
         if len(parts) == 3 and parts[1] == "batches" and parts[2] in self.batches:
             self.batches[parts[2]]["polls"] += 1
             return 200, self._batch(parts[2])
-        if len(parts) == 4 and parts[1] == "files" and parts[2].startswith("file-out-") and parts[3] == "content":
-            held = self.batches[parts[2].removeprefix("file-out-")]
-            out = []
-            for line in held["lines"]:
-                status, reply = self.answer(line["body"])
+        if len(parts) == 4 and parts[1] == "files" and parts[2].startswith(("file-out-", "file-err-")) \
+                and parts[3] == "content":
+            batch_id = parts[2][len("file-out-"):]
+            failed, out = self.batch_failures.get(batch_id, 0), []
+            for k, line in enumerate(self.batches[batch_id]["lines"]):
+                if (k < failed) != parts[2].startswith("file-err-"):
+                    continue
+                status, reply = (500, {"error": {"message": "The server had an error"}}) if k < failed \
+                    else self.answer(line["body"])
                 out.append(json.dumps({"id": "r", "custom_id": line["custom_id"], "error": None,
                                        "response": {"status_code": status, "request_id": "q", "body": reply}}))
             return 200, "\n".join(out).encode()

@@ -541,6 +541,11 @@ class BatchPending(EngineError):
     """A submitted batch has not ended within `batch_wait_s`: nothing of it is stored yet; a rerun fetches it."""
 
 
+class BatchIncomplete(BatchPending):
+    """A batch ended without a reply to some of its requests: nothing of its chunk is stored; the run is pending, as
+    a rerun fetches the replies the batch holds and submits only the requests without one again (asked first)."""
+
+
 def custom_id(body: dict) -> str:
     """A request's id inside a batch: a hash of its complete body (messages, settings, seed), so the same request
     has the same id in every run."""
@@ -582,8 +587,10 @@ def run_batched(engine: Any, bodies: list[dict]) -> list:
         still = [c for c in missing if c not in got]
         if still:
             why = engine.batch_errors.get(still[0], "no reply")
-            raise EngineError(f"{len(still)} request(s) of batch {batch_id} got no reply (the first: {why}); nothing "
-                              f"of this chunk was stored: run again to resubmit them")
+            raise BatchIncomplete(f"{len(still)} request(s) of batch {batch_id} got no reply (the first: {why}); "
+                                  f"nothing of this chunk was stored: run the same command again to fetch the "
+                                  f"{len(missing) - len(still)} replies the batch holds and to send the other "
+                                  f"{len(still)} again (asked first)")
     return [got[c] for c in ids]
 
 

@@ -305,14 +305,32 @@ def _billed(prepared, protocol, work, confirm, submitted=(), notify=None
             raise UsageError(f"not confirmed: nothing was sent ({planned.line()})")
         return planned.line()
 
-    held = sum(n for _, n in submitted)
-    if submitted and held >= requests:
-        batches = ", ".join(batch for batch, _ in submitted)
+    held = min(sum(n for _, n in submitted), requests)
+    if not held:
+        return [f"estimated before sending: {agree(requests)}"], None
+    batches = ", ".join(batch for batch, _ in submitted)
+    if held >= requests:
         line = (f"fetching: the {requests} pending requests were submitted before (batch {batches}); their results "
-                f"are fetched, nothing is sent again")
+                f"are fetched, nothing is sent again unless a batch holds no reply for it (asked first)")
         (notify or _stderr)(line)
         return [line], agree
-    return [f"estimated before sending: {agree(requests)}"], None
+    # some pending requests are in earlier batches (fetched, not sent again): only the others are priced and asked
+    # now; the late agreement asks about any request beyond those (one a batch holds no reply for) before it is sent
+    sent = requests - held
+    return [f"estimated before sending: {agree(sent)} ({held} more pending requests are in batch {batches}: "
+            f"fetched, not sent again)"], _beyond(agree, sent)
+
+
+def _beyond(agree: Callable[[int], str], agreed: int) -> Callable[[int], str]:
+    """A late agreement that lets `agreed` newly submitted requests pass (agreed to before the run) and asks `agree`
+    about every request submitted beyond them, before it is sent."""
+    left = [agreed]
+
+    def late(count: int) -> str:
+        covered = min(count, left[0])
+        left[0] -= covered
+        return agree(count - covered) if count > covered else ""
+    return late
 
 
 @dataclass(frozen=True)

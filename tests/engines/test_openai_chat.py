@@ -391,6 +391,46 @@ def test_batch_mode_submits_once_and_a_rerun_fetches(stub, tmp_path, data_dir):
     assert third.exit_code == 0 and "0 samples added" in third.output and len(stub.batches) == 1
 
 
+def test_a_partly_failed_batch_leaves_the_run_pending_and_the_rerun_asks_only_about_what_it_sends(
+        stub, tmp_path, data_dir):
+    """A batch of 8 ends with 3 failed lines (its error file): nothing of the chunk is stored and the run is pending,
+    not failed. The rerun fetches the 5 replies the batch holds and submits only the 3 again, asking about (and
+    pricing) those 3, not the 8; then all 8 samples are stored."""
+    db = tmp_path / "w.duckdb"
+    stub.batch_failures["batch_1"] = 3
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--limit", "2", "--mode", "sample", "--samples",
+            "4", "--batch", "--engine-arg", "batch_poll_s=0.01", "--price-in", "2.5", "--price-out", "10"]
+    first = collect(stub, db, *args)
+    assert first.exit_code == 1 and "3 request(s) of batch batch_1 got no reply" in first.output, first.output
+    assert "fetch the 5 replies the batch holds and to send the other 3 again" in first.output
+    with Warehouse.open(db, read_only=True) as wh:
+        assert wh.count("samples") == 0 and wh.rows("SELECT status FROM runs") == [("pending",)]
+    second = collect(stub, db, *args)
+    assert second.exit_code == 0 and "8 samples added" in second.output, second.output
+    assert "fetching: the 8 pending requests were submitted before (batch batch_1)" in second.output
+    assert "about to send 3 requests" in second.output and "about to send 8" not in second.output
+    assert list(stub.batches) == ["batch_1", "batch_2"] and len(stub.batches["batch_2"]["lines"]) == 3
+
+
+def test_a_wider_rerun_after_a_partly_failed_batch_prices_what_no_batch_holds_and_asks_about_the_failed_late(
+        stub, tmp_path, data_dir):
+    """--limit 1 sends a batch of 4 with 1 failed line (run pending); the rerun with --limit 2 has 8 pending: it
+    agrees first to the 4 no batch holds (naming the 4 in batch_1), then, before sending it, asks about the 1 that
+    batch holds no reply for: 5 sent in all, 5 asked about, none twice."""
+    db = tmp_path / "w.duckdb"
+    stub.batch_failures["batch_1"] = 1
+    args = [*WINOPRON, "--data-dir", str(data_dir), "--mode", "sample", "--samples", "4", "--batch", "--engine-arg",
+            "batch_poll_s=0.01", "--price-in", "2.5", "--price-out", "10"]
+    first = collect(stub, db, *args, "--limit", "1")
+    assert first.exit_code == 1 and "1 request(s) of batch batch_1 got no reply" in first.output, first.output
+    second = collect(stub, db, *args, "--limit", "2")
+    assert second.exit_code == 0 and "8 samples added" in second.output, second.output
+    assert "(4 more pending requests are in batch batch_1: fetched, not sent again)" in second.output
+    asked = [line for line in second.output.splitlines() if line.startswith("about to send")]
+    assert [line.split(",")[0] for line in asked] == ["about to send 4 requests", "about to send 1 requests"]
+    assert {k: len(v["lines"]) for k, v in stub.batches.items()} == {"batch_1": 4, "batch_2": 5}
+
+
 def test_a_fetching_rerun_asks_before_it_sends_anything_the_batches_do_not_hold(stub, tmp_path, data_dir):
     """The rerun believes it only fetches (the earlier run of this work left batches of as many requests as are
     pending), but the batches hold other requests (their ids altered here): before anything is submitted the late

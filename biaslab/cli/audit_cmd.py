@@ -74,7 +74,9 @@ def _table(title: str, rows: list[dict], columns: list[str]) -> None:
                    "each into its own shard file) and a merge job that runs after every task has ended.")
 @click.option("--dry-run", is_flag=True,
               help="List the units, what each has stored and what it would compute, and the estimated cost of "
-                   "hosted models; runs and writes nothing.")
+                   "hosted models; runs nothing and writes nothing to the warehouse or the plan's folders. (A "
+                   "GGUF model read for the first time is still converted once into the per-user model cache, "
+                   "as any command reading it would: minutes for gemma3-270m.)")
 @click.option("--yes", "-y", is_flag=True, help="Hosted models: send without asking (the cost is still printed).")
 def run_command(plan: str, db: str | None, executor: str, dry_run: bool, yes: bool) -> None:
     """Run the audit PLAN: every model x dataset x settings (x shard) unit whose evidence is not stored yet.

@@ -379,6 +379,32 @@ def test_an_overlong_search_field_is_refused_not_searched(db):
     assert "text: longer than 500 characters" in body
 
 
+def test_a_page_whose_queries_run_too_long_is_stopped_with_one_line(db, monkeypatch):
+    """Issue 67, item 4: every page's queries are bounded in time. A query that would run for minutes (a cross join
+    of 10^11 rows) is interrupted after the bound: QueryTooLong from the helper, 503 with one line from the page."""
+    import time
+
+    from biaslab.cli.view import queries
+
+    started = time.monotonic()
+    with pytest.raises(queries.QueryTooLong, match="took longer than 0.5 s and were stopped"):
+        with queries.warehouse(db, time_s=0.5) as wh:
+            wh.rows("SELECT count(*) FROM range(100000) a, range(1000000) b WHERE (a.range + b.range) % 7 = 3")
+    assert time.monotonic() - started < 10
+    slow = queries.search
+
+    def search(wh, filters):
+        wh.rows("SELECT count(*) FROM range(100000) a, range(1000000) b WHERE (a.range + b.range) % 7 = 3")
+        return slow(wh, filters)
+    monkeypatch.setattr(queries, "search", search)
+    monkeypatch.setattr(queries, "QUERY_TIME_S", 0.5)
+    response = create_app(db).test_client().get("/stimuli?text=pilot")
+    assert response.status_code == 503 and "took longer than 0.5 s and were stopped" in response.get_data(as_text=True)
+    with queries.warehouse(db, time_s=0.5) as wh:  # a quick page is not touched by the bound
+        assert wh.rows("SELECT count(*) FROM stimuli")[0][0] > 0
+    time.sleep(0.6)
+
+
 def test_two_dtypes_of_one_model_are_headed_apart_with_unique_anchors(tmp_path_factory, tiny_gpt2_dir):
     """Issue 67, item 12: bf16 and fp32 collections of one model were both headed "tiny · choice · exact", with a
     duplicated HTML id; each heading now names what differs (the dtype) and every anchor is unique."""

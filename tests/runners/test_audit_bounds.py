@@ -161,3 +161,20 @@ def test_a_models_cost_cap_covers_all_its_units_and_the_dry_run_says_so(tmp_path
         assert done.exit_code == 0 and "3 units, 3 computed" in done.output and stub.completions > 0, done.output
     finally:
         stub.close()
+
+
+def test_status_reads_the_queue_after_every_unit_is_surveyed(tmp_path, monkeypatch):
+    """Issue 67, item 13: `audit status` surveyed each unit (a model's tokenizer each) after reading `squeue`, so the
+    queue it showed was as old as the surveys took. Now every survey comes first, the queue and task states last."""
+    import biaslab.runners.audit.slurm as slurm
+    import biaslab.runners.collect as collect_module
+    from biaslab.runners.collect import Survey
+
+    plan = load_plan(_plan(tmp_path, "name: p\nmodels: [{name: a, model: m}, {name: b, model: n}]\n"
+                                     "datasets: [{dataset: crows-pairs}]\n"))
+    calls: list[str] = []
+    monkeypatch.setattr(collect_module, "survey", lambda config: calls.append("survey") or Survey("k", 1, 2, 2))
+    monkeypatch.setattr(slurm, "queued", lambda: calls.append("squeue") or {})
+    rows = slurm.unit_states(plan, expand(plan, validate=False))
+    assert calls == ["survey", "survey", "squeue"]
+    assert [r["state"] for r in rows] == ["not started", "not started"] and rows[0]["requests"] == 2

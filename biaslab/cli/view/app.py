@@ -92,6 +92,10 @@ def create_app(db: str | Path) -> Flask:
     def not_found(error):
         return render_template("message.html", title="Not found", message=error.description), 404
 
+    @app.errorhandler(queries.QueryTooLong)
+    def too_long(error):
+        return render_template("message.html", title="Stopped", message=str(error)), 503
+
     @app.route("/")
     def index():
         from ...metrics.registry import studies

@@ -24,17 +24,41 @@ import pandas as pd
 STIMULUS_ID = re.compile(r"[0-9a-f]{16}")
 #: rows a search page shows at most
 SEARCH_LIMIT = 200
+#: seconds one page's queries may take in all before DuckDB is told to stop them (one URL cannot hold the CPU)
+QUERY_TIME_S = 20.0
+
+
+class QueryTooLong(Exception):
+    """A page's queries ran past QUERY_TIME_S and were stopped (answered 503 in one line)."""
 
 
 @contextmanager
-def warehouse(db: str | Path):
-    """The warehouse opened read-only for one request, closed after it."""
+def warehouse(db: str | Path, time_s: float | None = None):
+    """The warehouse opened read-only for one request, closed after it; its queries are interrupted after `time_s`
+    seconds in all (QUERY_TIME_S by default), raising QueryTooLong."""
+    import threading
+
     from ...warehouse.store import Warehouse
 
+    limit = QUERY_TIME_S if time_s is None else time_s
     wh = Warehouse.open(db, read_only=True)
+    fired = threading.Event()
+
+    def stop() -> None:
+        fired.set()
+        wh.con.interrupt()
+    timer = threading.Timer(limit, stop)
+    timer.daemon = True
+    timer.start()
     try:
         yield wh
+    except Exception as exc:
+        if fired.is_set():
+            raise QueryTooLong(f"the page's queries took longer than {limit:g} s and were stopped; narrow the "
+                               f"search (a dataset, a model) and try again") from exc
+        raise
     finally:
+        timer.cancel()
         wh.close()
 
 

@@ -176,13 +176,14 @@ def queued() -> dict[str, str]:
 def unit_states(plan: Plan, units: list[Unit]) -> list[dict[str, Any]]:
     """Per unit: `state` (stored, partly stored, running, pending, failed, not started, stored in its shard file
     (not merged)), the requests, those stored in the plan's warehouse, the Slurm job, and the error of a failed
-    task; from the warehouse (`survey`, read-only), the task state files and `squeue`."""
+    task; from the warehouse (`survey`, read-only), the task state files and `squeue`. The surveys come first and
+    the queue and the task states last, so the picture of the queue is as fresh as the answer."""
     from ..collect import survey
 
+    surveys = [survey(unit.config) for unit in units]
     jobs, sent = queued(), submitted(plan)
     rows = []
-    for unit in units:
-        found = survey(unit.config)
+    for unit, found in zip(units, surveys):
         task = read_state(plan, unit) or {}
         job = sent.get(unit.name)
         in_queue = jobs.get(job) if job else None

@@ -104,6 +104,10 @@ class DatasetInfo:
     #: what a limited run counts as one item, taken whole (a stimulus field or attrs.NAME): the item id, or a coarser
     #: unit (negation's root item, whose four conditions have item ids of their own)
     sample_item: str = "item_id"
+    #: how the gen protocol prompts: "continuation" (the text continued, no chat template: misgendering) or
+    #: "dialogue" (the text before the slot as the user message under the stimulus' attrs.system_prompt, rendered
+    #: with the model's chat template: DecodingTrust)
+    gen_prompt: str = "continuation"
 
     def __post_init__(self) -> None:
         if not self.folder:

@@ -5,7 +5,10 @@
   description, then the statement) under the 3 system prompts (benign, untargeted, targeted; the targeted one names
   the group, lower-cased except for the proper nouns, as upstream fills it): 3,456 stimuli. The item is the
   statement (topic, group, template), so a limit takes all three conditions of it; `attrs` holds topic, group,
-  template (its index 0-2 in the topic and its text), condition and the system prompt.
+  template (its index 0-2 in the topic and its text), condition and the system prompt. A stimulus' text is the user
+  prompt, a blank line and the slot BLANK, with the two options "I agree" and "I disagree" (labels agree /
+  disagree): the gen protocol sends the text before the slot (the user prompt exactly, under the condition's system
+  prompt), the forced-choice variant (`--protocol choice`) asks for one of the two options.
 - `published_answers`: GPT-4-0314's 86,400 published answers (25 per prompt and condition), each cell of the CSVs a
   Python dict literal (`{'agreeability_num': ..., 'output': '...'}`) read with `ast.literal_eval`, which evaluates
   literals only (a file someone sent is data, never code). Returned as rows, for scoring as evidence of that model.
@@ -20,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import Stimulus
+from .dataset import DatasetInfo, Upstream, github_raw
 from .errors import DataError
 from .readers import files_digest, read_table
 
-__all__ = ["DATASET", "FOLDER", "CONDITIONS", "load_prompts", "published_answers", "system_prompt"]
+__all__ = ["DATASET", "FOLDER", "CONDITIONS", "OPTIONS", "SLOT", "load_prompts", "published_answers",
+           "system_prompt"]
 
 DATASET = "decodingtrust"
 FOLDER = "decodingtrust_stereotype"
@@ -37,6 +42,10 @@ PROPER_NOUNS = ("Muslims", "Asians", "Jews", "Mexicans", "Latin Americans", "Chr
                 "Americans", "Caucasians", "Buddhists")
 #: answers per prompt and condition in the published generations
 SAMPLES = 25
+#: the forced-choice variant's two replies (the forms the task asks for, without their period) and their labels
+OPTIONS = ("I agree", "I disagree")
+LABELS = ("agree", "disagree")
+SLOT = "BLANK"
 
 
 def system_prompt(template: str, group: str) -> str:
@@ -81,8 +90,8 @@ def load_prompts(folder: Path) -> list[Stimulus]:
         if first != rec.line:
             raise rec.error(f"repeats the prompt of line {first}", "user_prompt")
         for condition in CONDITIONS:
-            out.append(Stimulus(dataset=DATASET, upstream_version=version, item_id=item, text=text,
-                                template=template,
+            out.append(Stimulus(dataset=DATASET, upstream_version=version, item_id=item, text=f"{text}\n\n{SLOT}",
+                                template=template, slot=SLOT, options=OPTIONS, option_labels=LABELS,
                                 attrs={"topic": topic, "group": group, "template_index": len(k) - 1,
                                        "condition": condition, "system_prompt": system_prompt(systems[condition],
                                                                                               group),
@@ -119,3 +128,36 @@ def published_answers(folder: Path, topics: list[str] | None = None) -> list[dic
     if not rows:
         raise DataError(folder / "generations", f"no published answers ({PUBLISHED_MODEL}_<topic>.csv) found")
     return rows
+
+
+REPO, COMMIT = "AI-secure/DecodingTrust", "161ae8321ced62f45fcd9ceb412e05b47c603cd4"
+PINS = {PROMPTS: "761687d74aecb0fb2bee946b415d68f31131bf314d16a8c0a00b670cc73f9c06",
+        SYSTEM_PROMPTS: "2a81124f684dda18506312d6df958f1883cb5c0815c8f9db0c9b59bc8d9cad71"}
+
+#: the paper's generation settings (upstream bias_generation.py: 25 samples, temperature 1, max_tokens 150; the
+#: OpenAI API truncates nothing else, hence no top-k (the whole vocabulary) and top-p 1); answers may stop early
+GEN_SETTINGS = {"samples": SAMPLES, "temperature": 1.0, "top_k": 262_144, "top_p": 1.0, "max_new_tokens": 150,
+                "min_new_tokens": 0}
+
+#: the forced-choice variant: the model's own distribution at temperature 1, as the generations; exact mode keeps the
+#: 64 most likely tokens at each step (its --k-store), so P("I agree") is of that top-64 sampler (the mass beyond it
+#: at the reply's few tokens is what the valid share misses)
+CHOICE_SETTINGS = {"temperature": 1.0, "top_k": 64, "top_p": 1.0}
+
+DATASETS = (DatasetInfo(
+    name=DATASET,
+    folder=FOLDER,
+    loader=load_prompts,
+    licence="CC BY-SA 4.0",
+    description="DecodingTrust stereotypes (Wang et al. 2023): 1,152 statements (16 topics x 24 groups x 3 "
+                "templates) under 3 system prompts; does the model agree?",
+    files=PINS,
+    url=f"https://github.com/{REPO}/tree/{COMMIT}/data/stereotype",
+    sources={rel: Upstream(github_raw(REPO, COMMIT, f"data/stereotype/{rel}")) for rel in PINS},
+    protocols=("gen", "choice"),
+    studies=("decodingtrust",),
+    strata=("attrs.topic", "attrs.group"),
+    prompt="decodingtrust_choice_v1",
+    settings={"gen": GEN_SETTINGS, "choice": CHOICE_SETTINGS},
+    gen_prompt="dialogue",
+),)

@@ -32,6 +32,7 @@ MODULES: dict[str, str] = {
     "bbq": "bbq",
     "crows-pairs": "crows_pairs",
     "crows-pairs-revised": "crows_pairs",
+    "decodingtrust": "decodingtrust",
 }
 
 

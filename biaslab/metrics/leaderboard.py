@@ -55,6 +55,7 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
     "negation": (Headline("interaction"),),
     "calibration": (Headline("gender_ece"), Headline("ece")),
     "options": (Headline("p"), Headline("valid_mass")),
+    "decodingtrust": (Headline("agreement", r"^(\(all\)|targeted)$"), Headline("neither", r"^\(all\)$")),
 }
 
 #: the columns of the cells table (one row per model row x column)

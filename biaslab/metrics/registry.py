@@ -160,6 +160,12 @@ for _study in (
           report="biaslab.metrics.crows.report:write_report", heading="CrowS-Pairs",
           compare="biaslab.metrics.crows.compare:observations", options=(
               *_resampled("pairs"), _min_coverage("pairs"))),
+    Study("decodingtrust", f"{_S}:decodingtrust",
+          "DecodingTrust stereotypes (Wang et al. 2023): how often the model agrees with stereotype statements, per "
+          "condition (benign, untargeted, targeted system prompt), topic and group; generated answers classified as "
+          "upstream does, or P(\"I agree\") exactly; 95% intervals over templates, coverage.",
+          report="biaslab.metrics.decodingtrust.report:write_report", heading="DecodingTrust: stereotype agreement",
+          compare="biaslab.metrics.decodingtrust.compare:observations", options=(_min_coverage("prompts"),)),
 ):
     register_study(_study)
 del _study

@@ -21,7 +21,8 @@ from .coverage import DEFAULT_MIN_COVERAGE
 from .missing import NoEvidence, missing as _missing
 
 __all__ = ["NoEvidence", "PairError", "contextuality", "misgendering", "negation", "compare",
-           "calibration", "metaprompt", "options", "bbq", "crows_pairs", "to_json_ready", "negation_sentences"]
+           "calibration", "metaprompt", "options", "bbq", "crows_pairs", "decodingtrust", "to_json_ready",
+           "negation_sentences"]
 
 
 def _datasets(study: str) -> tuple[str, ...]:
@@ -349,6 +350,31 @@ def crows_pairs(handle, *, bootstrap: int = 1000, seed: int = 0, output: str = "
 
     tables = crows_tables(handle, bootstrap=bootstrap, seed=seed, min_coverage=min_coverage)
     return _finish(handle, tables, output, private)
+
+
+def decodingtrust(handle, *, output: str = "pandas", private: bool = False,
+                  min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
+    """DecodingTrust's stereotype agreement (Wang et al., NeurIPS 2023; `biaslab metrics decodingtrust`): per
+    collection and condition (benign, untargeted, targeted, and over all three) the agreement index (the share of
+    answers agreeing with the stereotype statement; refusals and other non-answers count as not agreeing, as
+    upstream counts them) with a 95% t-interval over the 48 statement templates, the share neither and coverage; the
+    same per topic and per target group, and per condition x group x topic (the paper's heatmap). Generated answers
+    are classified as upstream classifies them (`biaslab.lexicon.agreement`); the forced-choice variant gives
+    P("I agree") exactly (`biaslab.metrics.decodingtrust.tables`).
+
+    Parameters
+    ----------
+    handle : from `biaslab.open`.
+    output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) scores resting on less than this share of the loaded prompts.
+
+    Returns
+    -------
+    dict table name -> DataFrame: decodingtrust, decodingtrust_topics, decodingtrust_groups, decodingtrust_cells.
+    """
+    from .decodingtrust.tables import decodingtrust_tables
+
+    return _finish(handle, decodingtrust_tables(handle, min_coverage=min_coverage), output, private)
 
 
 def compare(handle, study: str, *, between: Sequence[str] | None = None, within: bool = False,

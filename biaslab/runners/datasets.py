@@ -66,6 +66,12 @@ class DatasetRef:
         name = self.info.pronoun_vocabulary
         return pronoun_detection.vocabulary(name) if name is not None else None
 
+    @property
+    def gen_prompt(self) -> str:
+        """How the gen protocol prompts this dataset's stimuli (`DatasetInfo.gen_prompt`; user datasets: the text
+        continued)."""
+        return "continuation" if self.user else self.info.gen_prompt
+
     def prompt(self):
         """The forced-choice prompt the dataset declares (`prompting.PromptSpec`): a user dataset's own, a built-in
         dataset's packaged one (`DatasetInfo.prompt`, e.g. BBQ's), or None (the built-in forced-choice prompt)."""

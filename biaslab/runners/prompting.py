@@ -32,6 +32,9 @@ DEFAULT_PROMPT = "forced_choice_v1"
 MIN_OPTIONS, MAX_OPTIONS = CHOICE_OPTIONS
 #: the placeholder of the whole option list, joined by `separator` (and `last_separator` before the last option)
 OPTIONS = "options"
+#: the placeholder, in a prompt's system text, of the stimulus' own system prompt (`attrs.system_prompt`:
+#: DecodingTrust's benign, untargeted and targeted conditions)
+SYSTEM_PROMPT = "{system_prompt}"
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,21 @@ class RenderedPrompt:
 
 def render(spec: PromptSpec, tokenizer, stimulus: Stimulus) -> RenderedPrompt:
     """The full prompt text up to and including the assistant prefill."""
-    return _render_user(spec, tokenizer, user_message(spec, stimulus))
+    return _render_user(for_stimulus(spec, stimulus), tokenizer, user_message(spec, stimulus))
+
+
+def for_stimulus(spec: PromptSpec, stimulus: Stimulus) -> PromptSpec:
+    """`spec` with its system text's `{system_prompt}` (if any) replaced by the stimulus' `attrs.system_prompt`;
+    DataError naming the stimulus where it has none."""
+    if SYSTEM_PROMPT not in spec.system:
+        return spec
+    own = stimulus.attrs.get("system_prompt")
+    if not isinstance(own, str):
+        raise DataError(f"stimulus {stimulus.item_id}: prompt {spec.version!r} shows the stimulus' own system prompt "
+                        f"and this stimulus has none (attrs.system_prompt)")
+    from dataclasses import replace
+
+    return replace(spec, system=spec.system.replace(SYSTEM_PROMPT, own))
 
 
 def user_message(spec: PromptSpec, stimulus: Stimulus) -> str:
@@ -257,5 +274,8 @@ def shared_prefix_ids(spec: PromptSpec, tokenizer) -> list[int]:
     A prompt's shared prefix is then its longest common token prefix with these ids (`kvcache.SharedPrefixes`):
     where the tokenizer merges the last prefix characters with the passage, the shared part simply ends earlier.
     """
-    text = _render_user(spec, tokenizer, spec.user_text(_SLOT, (_SLOT, _SLOT))).text
+    from dataclasses import replace
+
+    slotted = replace(spec, system=spec.system.replace(SYSTEM_PROMPT, _SLOT))
+    text = _render_user(slotted, tokenizer, spec.user_text(_SLOT, (_SLOT, _SLOT))).text
     return tokenizer(text[: text.index(_SLOT)], add_special_tokens=False)["input_ids"]

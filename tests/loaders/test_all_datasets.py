@@ -16,7 +16,8 @@ from biaslab.warehouse import Warehouse
 COUNTS = {"winopron": 3600, "winogender": 240, "winobias": 1584, "gece-winobias": 771, "gece-winogender": 178,
           "genderlex": 837, "genderlex-person": 837, "genderlex-someone": 837, "misgendered": 3000, "tango": 1920,
           "ruff": 7200, "negation-examples": 24, "negation": 1200, "winoqueer": None,
-          "crows-pairs": 2 * 1508, "crows-pairs-revised": 2 * 1677, "bbq": "the dataset card's per category"}
+          "crows-pairs": 2 * 1508, "crows-pairs-revised": 2 * 1677, "bbq": "the dataset card's per category",
+          "decodingtrust": 3 * 1152}
 
 
 def expected(name: str, data_dir) -> int | None:

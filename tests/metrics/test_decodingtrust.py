@@ -37,14 +37,14 @@ def test_the_classifier_follows_the_rule(text, expected):
 
 @pytest.fixture(scope="module")
 def gpt4(data_dir):
-    from biaslab.loaders.decodingtrust import FOLDER, load_prompts, published_answers
+    from biaslab.loaders.decodingtrust import FOLDER, SLOT, load_prompts, published_answers
     from biaslab.metrics.decodingtrust.stats import cells, classified
 
     folder = data_dir / FOLDER
     if not (folder / "generations").is_dir():
         pytest.skip(f"dataset folder {folder} is absent")
     stimuli = load_prompts(folder)
-    prompts = {s.text: s for s in stimuli if s.attrs["condition"] == "benign"}
+    prompts = {s.text.removesuffix(f"\n\n{SLOT}"): s for s in stimuli if s.attrs["condition"] == "benign"}
     rows = published_answers(folder)
     for row in rows:
         s = prompts[row["user_prompt"]]
@@ -108,19 +108,103 @@ def test_the_published_results_hold_except_at_exact_ties(gpt4):
             == pytest.approx(0.01, abs=1e-12)
 
 
-def test_the_agreement_table_has_intervals_over_templates_and_coverage(gpt4):
+def test_the_summary_has_intervals_over_templates_equal_to_scipys(gpt4):
+    """`stats.summary` on GPT-4's published answers (one row per prompt): the agreement index is the mean over
+    prompts, its interval scipy's t-interval over the 48 templates' rates (balanced: every template has 24 groups x
+    25 answers), the share neither and the counts beside it."""
     from scipy import stats
 
-    from biaslab.metrics.decodingtrust.stats import agreement_table
+    from biaslab.metrics.decodingtrust.stats import summary
 
     _, _, frame, _, _, _ = gpt4
-    table = agreement_table(frame).set_index("condition")
-    assert list(table.index) == ["benign", "untargeted", "targeted", "(all)"]
+    per_prompt = frame.assign(agree=frame["answer"] == AGREE, neither=frame["answer"] == NEITHER).groupby(
+        ["condition", "group", "topic", "template"], sort=False).agg(
+        agree=("agree", "mean"), neither=("neither", "mean"), n=("answer", "size")).reset_index()
+    table = summary(per_prompt.assign(valid=float("nan")), ["condition"]).set_index("condition")
+    assert list(table.index) == ["benign", "untargeted", "targeted"]
     targeted = frame[frame["condition"] == "targeted"]
     rates = targeted.assign(a=targeted["answer"] == AGREE).groupby("template")["a"].mean()
     low, high = stats.t.interval(0.95, len(rates) - 1, loc=rates.mean(), scale=stats.sem(rates))
     row = table.loc["targeted"]
     assert row["agreement"] == pytest.approx((targeted["answer"] == AGREE).mean(), abs=1e-12)
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((low, high), abs=1e-12)
-    assert (row["n_answers"], row["n_templates"], row["n_cells"]) == (28_800, 48, 384)
+    assert (row["n_answers"], row["n_templates"], row["n_prompts"]) == (28_800, 48, 1152)
     assert row["neither"] == pytest.approx((targeted["answer"] == NEITHER).mean(), abs=1e-12)
+
+
+# ------------------------------------------------------------------------------------------- end to end, tiny model
+#: the answers written into the tiny model's stored samples (its own are noise): per condition, sample 0 and 1
+TEXTS = {"benign": ("Yes. I agree.", "No. I disagree."), "untargeted": ("I refuse to answer that.",) * 2,
+         "targeted": ("I agree.", "I strongly agree with that.")}
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory, tiny_gpt2, data_dir):
+    from biaslab.runners.collect import CollectConfig, collect
+    from biaslab.warehouse import Warehouse
+
+    if not (data_dir / "decodingtrust_stereotype" / "dataset" / "user_prompts.csv").is_file():
+        pytest.skip("dataset folder decodingtrust_stereotype is absent")
+    db = tmp_path_factory.mktemp("dt") / "w.duckdb"
+    common = dict(dataset="decodingtrust", db=str(db), data_dir=str(data_dir), limit=4)
+    assert collect(CollectConfig(protocol="gen", samples=2, max_new_tokens=4, **common), loaded=tiny_gpt2).added == 24
+    assert collect(CollectConfig(protocol="choice", **common), loaded=tiny_gpt2).added == 12
+    with Warehouse.open(db) as wh:
+        for condition, (first, second) in TEXTS.items():
+            wh.con.execute("UPDATE samples SET text = CASE WHEN sample_index = 0 THEN ? ELSE ? END WHERE stimulus_id "
+                           "IN (SELECT stimulus_id FROM stimuli WHERE attrs->>'condition' = ?)",
+                           [first, second, condition])
+    return db
+
+
+def test_the_study_reads_both_protocols_with_coverage(collected):
+    """The classes come from the stored text (a view: the texts written here, never the model's): benign 1 of 2
+    answers agree, untargeted none (both neither), targeted both; over all 4/12. The forced choice of the random
+    model has no valid reply: P("I agree") 0, neither 1 = 1 - the valid mass. Coverage: 4 of 1,152 prompts per
+    condition, 4 templates (few)."""
+    import biaslab
+
+    with biaslab.open(collected) as wh:
+        tables = biaslab.decodingtrust(wh)
+    table = tables["decodingtrust"]
+    gen = table[table["method"] == "gen"].set_index("condition")
+    assert list(gen.index) == ["benign", "untargeted", "targeted", "(all)"]
+    assert list(gen["agreement"]) == pytest.approx([0.5, 0.0, 1.0, 0.5], abs=1e-12)
+    assert list(gen["neither"]) == pytest.approx([0.0, 1.0, 0.0, 1 / 3], abs=1e-12)
+    assert list(gen["n_answers"]) == [8, 8, 8, 24] and list(gen["n_prompts"]) == [4, 4, 4, 12]
+    assert list(gen["n_loaded"]) == [1152, 1152, 1152, 3456] and gen["few_clusters"].all()
+    assert gen.loc["benign", "ci_low"] == pytest.approx(0.5, abs=1e-12)  # every template at 0.5: no spread
+    exact = table[table["method"] == "choice-exact"].set_index("condition")
+    assert (exact["agreement"] == 0).all() and (exact["neither"] == 1).all() and (exact["valid_share"] == 0).all()
+    cells = tables["decodingtrust_cells"]
+    assert len(cells[cells["method"] == "gen"]) == 12 and set(cells.columns) >= {"group", "topic", "agreement"}
+    topics = tables["decodingtrust_topics"]
+    assert set(topics["condition"]) == {"benign", "untargeted", "targeted", "(all)"}
+
+
+def test_compare_within_pairs_the_conditions_statement_by_statement(collected):
+    """--within: each statement paired with itself under two conditions. Generated: benign 0.5 vs targeted 1.0 on all
+    4 statements, a difference of -0.5 (permutation p = 2/16 with 4 units, the smallest two-sided value)."""
+    import biaslab
+
+    with biaslab.open(collected) as wh:
+        within = biaslab.compare(wh, "decodingtrust", within=True, bootstrap=200, permutations=200)
+    gen = within[(within["measure"] == "agreement") & within["setting_a"].str.contains("method=gen")]
+    row = gen.set_index("group").loc["benign vs targeted"]
+    assert (row["value_a"], row["value_b"], row["estimate"], row["n_items"]) == (0.5, 1.0, -0.5, 4)
+    assert row["p_value"] == pytest.approx(0.125, abs=1e-12)
+    assert set(gen["group"]) == {"benign vs untargeted", "benign vs targeted", "untargeted vs targeted"}
+
+
+def test_the_command_and_the_report(collected, tmp_path):
+    from click.testing import CliRunner
+
+    from biaslab.cli.main import biaslab as cli
+
+    shown = CliRunner().invoke(cli, ["metrics", "decodingtrust", "--db", str(collected)])
+    assert shown.exit_code == 0 and "agreement" in shown.output and "1152" in shown.output, shown.output
+    out = tmp_path / "report"
+    written = CliRunner().invoke(cli, ["report", "decodingtrust", "--db", str(collected), "--out", str(out)])
+    assert written.exit_code == 0, written.output
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "DecodingTrust" in page and page.count("<img") >= 4  # the conditions and three heatmaps per collection

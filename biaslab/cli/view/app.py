@@ -87,14 +87,7 @@ def create_app(db: str | Path) -> Flask:
     app.config["CACHE"] = WarehouseCache()
     app.jinja_env.filters["num"] = queries.number
     app.jinja_env.globals["link"] = _stimuli_link
-
-    @app.errorhandler(404)
-    def not_found(error):
-        return render_template("message.html", title="Not found", message=error.description), 404
-
-    @app.errorhandler(queries.QueryTooLong)
-    def too_long(error):
-        return render_template("message.html", title="Stopped", message=str(error)), 503
+    _error_pages(app)
 
     @app.route("/")
     def index():
@@ -143,6 +136,17 @@ def create_app(db: str | Path) -> Flask:
         return render_template("stimulus.html", **found)
 
     return app
+
+
+def _error_pages(app: Flask) -> None:
+    """A page not found (404) and a page whose queries ran too long (503, `queries.QueryTooLong`): one line each."""
+    @app.errorhandler(404)
+    def not_found(error):
+        return render_template("message.html", title="Not found", message=error.description), 404
+
+    @app.errorhandler(queries.QueryTooLong)
+    def too_long(error):
+        return render_template("message.html", title="Stopped", message=str(error)), 503
 
 
 def _stimuli_link(row: dict, dataset: str = "") -> str:

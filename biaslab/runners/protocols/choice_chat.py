@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from ...engines.base import ChatAsk, ChatReply, SamplingSettings
 from ...schema import Stimulus, evidence
 from ..answers import AnswerParser
-from ..prompting import PromptSpec, user_message
+from ..prompting import PromptSpec, for_stimulus, user_message
 from ..trie import INVALID, UNRESOLVED
 from .base import Progress
 
@@ -51,7 +51,7 @@ CHAT_CHUNK = 64
 def chat_messages(spec: PromptSpec, stimulus: Stimulus) -> list[dict]:
     """The system and user messages of a forced-choice prompt (no prefill)."""
     user = user_message(spec, stimulus)
-    return [{"role": "system", "content": spec.system}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": for_stimulus(spec, stimulus).system}, {"role": "user", "content": user}]
 
 
 def sent_prefill(req, spec: PromptSpec) -> str | None:

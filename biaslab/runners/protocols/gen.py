@@ -9,7 +9,13 @@ Prompts (one `gen_requests` row each, docs/design.md section 7):
 * TANGO prompts (no slot) give one prompt, `prompt`: the text with its first letter upper-cased (the upstream
   evaluation capitalizes the lower-case TANGO templates).
 
-The model sees BOS + the prompt's tokens (the scoring BOS policy), no chat template. Each prompt gets `samples`
+The model sees BOS + the prompt's tokens (the scoring BOS policy), no chat template.
+
+Dialogue datasets (`DatasetInfo.gen_prompt == "dialogue"`: DecodingTrust) give one prompt, `dialogue`: the text
+before the slot (or the whole text) as the user message under the stimulus' own system prompt
+(`attrs.system_prompt`), rendered with the model's chat template as the forced-choice prompts are
+(`prompting`: the system text folded into the user turn where the template takes no system role; a plain
+"system\n\nuser\n" without a template); a chat API gets the two messages. Each prompt gets `samples`
 continuations of exactly `max_new_tokens` tokens by default: stop tokens get probability 0 for the first
 `min_new_tokens` steps (the upstream `min_new_tokens=50`), with temperature 1, top_k 50, top_p 0.95 unless set
 otherwise. A sample's seed is derived from the run seed, the request and the sample index, so the same seed gives
@@ -47,6 +53,7 @@ class GenRequest(Request):
     prompt_text: str
     declared: str
     vocabulary: str       # the pronoun families of the detector, canonical JSON (stored with the request)
+    system: str | None = None  # dialogue prompts: the system message (the stimulus' attrs.system_prompt)
 
 
 def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
@@ -59,6 +66,33 @@ def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
     if not pre:
         raise DataError(f"stimulus {stimulus.item_id}: nothing precedes the slot, so there is no pre context")
     return [("pre", pre), ("post", stimulus.fill(stimulus.gold))]
+
+
+def dialogue_requests(stimuli: Sequence[Stimulus], max_new_tokens: int, min_new_tokens: int, chat: bool = False
+                      ) -> list[GenRequest]:
+    """One `dialogue` request per stimulus (see the module docstring): the user message is the text before the slot
+    (trailing whitespace removed) or the whole text; the system message is `attrs.system_prompt`."""
+    out = []
+    for s in stimuli:
+        system = s.attrs.get("system_prompt")
+        if not isinstance(system, str):
+            raise DataError(f"stimulus {s.item_id}: a dialogue prompt needs attrs.system_prompt")
+        user = s.text[: s.text.index(s.slot)].rstrip() if s.slot else s.text
+        params = {"context": "dialogue", "max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens}
+        if chat:
+            params["chat"] = "messages"
+        rid = request_id(s.stimulus_id, "gen", params, GEN_VERSION)
+        out.append(GenRequest(rid, s.stimulus_id, "gen", s.dataset, "dialogue", user, "", "{}", system))
+    return out
+
+
+def dialogue_ids(tokenizer, request: GenRequest) -> list[int]:
+    """Token ids of a dialogue request rendered with the model's chat template, ending at the generation prompt."""
+    from ..prompting import PromptSpec, _render_user
+
+    spec = PromptSpec("gen-dialogue", request.system or "", "{passage}", "", "")
+    text = _render_user(spec, tokenizer, request.prompt_text).text
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def gen_requests(stimuli: Sequence[Stimulus], max_new_tokens: int = 50, min_new_tokens: int = 50,
@@ -150,8 +184,10 @@ def collect_generations(wh, backend, requests: Sequence[GenRequest], pending: di
         waiting = sum(r.request_id in pending for r in chunk)
         if not waiting:
             continue
-        texts = [tok(r.prompt_text, add_special_tokens=False)["input_ids"] for r in chunk]
-        prompts = [[backend.bos_id, *ids] if backend.bos_id is not None else list(ids) for ids in texts]
+        texts = [dialogue_ids(tok, r) if r.context == "dialogue" else tok(r.prompt_text, add_special_tokens=False)[
+            "input_ids"] for r in chunk]
+        prompts = [list(ids) if r.context == "dialogue" or backend.bos_id is None else [backend.bos_id, *ids]
+                   for r, ids in zip(chunk, texts)]
         seeds = [[sample_seed(seed, r.request_id, i) for i in range(samples)] for r in chunk]
         drawn = backend.sample(prompts, seeds, params)
         result = wh.append_many({"gen_requests": _request_table(key, chunk, params, run_id),
@@ -178,8 +214,7 @@ def collect_chat_generations(wh, backend, requests: Sequence[GenRequest], pendin
               if (chunk := [r for r in requests[start:start + chunk_size] if r.request_id in pending])]
     planned = [[(r, i, sample_seed(seed, r.request_id, i)) for r in chunk for i in pending[r.request_id]]
                for chunk in chunks]
-    asks = (ChatAsk([[{"role": "user", "content": r.prompt_text}] for r, _, _ in calls], [s for _, _, s in calls],
-                    params) for calls in planned)
+    asks = (ChatAsk([_messages(r) for r, _, _ in calls], [s for _, _, s in calls], params) for calls in planned)
     # the next chunks' requests are answered while one is stored (`chat_chunks`: --max-concurrency in flight)
     for chunk, calls, replies in zip(chunks, planned, backend.chat_chunks(asks)):
         rows: dict[str, list] = {k: [] for k in ("request_id", "stimulus_id", "sample_index", "seed", "text",
@@ -197,6 +232,12 @@ def collect_chat_generations(wh, backend, requests: Sequence[GenRequest], pendin
         if on_progress:
             on_progress(len(chunk))
     return added
+
+
+def _messages(request: GenRequest) -> list[dict]:
+    """A chat API's messages for one request: the system message (dialogue prompts), then the prompt as the user's."""
+    system = [{"role": "system", "content": request.system}] if request.system is not None else []
+    return [*system, {"role": "user", "content": request.prompt_text}]
 
 
 #: samples generated together in one batch (rows of the KV cache)
@@ -238,6 +279,9 @@ class Gen(Protocol):
             prepared.check_sampling(self.settings.sampling())
 
     def requests(self, stimuli: Sequence[Stimulus], prepared) -> list[GenRequest]:
+        if self.dataset is not None and self.dataset.gen_prompt == "dialogue":
+            return dialogue_requests(stimuli, self.settings.max_new_tokens, self.settings.min_new_tokens,
+                                     chat=self.chat)
         families = self.dataset.families() if self.dataset is not None else None
         return gen_requests(stimuli, self.settings.max_new_tokens, self.settings.min_new_tokens, families,
                             chat=self.chat)
@@ -245,7 +289,8 @@ class Gen(Protocol):
     def planned(self, work: Work) -> tuple[int, int, int]:
         """(requests, input characters, output tokens at most) a chat API will be sent for `work`."""
         calls = sum(len(todo) for todo in work.items.values())
-        chars = sum(len(r.prompt_text) * len(work.items.get(r.request_id, ())) for r in work.requests)
+        chars = sum((len(r.prompt_text) + len(r.system or "")) * len(work.items.get(r.request_id, ()))
+                    for r in work.requests)
         return calls, chars, calls * self.settings.max_new_tokens
 
     def pending(self, wh, model_key: str, requests: Sequence[GenRequest]) -> Work:
@@ -276,4 +321,4 @@ class Gen(Protocol):
 PROTOCOL = Gen
 
 __all__ = ["GEN_VERSION", "PROTOCOL", "Gen", "GenRequest", "GenSettings", "collect_generations", "continuation_text",
-           "gen_requests", "generation_prompts", "pending_generations"]
+           "dialogue_ids", "dialogue_requests", "gen_requests", "generation_prompts", "pending_generations"]

@@ -26,6 +26,12 @@ def models_command(db: str, fmt: str) -> None:
     emit(columns, rows, fmt, title=f"models ({db})")
 
 
+#: what each count of `collections` counts, under its table (a row mixes two units)
+UNITS = ("stimuli, stored and pending count stimuli of the dataset (stored: with evidence in this collection; "
+         "pending: without); requests counts the distinct requests stored, in the protocol's unit (a stimulus may "
+         "give several: a prompt per context, an option per sentence).")
+
+
 @click.command("collections")
 @db_option
 @format_option
@@ -43,3 +49,8 @@ def collections_command(db: str, fmt: str, all_columns: bool) -> None:
     with Warehouse.open(db, read_only=True, views=False) as wh:
         columns, rows = collection_records(wh, COLLECTION_COLUMNS if all_columns else BRIEF_COLLECTION_COLUMNS)
     emit(columns, rows, fmt, title=f"collections ({db})")
+    if fmt == "table" and rows:
+        import shutil
+        import textwrap
+
+        click.echo(textwrap.fill(UNITS, width=min(100, shutil.get_terminal_size((100, 24)).columns)))

@@ -76,6 +76,31 @@ def interrupted(message: str = INTERRUPTED) -> None:
     raise click.exceptions.Exit(130) from None
 
 
+def short_line(text: str, width: int) -> str:
+    """A command's line in a command list: its help's first sentence without citations in parentheses ("(Parrish et
+    al. 2022)"), cut at a word within `width` and never inside a parenthesis ("..." where cut).
+
+    Parameters
+    ----------
+    text : the command's help.
+    width : the most characters the line may take.
+
+    Returns
+    -------
+    The line.
+    """
+    import re
+
+    text = " ".join(re.sub(r"\s*\([^()]*et al\.[^()]*\)", "", text.split("\n\n")[0]).split())
+    first = re.split(r"(?<=[a-z0-9)])\.\s", text, maxsplit=1)[0].rstrip(".")
+    if len(first) <= width:
+        return first
+    cut = first[:width - 3].rsplit(" ", 1)[0]
+    while cut.count("(") > cut.count(")"):  # an open parenthesis: cut before it
+        cut = cut[:cut.rindex("(")].rstrip()
+    return cut.rstrip(",;:") + "..."
+
+
 class Group(click.Group):
     """A click group that shows an error biaslab raises on purpose (`BiaslabError`) or a path or file the system
     refuses (`EXPECTED_ERRORS`) as one line, exit status 1 (`UsageError`: 2), and anything else, a bug, with its
@@ -83,6 +108,17 @@ class Group(click.Group):
     traceback. Click's own exceptions (usage errors, exits, aborts) and SystemExit pass through unchanged. Ctrl-C
     (KeyboardInterrupt, or DuckDB's interrupt of a query it was running when the signal came) that no command
     handled itself ends with `INTERRUPTED`, exit status 130, instead of click's "Aborted!" (exit 1)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list, each line from `short_line` (click's own cuts "BBQ (Parrish et al. 2022): ..." at
+        "al." and other lines inside a parenthesis)."""
+        commands = [(name, self.get_command(ctx, name)) for name in self.list_commands(ctx)]
+        commands = [(name, cmd) for name, cmd in commands if cmd is not None and not cmd.hidden]
+        if not commands:
+            return
+        with formatter.section("Commands"):
+            room = max(20, formatter.width - formatter.current_indent - min(max(len(n) for n, _ in commands), 30) - 4)
+            formatter.write_dl([(name, short_line(cmd.short_help or cmd.help or "", room)) for name, cmd in commands])
 
     def invoke(self, ctx: click.Context):
         try:
@@ -135,7 +171,7 @@ class LazyGroup(Group):
 
     def format_commands(self, ctx: click.Context, formatter) -> None:
         """The command list of --help: a command not imported yet is listed with its `short_help` when one is
-        given (nothing is imported then), else imported for its own."""
+        given (nothing is imported then), else imported for its own; each line from `short_line`."""
         rows = []
         for name in self.list_commands(ctx):
             if name in self.short_help and name not in self.commands:
@@ -143,10 +179,11 @@ class LazyGroup(Group):
                 continue
             command = self.get_command(ctx, name)
             if command is not None and not command.hidden:
-                rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+                rows.append((name, command.short_help or command.help or ""))
         if rows:
             with formatter.section("Commands"):
-                formatter.write_dl(rows)
+                room = max(20, formatter.width - formatter.current_indent - min(max(len(n) for n, _ in rows), 30) - 4)
+                formatter.write_dl([(name, short_line(text, room)) for name, text in rows])
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))

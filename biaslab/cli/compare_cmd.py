@@ -105,7 +105,9 @@ def legend(table: pd.DataFrame, within: bool, min_coverage: float) -> list[str]:
                    "against unprimed, primed_f against primed_m, option order MF against FM; options: each two "
                    "values of the first --by column).")
 @click.option("--bootstrap", type=click.IntRange(min=1), default=2000, show_default=True,
-              help="Cluster-bootstrap resamples of the study's unit (the 95% interval).")
+              help="Cluster-bootstrap resamples of the study's unit (the 95% interval). More than the 1000 of "
+                   "`biaslab metrics`: a paired difference is often near 0 and its interval's ends, its 2.5% and "
+                   "97.5% quantiles, take more resamples to settle to the shown digits.")
 @click.option("--permutations", type=click.IntRange(min=1), default=5000, show_default=True,
               help="Permutations of the paired permutation test (exact enumeration when the units allow fewer).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap and the permutations.")

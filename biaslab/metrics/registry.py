@@ -165,7 +165,10 @@ for _study in (
           "condition (benign, untargeted, targeted system prompt), topic and group; generated answers classified as "
           "upstream does, or P(\"I agree\") exactly; 95% intervals over templates, coverage.",
           report="biaslab.metrics.decodingtrust.report:write_report", heading="DecodingTrust: stereotype agreement",
-          compare="biaslab.metrics.decodingtrust.compare:observations", options=(_min_coverage("prompts"),)),
+          compare="biaslab.metrics.decodingtrust.compare:observations", options=(
+              _min_coverage("prompts"),
+              StudyOption("published", False, "Also GPT-4-0314's 86,400 published answers (in the data folder), as "
+                          "a collection of their own beside the warehouse's.", bool))),
 ):
     register_study(_study)
 del _study

@@ -353,7 +353,7 @@ def crows_pairs(handle, *, bootstrap: int = 1000, seed: int = 0, output: str = "
 
 
 def decodingtrust(handle, *, output: str = "pandas", private: bool = False,
-                  min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
+                  min_coverage: float = DEFAULT_MIN_COVERAGE, published: bool = False) -> dict:
     """DecodingTrust's stereotype agreement (Wang et al., NeurIPS 2023; `biaslab metrics decodingtrust`): per
     collection and condition (benign, untargeted, targeted, and over all three) the agreement index (the share of
     answers agreeing with the stereotype statement; refusals and other non-answers count as not agreeing, as
@@ -367,14 +367,21 @@ def decodingtrust(handle, *, output: str = "pandas", private: bool = False,
     handle : from `biaslab.open`.
     output, private : see the module docstring.
     min_coverage : mark (`low_coverage`) scores resting on less than this share of the loaded prompts.
+    published : also GPT-4-0314's published answers from the data folder, as a collection of their own.
 
     Returns
     -------
     dict table name -> DataFrame: decodingtrust, decodingtrust_topics, decodingtrust_groups, decodingtrust_cells.
     """
-    from .decodingtrust.tables import decodingtrust_tables
+    from .decodingtrust.tables import PUBLISHED_KEY, decodingtrust_tables
 
-    return _finish(handle, decodingtrust_tables(handle, min_coverage=min_coverage), output, private)
+    tables = _finish(handle, decodingtrust_tables(handle, min_coverage=min_coverage, published=published), "pandas",
+                     private)
+    for frame in tables.values():  # the published answers' model has no record in the warehouse: name it
+        if "model_name" in frame.columns:
+            mine = frame["model_key"] == PUBLISHED_KEY
+            frame.loc[mine, "model_name"], frame.loc[mine, "backend"] = "gpt-4-0314 (published)", "published"
+    return _finish(handle, tables, output, private) if output != "pandas" else tables
 
 
 def compare(handle, study: str, *, between: Sequence[str] | None = None, within: bool = False,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from click.testing import CliRunner
 
@@ -94,3 +97,20 @@ def test_collect_help_says_what_the_run_does_with_threads_and_the_dtype():
     text = " ".join(CliRunner().invoke(runners, ["collect", "--help"], terminal_width=200).output.split())
     assert "measured once at the start and fixed for the run" in text and "re-measured" not in text
     assert "bf16 only where it measured faster on this CPU" in text
+
+
+@pytest.mark.parametrize("group", ["biaslab", "biaslab metrics", "biaslab report", "biaslab data", "biaslab audit",
+                                   "runners"])
+def test_command_lists_are_one_line_each_and_never_cut_inside_a_parenthesis(group):
+    """Issue 71, item 5: click cut "BBQ (Parrish et al. 2022): ..." to "BBQ (Parrish et al." in `biaslab metrics
+    --help`; each listed command is now one line, its parentheses closed."""
+    from biaslab.cli.runners_cli import runners
+
+    root, *path = group.split()
+    result = CliRunner().invoke(biaslab if root == "biaslab" else runners, [*path, "--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    listed = result.output.split("Commands:\n", 1)[1].splitlines()
+    assert listed and all(re.match(r"^  \S+\s{2,}\S", line) for line in listed if line.strip()), listed
+    for line in listed:
+        text = line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else ""
+        assert text.count("(") == text.count(")") and len(line) <= 80, line

@@ -46,6 +46,15 @@ def test_collections_count_stored_and_pending(db):
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
 
 
+def test_the_collections_table_says_what_each_count_counts(db):
+    """Issue 71, item 8: a row counts stimuli (stored, pending) beside requests (ruff gen: 80 requests, 40 stimuli
+    stored); the table says which is which under it, and CSV stays plain rows."""
+    from biaslab.cli.catalog_cmd import UNITS
+
+    assert " ".join(run("collections", "--db", str(db)).split()).endswith(UNITS)
+    assert UNITS not in run("collections", "--db", str(db), "--format", "csv")
+
+
 def test_info_shows_models_and_collections_briefly(db):
     info = json.loads(run("info", "--db", str(db), "--format", "json"))
     assert [m["model_name"] for m in info["models"]] == ["synthetic-a"]

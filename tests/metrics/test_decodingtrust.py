@@ -208,3 +208,26 @@ def test_the_command_and_the_report(collected, tmp_path):
     assert written.exit_code == 0, written.output
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "DecodingTrust" in page and page.count("<img") >= 4  # the conditions and three heatmaps per collection
+
+
+def test_published_answers_are_a_collection_of_their_own_equal_to_upstreams_summary(collected, gpt4):
+    """--published: GPT-4-0314's answers beside the warehouse's collections (never stored there); each condition's
+    agreement is the mean of its 384 cells (`stats.cells`), and 1 - its rounding is upstream's category score (the
+    scorer's own output, fixtures/)."""
+    import biaslab
+    from biaslab.metrics.decodingtrust.tables import PUBLISHED_KEY
+    from biaslab.warehouse import Warehouse
+
+    _, _, _, cells, _, _ = gpt4
+    with biaslab.open(collected) as wh:
+        table = biaslab.decodingtrust(wh, published=True)["decodingtrust"]
+    mine = table[table["model_key"] == PUBLISHED_KEY].set_index("condition")
+    assert set(mine["model_name"]) == {"gpt-4-0314 (published)"} and list(mine["n_answers"]) == [28_800] * 3 + [86_400]
+    upstream = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    for condition in ("benign", "untargeted", "targeted"):
+        part = cells[cells["condition"] == condition]
+        assert mine.loc[condition, "agreement"] == pytest.approx(part["agreement"].mean(), abs=1e-12)
+        assert 1 - round(mine.loc[condition, "agreement"], 2) == pytest.approx(
+            upstream[condition]["category_overall_score"], abs=1e-12)
+    with Warehouse.open(collected, read_only=True) as wh:
+        assert wh.rows("SELECT count(*) FROM models WHERE model_key = ?", [PUBLISHED_KEY])[0][0] == 0

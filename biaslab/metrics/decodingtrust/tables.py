@@ -11,6 +11,10 @@ A collection is (model_key, method, setting):
   other beginning (1 - the valid mass), so that a reply outside the two forms counts as upstream's refusals do.
 
 A prompt is one statement (topic x group x template) under one condition (benign, untargeted, targeted): 3,456.
+
+With `published`, GPT-4-0314's 86,400 published answers in the data folder are read as a collection of their own
+(model_key "published:gpt-4-0314", method "gen", setting "published"): evidence of that model, classified by the
+same rule, shown beside the warehouse's collections and never stored in the warehouse.
 """
 
 from __future__ import annotations
@@ -75,19 +79,44 @@ def _choice_prompts(handle) -> pd.DataFrame:
     return pd.DataFrame({"agree": p_agree, "neither": 1.0 - valid, "valid": valid, "n": agree["n"]}).reset_index()
 
 
-def prompts(handle) -> pd.DataFrame:
+def prompts(handle, published: bool = False) -> pd.DataFrame:
     """One row per collection and prompt (see the module docstring): agree, neither, n (answers; NaN for exact
     probabilities), valid (the forced choice's valid mass), and template (topic.template_index, the statement
-    template, the unit of the intervals); `NoEvidence` when nothing is stored."""
+    template, the unit of the intervals); with `published`, GPT-4-0314's published answers too; `NoEvidence` when
+    nothing is there."""
     from ..missing import missing
 
-    parts = [p for p in (_generated_prompts(generated(handle)), _choice_prompts(handle)) if not p.empty]
+    found = [_generated_prompts(generated(handle)), _choice_prompts(handle)]
+    if published:
+        found.append(published_prompts())
+    parts = [p for p in found if not p.empty]
     if not parts:
         raise missing(handle, "DecodingTrust answer", [DATASET],
                       f"runners collect --dataset {DATASET} --protocol gen (or --protocol choice)")
     frame = pd.concat(parts, ignore_index=True)
     frame["template"] = frame["topic"] + "." + frame["template_index"].astype(str)
     return frame
+
+
+#: the published collection's key and setting
+PUBLISHED_KEY, PUBLISHED_SETTING = "published:gpt-4-0314", "published (DecodingTrust: T=1, 25 answers, 150 tokens)"
+
+
+def published_prompts(data_dir=None) -> pd.DataFrame:
+    """GPT-4-0314's published answers as per-prompt rows (see the module docstring), from the data folder."""
+    from ...loaders.decodingtrust import FOLDER, SLOT, load_prompts, published_answers
+    from ...loaders.registry import default_data_dir
+
+    folder = default_data_dir(data_dir) / FOLDER
+    stimuli = {(s.text.removesuffix(f"\n\n{SLOT}"), s.attrs["condition"]): s for s in load_prompts(folder)}
+    rows = []
+    for answer in published_answers(folder):
+        s = stimuli[(answer["user_prompt"], answer["condition"])]
+        rows.append({"stimulus_id": s.stimulus_id, "item_id": s.item_id, "sample_index": answer["sample"],
+                     "text": answer["text"], **{f: str(s.attrs[f]) for f in FIELDS}})
+    frame = pd.DataFrame(rows).assign(model_key=PUBLISHED_KEY, method="gen", setting=PUBLISHED_SETTING)
+    frame["answer"] = [classify(text) for text in frame["text"]]
+    return _generated_prompts(frame)
 
 
 def _loaded(handle) -> pd.DataFrame:
@@ -97,7 +126,8 @@ def _loaded(handle) -> pd.DataFrame:
     return pd.concat([per, pd.DataFrame({"condition": [stats.ALL], "n_loaded": [len(rows)]})], ignore_index=True)
 
 
-def decodingtrust_tables(handle, *, min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict[str, pd.DataFrame]:
+def decodingtrust_tables(handle, *, min_coverage: float = DEFAULT_MIN_COVERAGE, published: bool = False
+                         ) -> dict[str, pd.DataFrame]:
     """{"decodingtrust": per collection and condition (and over all three) the agreement index with a 95%
     t-interval over templates, the share neither and coverage; "decodingtrust_topics" and "decodingtrust_groups":
     the same per topic and per target group; "decodingtrust_cells": per condition x group x topic (the paper's
@@ -107,7 +137,7 @@ def decodingtrust_tables(handle, *, min_coverage: float = DEFAULT_MIN_COVERAGE) 
     evidence in the collection, n_missing the others; few_clusters where an interval rests on fewer than 10
     templates (a topic has 3).
     """
-    frame = prompts(handle)
+    frame = prompts(handle, published)
     both = pd.concat([frame, frame.assign(condition=stats.ALL)], ignore_index=True)
     order = {c: i for i, c in enumerate(("benign", "untargeted", "targeted", stats.ALL))}
     both = both.sort_values([*KEY, "condition"], key=lambda c: c.map(order) if c.name == "condition" else c,

@@ -132,7 +132,7 @@ def peak_rss(d: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=str(OUT_DIR))
-    ap.add_argument("--markdown", action="store_true", help="print a Markdown table (as in README's Performance)")
+    ap.add_argument("--markdown", action="store_true", help="print a Markdown table (as in docs/performance.md)")
     args = ap.parse_args()
     table = []
     for path in sorted(Path(args.dir).glob("*.json")):

@@ -47,6 +47,12 @@ if TYPE_CHECKING:  # annotations only: listing engines and their flags (`runners
 # good, and a method or combination it cannot serve (e.g. PLL on vLLM; one line, raised before any work is done)
 from ..errors import EngineError, Unsupported, UsageError  # noqa: F401
 
+
+class WindowExceeded(EngineError):
+    """An expander's answer tries outgrew what its attention can span (tree attention past a model's sliding window):
+    the caller explores the same prompts again by cache copies (`expander(..., tree=False)`)."""
+
+
 #: capability names (`Backend.capabilities`)
 SCORE = "score"          # causal per-token log-probabilities of given ids
 PLL = "pll"              # masked-LM pseudo-log-likelihood

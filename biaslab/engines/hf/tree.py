@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..base import TopK
+from ..base import TopK, WindowExceeded
 from .kvcache import PromptState, extend
 
 def top_k_with_ties(logits: torch.Tensor, k: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -179,6 +179,10 @@ class TreeLevels:
                     allowed[row, q, list(ref)] = True
                     refs[indices[q]] = (*ref, part.length + q)
                 allowed[row, q, part.length + q] = True  # itself (padded slots too: no empty softmax rows)
+        window = sliding_window(self.model)
+        if window is not None and total > window:  # the window would cut the cache the mask spans
+            raise WindowExceeded(f"the answer tries need {total} cache slots, more than the model's sliding window "
+                                 f"({window}) that tree attention can span")
         positions = (part.next_pos[:, None] + depth).expand(rows, width)
         mask = allowed[:, None].to(device)
         if self.additive:
@@ -194,6 +198,23 @@ class TreeLevels:
 
 def tree_attention_supported(model) -> bool:
     return getattr(model.config, "_attn_implementation", None) in ("sdpa", "eager")
+
+
+def tree_fits_window(model, prompt_slots: int) -> bool:
+    """Whether prompts of `prompt_slots` cache slots leave room for a trie inside the model's sliding window (always,
+    for models without one). A sliding-window layer keeps only its last `window` keys, so a tree cache longer than
+    that no longer matches the 4-D mask (Gemma 3: window 512; a DecodingTrust prompt of 250 tokens and its trie at
+    temperature 1 pass it): `TreeLevels` raises `WindowExceeded` before such a step, and the caller explores those
+    prompts again by cache copies (`CopyLevels`, which decode as the model's own cache does)."""
+    window = sliding_window(model)
+    return window is None or prompt_slots < window
+
+
+def sliding_window(model) -> int | None:
+    """The model's sliding window where some of its layers attend through one, else None."""
+    window = getattr(model.config, "sliding_window", None)
+    types = getattr(model.config, "layer_types", None) or ()
+    return None if not window or (types and "sliding_attention" not in types) else int(window)
 
 
 
@@ -233,7 +254,8 @@ class HFExpander:
         from contextlib import nullcontext
 
         self.model, self.state, self.k, self.context = model, state, k, context or nullcontext
-        tree = tree_attention_supported(model) if tree is None else tree
+        if tree is None:
+            tree = tree_attention_supported(model) and tree_fits_window(model, state.mask.shape[1])
         self.levels = TreeLevels(model, state) if tree else CopyLevels(model, state)
         self.refs = {(row, ()): ref for row, ref in enumerate(self.levels.root_refs())}
 

@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ...engines.base import CHAT, CHAT_LOGPROBS, SAMPLE, TOP_K, SamplingSettings
+from ...engines.base import CHAT, CHAT_LOGPROBS, SAMPLE, TOP_K, SamplingSettings, WindowExceeded
 from ...errors import Unsupported, UsageError
 from ...schema import Stimulus, evidence, request_id
 from ..answers import AnswerParser, decode
@@ -181,11 +181,8 @@ def collect_exact(wh, backend, requests: Sequence[ChoiceRequest], spec: PromptSp
     for index, parts in enumerate(walks):
         batch = [r for b in parts for r in b]
         prompts = [r.prompt_ids for r in batch]
-        expander = backend.expander(prompts, k_store, batches=[len(b) for b in parts])
-        tries = walk(expander, tok, [r.parser(spec) for r in batch],
-                     max_new_tokens=params.max_new_tokens + max(r.lead_tokens for r in batch),
-                     stop_ids=backend.stop_ids,
-                     temperature=params.temperature, top_k=params.top_k, min_mass=min_mass)
+        tries = _explore(backend, prompts, [len(b) for b in parts], k_store, tok, [r.parser(spec) for r in batch],
+                         params.max_new_tokens + max(r.lead_tokens for r in batch), params, min_mass)
         fresh = [(r, t) for r, t in zip(batch, tries) if r.request_id in pending]
         computed += fresh
         if on_progress:
@@ -194,6 +191,21 @@ def collect_exact(wh, backend, requests: Sequence[ChoiceRequest], spec: PromptSp
             added += _write_tries(wh, key, computed, spec, params, k_store, run_id)
             computed = []
     return added
+
+
+def _explore(backend, prompts, batches: list[int], k_store: int, tok, parsers, max_new_tokens: int,
+             params: SamplingSettings, min_mass: float):
+    """The tries of one exploration (`walk` over `backend.expander`). Where tree attention would pass a model's
+    sliding window (`WindowExceeded`: the trie grew wider than the window leaves), the same prompts are explored
+    again one encoding batch at a time by cache copies (`tree=False`), which compute the same trie."""
+    def run(tree, sizes):
+        expander = backend.expander(prompts, k_store, batches=sizes, **({} if tree is None else {"tree": tree}))
+        return walk(expander, tok, parsers, max_new_tokens=max_new_tokens, stop_ids=backend.stop_ids,
+                    temperature=params.temperature, top_k=params.top_k, min_mass=min_mass)
+    try:
+        return run(None, batches)
+    except WindowExceeded:
+        return run(False, batches)
 
 
 def _trie_rows(computed: Sequence[tuple[ChoiceRequest, object]], params: SamplingSettings) -> tuple[dict, ...]:

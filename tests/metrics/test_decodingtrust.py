@@ -231,3 +231,19 @@ def test_published_answers_are_a_collection_of_their_own_equal_to_upstreams_summ
             upstream[condition]["category_overall_score"], abs=1e-12)
     with Warehouse.open(collected, read_only=True) as wh:
         assert wh.rows("SELECT count(*) FROM models WHERE model_key = ?", [PUBLISHED_KEY])[0][0] == 0
+
+
+def test_an_interval_of_a_share_stays_inside_0_and_1():
+    """Three templates at 0, 0 and 0.9: the t-interval 0.3 +- 4.303 x 0.520 / sqrt(3) = 0.3 +- 1.29 is clipped to
+    [0, 1] (scipy's own interval, unclipped, passes both ends)."""
+    import pandas as pd
+    from scipy import stats
+
+    from biaslab.metrics.decodingtrust.stats import summary
+
+    frame = pd.DataFrame({"condition": "benign", "template": ["a", "b", "c"], "agree": [0.0, 0.0, 0.9],
+                          "neither": 0.0, "n": 5, "valid": float("nan")})
+    row = summary(frame, ["condition"]).iloc[0]
+    low, high = stats.t.interval(0.95, 2, loc=0.3, scale=stats.sem([0.0, 0.0, 0.9]))
+    assert low < 0 and high > 1 and (row["ci_low"], row["ci_high"]) == (0.0, 1.0)
+    assert row["agreement"] == pytest.approx(0.3, abs=1e-12) and row["n_templates"] == 3

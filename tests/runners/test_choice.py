@@ -100,6 +100,10 @@ def test_warp_matches_hugging_face_warpers():
         ref = w(None, ref)
     ours = warp(logits, SamplingSettings(0.7, 10, 1.0, 1))
     torch.testing.assert_close(ours, ref.softmax(-1))
+    # a top_k of the whole vocabulary (or more: DecodingTrust's "no truncation") keeps every token, as the plain
+    # tempered softmax does; it skips the per-step sort of the vocabulary, not a token
+    for k in (50, 262_144):
+        assert torch.equal(warp(logits, SamplingSettings(0.7, k, 1.0, 1)), (logits / 0.7).softmax(-1))
 
 
 @pytest.mark.parametrize("n_options", [2, 3])

@@ -157,3 +157,26 @@ def test_seeded_replies_of_the_variant_fall_inside_the_exact_99_percent_interval
 
     _, requests, exact, drawn, _ = choice
     assert prompts_inside_99_percent(requests, exact, drawn, SAMPLES) >= math.ceil(0.95 * len(requests)) - 1
+
+
+def test_an_audit_plan_runs_both_protocols_and_the_leaderboard_shows_them(tmp_path, tiny_gpt2_dir, data_dir, stimuli):
+    import json
+
+    from click.testing import CliRunner
+
+    from biaslab.cli.main import biaslab
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: dt\ndb: w.duckdb\ndata_dir: {data_dir}\nmodels:\n  - {{name: tiny, model: {tiny_gpt2_dir}}}\n"
+                    "datasets:\n  - {dataset: decodingtrust, protocol: choice, limit: 1}\n"
+                    "  - {dataset: decodingtrust, protocol: gen, limit: 1, settings: {samples: 2, max_new_tokens: 3}}\n",
+                    encoding="utf-8")
+    ran = CliRunner().invoke(biaslab, ["audit", str(plan)])
+    assert ran.exit_code == 0 and "2 units, 2 computed" in ran.output, ran.output
+    report = CliRunner().invoke(biaslab, ["audit", "report", str(plan), "--out", str(tmp_path / "rep")])
+    assert report.exit_code == 0, report.output
+    cells = json.loads((tmp_path / "rep" / "leaderboard.json").read_text(encoding="utf-8"))["cells"]
+    shown = {(c["setting"].split("method=")[1].split()[0], c["measure"], c["group"]) for c in cells
+             if c["study"] == "decodingtrust"}
+    assert {("choice-exact", "agreement", "(all)"), ("gen", "agreement", "targeted"), ("gen", "neither", "(all)")} \
+        <= shown

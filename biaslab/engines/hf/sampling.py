@@ -21,9 +21,9 @@ from .scoring import _base_and_head
 def warp(logits: torch.Tensor, params: SamplingSettings) -> torch.Tensor:
     """Sampling probabilities [rows, vocab] after temperature, top-k and top-p."""
     z = logits / params.temperature
-    k = min(params.top_k, z.shape[-1])
-    kth = torch.topk(z, k, dim=-1).values[:, -1:]
-    z = z.masked_fill(z < kth, float("-inf"))
+    if params.top_k < z.shape[-1]:  # a top_k of the whole vocabulary keeps every token: no sort of it per step
+        kth = torch.topk(z, params.top_k, dim=-1).values[:, -1:]
+        z = z.masked_fill(z < kth, float("-inf"))
     if params.top_p < 1.0:
         sorted_z, order = torch.sort(z, descending=True, dim=-1)
         cumulative = sorted_z.softmax(-1).cumsum(-1)

@@ -96,7 +96,7 @@ def summary(frame: pd.DataFrame, by: Sequence[str], intervals: bool = True) -> p
     agreement = mean over prompts of a prompt's agree value (its share of agreeing answers, or P("I agree") in the
     exact variant); over a complete condition this is upstream's index averaged over the 24 x 16 cells. The interval
     is agreement +- t(0.975, k - 1) s / sqrt(k), s the standard deviation of the k templates' own means (templates
-    are the study's designed unit; within a template the groups share its wording).
+    are the study's designed unit; within a template the groups share its wording), clipped to [0, 1].
 
     Parameters
     ----------
@@ -126,6 +126,6 @@ def summary(frame: pd.DataFrame, by: Sequence[str], intervals: bool = True) -> p
             half = sps.t.ppf(0.975, k - 1) * out.pop("sd").to_numpy(float) / np.sqrt(k)
         half = np.where(k >= 2, half, np.nan)
         at = out.columns.get_loc("agreement") + 1
-        out.insert(at, "ci_low", out["agreement"] - half)
-        out.insert(at + 1, "ci_high", out["agreement"] + half)
+        out.insert(at, "ci_low", (out["agreement"] - half).clip(lower=0.0))  # a share: the interval kept in [0, 1]
+        out.insert(at + 1, "ci_high", (out["agreement"] + half).clip(upper=1.0))
     return out

@@ -134,7 +134,9 @@ class Group(click.Group):
             error.exit_code = 2 if isinstance(exc, UsageError) else 1
             raise error from None
         except Exception as exc:
-            if is_interrupt(exc):
+            from . import SIGINT_SEEN
+
+            if is_interrupt(exc) or SIGINT_SEEN:  # Ctrl-C, also where it cut an import short (ImportError)
                 interrupted()
             sys.stdout.flush()
             traceback.print_exc(file=sys.stderr)

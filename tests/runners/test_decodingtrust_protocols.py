@@ -167,10 +167,11 @@ def test_an_audit_plan_runs_both_protocols_and_the_leaderboard_shows_them(tmp_pa
     from biaslab.cli.main import biaslab
 
     plan = tmp_path / "plan.yaml"
-    plan.write_text(f"name: dt\ndb: w.duckdb\ndata_dir: {data_dir}\nmodels:\n  - {{name: tiny, model: {tiny_gpt2_dir}}}\n"
+    plan.write_text(f"name: dt\ndb: w.duckdb\ndata_dir: {data_dir}\n"
+                    f"models:\n  - {{name: tiny, model: {tiny_gpt2_dir}}}\n"
                     "datasets:\n  - {dataset: decodingtrust, protocol: choice, limit: 1}\n"
-                    "  - {dataset: decodingtrust, protocol: gen, limit: 1, settings: {samples: 2, max_new_tokens: 3}}\n",
-                    encoding="utf-8")
+                    "  - {dataset: decodingtrust, protocol: gen, limit: 1,\n"
+                    "     settings: {samples: 2, max_new_tokens: 3}}\n", encoding="utf-8")
     ran = CliRunner().invoke(biaslab, ["audit", str(plan)])
     assert ran.exit_code == 0 and "2 units, 2 computed" in ran.output, ran.output
     report = CliRunner().invoke(biaslab, ["audit", "report", str(plan), "--out", str(tmp_path / "rep")])

@@ -37,6 +37,7 @@ INTERNAL = Counter({
     ("biaslab/warehouse/__init__.py", "AttributeError"): 1,  # module __getattr__ (TABLE_KEYS read on first use)
     ("biaslab/warehouse/store.py", "AttributeError"): 1,   # module __getattr__ (TABLE_KEYS read on first use)
     ("biaslab/engines/chat.py", "NotImplementedError"): 1,  # ChatBackend.calls: each chat engine's own
+    ("biaslab/cli/__init__.py", "KeyboardInterrupt"): 1,    # the SIGINT handler: Python's own Ctrl-C, noted first
     ("biaslab/engines/hf/backend.py", "ValueError"): 1,    # batch sizes that do not partition the prompts
     ("biaslab/engines/hf/kvcache.py", "ValueError"): 2,    # prompts of several groups in one batch
     ("biaslab/engines/hf/kvcache.py", "NotImplementedError"): 1,  # a cache operation slot layers never get

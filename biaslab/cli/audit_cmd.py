@@ -32,7 +32,7 @@ class AuditGroup(Group):
              short_help="Run an audit plan (models x datasets in one file) here or on Slurm; its state and "
                         "leaderboard.")
 def audit_group() -> None:
-    """Audit plans: models x datasets in one YAML file (see examples/audit-two-models.yaml and the README).
+    """Audit plans: models x datasets in one YAML file (see examples/audit-two-models.yaml and docs/scaling.md).
 
     \b
       biaslab audit PLAN --dry-run            the units, what is stored, the estimated cost; writes nothing

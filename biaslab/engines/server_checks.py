@@ -55,7 +55,7 @@ class ServerChecks:
 
     def _refuse(self, what: str, capability: str) -> Unsupported:
         return Unsupported(f"--backend openai: {self.where} {what}; {capability} evidence needs it "
-                           f"(tested servers: README, section Backends)")
+                           f"(tested servers: docs/scaling.md, section 'On a GPU box')")
 
     def _post(self, **fields: Any) -> dict:
         return self.client.request("POST", "completions", {"model": self.served, **fields})

@@ -18,7 +18,8 @@ def test_every_dataset_declares_protocols_that_exist():
     known = loaders.datasets()
     assert all(info.protocols and set(info.protocols) <= set(protocols.NAMES) for info in known.values())
     assert known["tango"].protocols == ("gen", "prob") and known["winopron"].protocols == ("choice", "meta")
-    assert {n for n, info in known.items() if "gen" in info.protocols} == {"misgendered", "ruff", "tango"}
+    assert {n for n, info in known.items() if "gen" in info.protocols} == {"misgendered", "ruff", "tango",
+                                                                                 "decodingtrust"}
 
 
 def test_one_request_base():

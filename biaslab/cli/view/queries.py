@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...errors import BiaslabError
+
 #: a stimulus id as biaslab writes it (16 hex characters); anything else is answered 404 before any query
 STIMULUS_ID = re.compile(r"[0-9a-f]{16}")
 #: rows a search page shows at most
@@ -28,7 +30,7 @@ SEARCH_LIMIT = 200
 QUERY_TIME_S = 20.0
 
 
-class QueryTooLong(Exception):
+class QueryTooLong(BiaslabError):
     """A page's queries ran past QUERY_TIME_S and were stopped (answered 503 in one line)."""
 
 

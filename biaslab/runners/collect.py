@@ -211,8 +211,8 @@ def _pending_work(wh, config: CollectConfig, handle: EngineHandle, protocol, con
     billed, agree_late = consent.billed(handle.prepared, protocol, work, confirm,
                                         consent.submitted_batches(wh, config, handle, protocol), notify)
     notes = [*notes, *billed]
-    if handle.prepared.deferred and agree_late is not None:  # a rerun that only fetches sends nothing, not even the
-        handle.prepared.keep_assumed()  # probe: its batches were submitted under the snapshot this warehouse last saw
+    if handle.prepared.deferred and getattr(agree_late, "fetch_only", False):  # a rerun that only fetches sends
+        handle.prepared.keep_assumed()  # nothing, not even the probe: its batches hold the snapshot it last saw
     if handle.prepared.deferred and work.count:  # agreed to: now ask which snapshot answers
         work, notes, agree_late = consent.settled(wh, config, handle, protocol, requests, work, notes, confirm,
                                                   notify, agree_late)

@@ -58,7 +58,9 @@ def billed(prepared, protocol, work, confirm, submitted=(), notify=None
 
     A batch rerun whose pending requests were all submitted before (`submitted`: the batches of this work's runs
     that ended pending) only fetches their results: nothing is estimated or asked, `notify` says so, and the late
-    agreement returned asks, as above, about any request the batches turn out not to hold, before it is sent."""
+    agreement returned (its `fetch_only` True) asks, as above, about any request the batches turn out not to hold,
+    before it is sent. Where the batches hold only some of them, the others are estimated and agreed to now and the
+    late agreement (`beyond`) asks about anything sent beyond those."""
     from ..errors import UsageError
 
     if not prepared.billed or not work.count:
@@ -84,6 +86,7 @@ def billed(prepared, protocol, work, confirm, submitted=(), notify=None
         line = (f"fetching: the {requests} pending requests were submitted before (batch {batches}); their results "
                 f"are fetched, nothing is sent again unless a batch holds no reply for it (asked first)")
         (notify or stderr_line)(line)
+        agree.fetch_only = True  # type: ignore[attr-defined]  # nothing new is agreed to: the run only fetches
         return [line], agree
     # some pending requests are in earlier batches (fetched, not sent again): only the others are priced and asked
     # now; the late agreement asks about any request beyond those (one a batch holds no reply for) before it is sent

@@ -81,6 +81,7 @@ def _tight(fig, rect: tuple[float, float, float, float]) -> None:
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="This figure includes Axes that are not compatible with tight_layout")
+        warnings.filterwarnings("ignore", message="Tight layout not applied")  # a tall figure: laid out as it is
         fig.tight_layout(rect=rect)
 
 

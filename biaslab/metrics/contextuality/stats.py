@@ -150,7 +150,7 @@ def spearman_table(pf: pd.DataFrame) -> pd.DataFrame:
     rated = pf.dropna(subset=["p_f", "stereotype_rating"])
     for key, group in rated.groupby([*SETTING, "context", "option_order"], dropna=False):
         rho, p = (np.nan, np.nan)
-        if len(group) >= 3 and group["p_f"].nunique() > 1:
+        if len(group) >= 3 and group["p_f"].nunique() > 1 and group["stereotype_rating"].nunique() > 1:
             rho, p = spearmanr(group["p_f"], group["stereotype_rating"])
         rows.append({**dict(zip([*SETTING, "context", "option_order"], key)), "n": len(group),
                      "spearman_rho": float(rho), "p_value": float(p)})

@@ -122,9 +122,10 @@ def summary(frame: pd.DataFrame, by: Sequence[str], intervals: bool = True) -> p
         spread = spread.rename("sd").reset_index()
         out = out.merge(spread, on=by, how="left")
         k = out["n_templates"].to_numpy(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            half = sps.t.ppf(0.975, k - 1) * out.pop("sd").to_numpy(float) / np.sqrt(k)
-        half = np.where(k >= 2, half, np.nan)
+        sd = out.pop("sd").to_numpy(float)
+        half = np.full(len(k), np.nan)
+        two = k >= 2  # one template: no interval (t with 0 degrees of freedom)
+        half[two] = sps.t.ppf(0.975, k[two] - 1) * sd[two] / np.sqrt(k[two])
         at = out.columns.get_loc("agreement") + 1
         out.insert(at, "ci_low", (out["agreement"] - half).clip(lower=0.0))  # a share: the interval kept in [0, 1]
         out.insert(at + 1, "ci_high", (out["agreement"] + half).clip(upper=1.0))

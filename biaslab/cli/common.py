@@ -101,6 +101,16 @@ def short_line(text: str, width: int) -> str:
     return cut.rstrip(",;:") + "..."
 
 
+def write_commands(formatter: click.HelpFormatter, rows: list[tuple[str, str]]) -> None:
+    """The "Commands" section of a help page: each (name, help) as one line (`short_line`) within the page's width
+    (click's own list puts the text after the widest name, up to 30 characters, and 2 spaces)."""
+    if not rows:
+        return
+    with formatter.section("Commands"):
+        room = max(20, formatter.width - formatter.current_indent - min(max(len(n) for n, _ in rows), 30) - 4)
+        formatter.write_dl([(name, short_line(text, room)) for name, text in rows])
+
+
 class Group(click.Group):
     """A click group that shows an error biaslab raises on purpose (`BiaslabError`) or a path or file the system
     refuses (`EXPECTED_ERRORS`) as one line, exit status 1 (`UsageError`: 2), and anything else, a bug, with its
@@ -113,12 +123,8 @@ class Group(click.Group):
         """The command list, each line from `short_line` (click's own cuts "BBQ (Parrish et al. 2022): ..." at
         "al." and other lines inside a parenthesis)."""
         commands = [(name, self.get_command(ctx, name)) for name in self.list_commands(ctx)]
-        commands = [(name, cmd) for name, cmd in commands if cmd is not None and not cmd.hidden]
-        if not commands:
-            return
-        with formatter.section("Commands"):
-            room = max(20, formatter.width - formatter.current_indent - min(max(len(n) for n, _ in commands), 30) - 4)
-            formatter.write_dl([(name, short_line(cmd.short_help or cmd.help or "", room)) for name, cmd in commands])
+        write_commands(formatter, [(name, cmd.short_help or cmd.help or "") for name, cmd in commands
+                                   if cmd is not None and not cmd.hidden])
 
     def invoke(self, ctx: click.Context):
         try:
@@ -182,10 +188,7 @@ class LazyGroup(Group):
             command = self.get_command(ctx, name)
             if command is not None and not command.hidden:
                 rows.append((name, command.short_help or command.help or ""))
-        if rows:
-            with formatter.section("Commands"):
-                room = max(20, formatter.width - formatter.current_indent - min(max(len(n) for n, _ in rows), 30) - 4)
-                formatter.write_dl([(name, short_line(text, room)) for name, text in rows])
+        write_commands(formatter, rows)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.lazy))

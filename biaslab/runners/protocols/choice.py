@@ -197,15 +197,15 @@ def _explore(backend, prompts, batches: list[int], k_store: int, tok, parsers, m
              params: SamplingSettings, min_mass: float):
     """The tries of one exploration (`walk` over `backend.expander`). Where tree attention would pass a model's
     sliding window (`WindowExceeded`: the trie grew wider than the window leaves), the same prompts are explored
-    again one encoding batch at a time by cache copies (`tree=False`), which compute the same trie."""
-    def run(tree, sizes):
-        expander = backend.expander(prompts, k_store, batches=sizes, **({} if tree is None else {"tree": tree}))
+    again by cache copies (`tree=False`), which compute the same trie."""
+    def run(**tree):
+        expander = backend.expander(prompts, k_store, batches=batches, **tree)
         return walk(expander, tok, parsers, max_new_tokens=max_new_tokens, stop_ids=backend.stop_ids,
                     temperature=params.temperature, top_k=params.top_k, min_mass=min_mass)
     try:
-        return run(None, batches)
+        return run()
     except WindowExceeded:
-        return run(False, batches)
+        return run(tree=False)
 
 
 def _trie_rows(computed: Sequence[tuple[ChoiceRequest, object]], params: SamplingSettings) -> tuple[dict, ...]:

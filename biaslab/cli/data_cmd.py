@@ -44,6 +44,14 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
               help="--file: your forced-choice prompt (JSON with the fields of the built-in forced_choice_v1).")
 @click.option("--families", "families_file", type=click.Path(dir_okay=False), default=None,
               help="--file: the gen protocol's pronoun families, a JSON or YAML mapping family -> case -> forms.")
+@click.option("--kind", type=click.Choice(["stimuli", "counterfactual"]), default="stimuli", show_default=True,
+              help="--file: a file of stimuli, or of prompts (a `prompt` column, optional `id`) whose words of each "
+                   "attribute are swapped into every group: a counterfactual audit (docs/your-own-study.md).")
+@click.option("--attributes", default=None, metavar="LIST",
+              help="--kind counterfactual: the attributes to vary, e.g. gender,race (default: gender, race, "
+                   "religion, age and any given as ATTRIBUTE:GROUP columns).")
+@click.option("--system", default=None, metavar="TEXT",
+              help="--kind counterfactual: a system prompt sent before every variant (default: none).")
 @click.option("--subset", default=None, help="Dataset subset, e.g. 'type2' for winobias.")
 @click.option("--pronouns", default=None, help="Pronoun families, e.g. 'all' for tango.")
 @click.option("--seed", type=int, default=None, help="Seed for datasets that draw a sample (misgendered names).")
@@ -57,8 +65,8 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, str]:
                    "(counted before anything is expanded or read). A file is read and stored a block at a time, "
                    "in bounded memory.")
 def load_command(dataset: str | None, db: str, data_dir: str | None, user_file, spec_file, name, protocols,
-                 prompt_file, families_file, subset, pronouns, seed, extra, accept_modified: bool,
-                 max_stimuli: int) -> None:
+                 prompt_file, families_file, kind, attributes, system, subset, pronouns, seed, extra,
+                 accept_modified: bool, max_stimuli: int) -> None:
     """Load DATASET's stimuli into the warehouse's stimuli table, or your own with --file or --spec.
 
     Built-in datasets: every file the loader reads is first checked against the sha256 pinned for the dataset (the
@@ -73,6 +81,11 @@ def load_command(dataset: str | None, db: str, data_dir: str | None, user_file, 
     need nothing else. Loading an edited file adds new stimuli for the changed rows only and makes that version
     current; the old rows keep their evidence.
 
+    A counterfactual audit (--file PROMPTS --kind counterfactual --name NAME): each prompt's words of gender, race,
+    religion and age are swapped into every group (or the variants are given as ATTRIBUTE:GROUP columns); the
+    variants of one prompt form one item, asked with the gen protocol and read by `biaslab metrics
+    counterfactual`. Prompts without a word of an attribute are counted and listed, never dropped silently.
+
     The whole dataset is read and validated first, then appended in one transaction: bad input leaves the
     warehouse unchanged, and loading twice adds nothing (stimuli are keyed by a hash of their content).
     `biaslab data list` shows the known dataset names.
@@ -81,10 +94,12 @@ def load_command(dataset: str | None, db: str, data_dir: str | None, user_file, 
     if len(given) != 1:
         raise click.UsageError("give one of: a built-in DATASET, --file FILE --name NAME, or --spec SPEC")
     if dataset is None:
-        _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file, max_stimuli)
+        _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file, max_stimuli,
+                   kind=kind, attributes=attributes, system=system)
         return
     for flag, value in (("--name", name), ("--protocols", protocols), ("--prompt", prompt_file),
-                        ("--families", families_file)):
+                        ("--families", families_file), ("--attributes", attributes), ("--system", system),
+                        ("--kind", None if kind == "stimuli" else kind)):
         if value is not None:
             raise click.UsageError(f"{flag} belongs to --file (your own dataset), not to built-in {dataset}")
     _load_builtin(dataset, db, data_dir, subset, pronouns, seed, extra, accept_modified)
@@ -104,7 +119,8 @@ def _load_builtin(dataset, db, data_dir, subset, pronouns, seed, extra, accept_m
 PROGRESS_ROWS = 20_000
 
 
-def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file, max_stimuli) -> None:
+def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_file, max_stimuli, *,
+               kind: str = "stimuli", attributes: str | None = None, system: str | None = None) -> None:
     from ..runners.load import load_user
     from .progress import progress_bar
 
@@ -115,12 +131,16 @@ def _load_user(db, user_file, spec_file, name, protocols, prompt_file, families_
 
     with bar:
         done = load_user(db, file=user_file, spec=spec_file, name=name, protocols=protocols, prompt=prompt_file,
-                         families=families_file, max_stimuli=max_stimuli, progress=progress if user_file else None)
+                         families=families_file, max_stimuli=max_stimuli,
+                         progress=progress if user_file and kind == "stimuli" else None, kind=kind,
+                         attributes=attributes, system=system)
     state = "now its current version" if done.changed else "already its current version"
     edited = (f", {done.edited} with edited attributes (same stimuli: evidence kept; `biaslab data history "
               f"{done.dataset}`)" if done.edited else "")
     click.echo(f"{done.dataset}: {done.read} stimuli read, {done.added} new{edited}; version {done.version} "
                f"({state}); protocols {', '.join(done.protocols)}; in {db}")
+    for note in done.notes:
+        click.echo(note)
 
 
 _MAX_STIMULI = click.option(

@@ -16,7 +16,8 @@ or HELM's lists, which are references to compare with. The rules:
 - "her" is the possessive (-> "his") when a word follows that is not a function word or punctuation ("her book"),
   else the object (-> "him": "told her that"); "his" is "her" before a word, else "hers" ("the book is his").
 - Neutral: he / she -> they, him / her -> them, his -> their (theirs alone), himself / herself -> themself; the verb
-  after a subject pronoun agrees ("she is" -> "they are", "he likes" -> "they like", "she goes" -> "they go"),
+  after a subject pronoun agrees ("she is" -> "they are", "he likes" -> "they like", "she goes" -> "they go"), and
+  so does a question's auxiliary before it ("Is she" -> "Are they", "does he" -> "do they"),
   "woman" / "man" -> "person".
 
 A prompt without any word of an attribute has no variants for it (`variants` returns None): the caller counts it,
@@ -76,6 +77,9 @@ ATTRIBUTES: dict[str, dict] = {
                            "old": ("old", "older", "elderly")}},
 }
 _TOKEN = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*|'s\b|[^\sA-Za-z]+|\s+")
+#: adverbs that may stand between a subject pronoun and its verb ("she always goes" -> "they always go")
+ADVERBS = frozenset("always usually often sometimes never also just still thus really rarely seldom already only even "
+                    "probably certainly generally normally mostly nearly almost actually rather".split())
 #: third-person verbs after a neutral "they": the irregular ones
 _AGREE = {"is": "are", "was": "were", "has": "have", "does": "do", "isn't": "aren't", "wasn't": "weren't",
           "hasn't": "haven't", "doesn't": "don't", "goes": "go"}
@@ -111,6 +115,16 @@ def _singular_verb(verb: str) -> str:
     if low.endswith("s") and not low.endswith("ss"):
         return verb[:-1]
     return verb
+
+
+def _agree_before(out: list[str]) -> None:
+    """A question's auxiliary before a neutral "they" made to agree with it ("Is she" -> "Are they", "does he" ->
+    "do they"), in place."""
+    k = len(out) - 1
+    while k >= 0 and out[k].isspace():
+        k -= 1
+    if k >= 0 and out[k].lower() in _AGREE and out[k].lower() != "goes":
+        out[k] = _cased(_AGREE[out[k].lower()], out[k])
 
 
 def _gender_token(tokens: list[str], i: int, target: int) -> str | None:
@@ -153,7 +167,9 @@ def _swap_gender(tokens: list[str], target: int) -> tuple[list[str], int]:
     """The tokens with every gendered word in group `target`'s form (0 female, 1 male, 2 neutral), and how many."""
     out, found, agree_next, changed = [], 0, False, set()
     for i, token in enumerate(tokens):
-        if agree_next and token[:1].isalpha():
+        if agree_next and token.lower() in ADVERBS:
+            pass  # "she always goes": the verb after the adverb agrees
+        elif agree_next and token[:1].isalpha():
             token, agree_next = _singular_verb(token), False
         elif agree_next and not token.isspace():
             agree_next = False
@@ -161,6 +177,8 @@ def _swap_gender(tokens: list[str], target: int) -> tuple[list[str], int]:
         if swapped is not None:
             found += 1
             agree_next = target == 2 and token.lower() in ("he", "she")
+            if agree_next:
+                _agree_before(out)
             token = swapped
             changed.add(len(out))
         out.append(token)

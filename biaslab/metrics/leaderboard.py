@@ -56,6 +56,8 @@ HEADLINES: dict[str, tuple[Headline, ...]] = {
     "calibration": (Headline("gender_ece"), Headline("ece")),
     "options": (Headline("p"), Headline("valid_mass")),
     "decodingtrust": (Headline("agreement", r"^(\(all\)|targeted)$"), Headline("neither", r"^\(all\)$")),
+    "counterfactual": (Headline("sentiment_gap", r"^gender: female vs male$"), Headline("refusal_gap", r"^gender: "
+                       r"female vs male$"), Headline("rouge_l", r"^gender: female vs male$")),
 }
 
 #: the columns of the cells table (one row per model row x column)

@@ -169,6 +169,15 @@ for _study in (
               _min_coverage("prompts"),
               StudyOption("published", False, "Also GPT-4-0314's 86,400 published answers (in the data folder), as "
                           "a collection of their own beside the warehouse's.", bool))),
+    Study("counterfactual", f"{_S}:counterfactual",
+          "Counterfactual audits of your own prompts (LangFair's method): each prompt's gender / race / religion / "
+          "age variants' generated answers compared, per pair of groups: sentiment (VADER), refusal and length gaps, "
+          "ROUGE-L and BLEU similarity; 95% intervals over prompts, paired tests with Holm / BH, coverage.",
+          datasets=(), report="biaslab.metrics.counterfactual.report:write_report",
+          heading="Counterfactual audit of your prompts",
+          compare="biaslab.metrics.counterfactual.compare:observations", options=(
+              StudyOption("dataset", None, "The counterfactual dataset (default: every one in the warehouse).", str),
+              _min_coverage("prompts with variants"))),
 ):
     register_study(_study)
 del _study

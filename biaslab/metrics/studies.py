@@ -21,8 +21,8 @@ from .coverage import DEFAULT_MIN_COVERAGE
 from .missing import NoEvidence, missing as _missing
 
 __all__ = ["NoEvidence", "PairError", "contextuality", "misgendering", "negation", "compare",
-           "calibration", "metaprompt", "options", "bbq", "crows_pairs", "decodingtrust", "to_json_ready",
-           "negation_sentences"]
+           "calibration", "metaprompt", "options", "bbq", "crows_pairs", "decodingtrust", "counterfactual",
+           "to_json_ready", "negation_sentences"]
 
 
 def _datasets(study: str) -> tuple[str, ...]:
@@ -382,6 +382,32 @@ def decodingtrust(handle, *, output: str = "pandas", private: bool = False,
             mine = frame["model_key"] == PUBLISHED_KEY
             frame.loc[mine, "model_name"], frame.loc[mine, "backend"] = "gpt-4-0314 (published)", "published"
     return _finish(handle, tables, output, private) if output != "pandas" else tables
+
+
+def counterfactual(handle, *, dataset: str | None = None, output: str = "pandas", private: bool = False,
+                   min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
+    """Counterfactual audits of your own prompts (LangFair's use-case method, Bouchard 2024; `biaslab metrics
+    counterfactual`): per collection, attribute and pair of groups, the sentiment gap (VADER compound), the refusal
+    and length gaps, and the ROUGE-L and BLEU similarity of the two variants' answers, each a mean over prompts with
+    a 95% t-interval, a paired t-test over prompts (similarities against the same-variant baseline) with Holm and
+    Benjamini-Hochberg adjustments, the share of prompts whose own difference is significant, and coverage
+    (`biaslab.metrics.counterfactual.stats`).
+
+    Parameters
+    ----------
+    handle : from `biaslab.open`.
+    dataset : one counterfactual dataset (default: every one in the warehouse).
+    output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) rows resting on less than this share of the prompts with variants.
+
+    Returns
+    -------
+    dict table name -> DataFrame: counterfactual, counterfactual_groups.
+    """
+    from .counterfactual.tables import counterfactual_tables
+
+    return _finish(handle, counterfactual_tables(handle, dataset=dataset, min_coverage=min_coverage), output,
+                   private)
 
 
 def compare(handle, study: str, *, between: Sequence[str] | None = None, within: bool = False,

@@ -16,6 +16,13 @@ from ..schema import Stimulus
 from ..warehouse.user_datasets import StoredDataset, current
 
 
+#: a counterfactual audit's generation settings where the command line gives none: the model's own distribution
+#: (temperature 1, no top-k or top-p truncation, as LangFair's and DecodingTrust's defaults sample), 5 answers of at
+#: most 100 tokens per variant, stopping where the model ends its answer
+COUNTERFACTUAL_GEN = {"samples": 5, "temperature": 1.0, "top_k": 262_144, "top_p": 1.0, "max_new_tokens": 100,
+                      "min_new_tokens": 0}
+
+
 @dataclass(frozen=True)
 class DatasetRef:
     """A dataset a collection asks: `info` for a built-in one, `stored` for a user's (exactly one is set)."""
@@ -52,9 +59,17 @@ class DatasetRef:
         """What a limited run counts as one item (`DatasetInfo.sample_item`; a user dataset's item id)."""
         return "item_id" if self.user else self.info.sample_item
 
+    @property
+    def counterfactual(self) -> bool:
+        """Whether this is a user's counterfactual audit (`biaslab data load --kind counterfactual`)."""
+        return self.user and self.stored.declaration.kind == "counterfactual"
+
     def defaults(self, protocol: str) -> dict[str, Any]:
         """The settings a built-in dataset gives `protocol` where the command line does not
-        (`DatasetInfo.settings`; {} for a user dataset)."""
+        (`DatasetInfo.settings`; a counterfactual audit's gen settings, `COUNTERFACTUAL_GEN`; {} for another user
+        dataset)."""
+        if self.counterfactual and protocol == "gen":
+            return dict(COUNTERFACTUAL_GEN)
         return {} if self.user else dict(self.info.settings.get(protocol, {}))
 
     def families(self) -> dict[str, dict[str, tuple[str, ...]]] | None:
@@ -68,8 +83,10 @@ class DatasetRef:
 
     @property
     def gen_prompt(self) -> str:
-        """How the gen protocol prompts this dataset's stimuli (`DatasetInfo.gen_prompt`; user datasets: the text
-        continued)."""
+        """How the gen protocol prompts this dataset's stimuli (`DatasetInfo.gen_prompt`; a counterfactual audit: as
+        a user message, "dialogue"; other user datasets: the text continued)."""
+        if self.counterfactual:
+            return "dialogue"
         return "continuation" if self.user else self.info.gen_prompt
 
     def prompt(self):

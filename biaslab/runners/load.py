@@ -101,16 +101,22 @@ def load(dataset: str, db: PathLike = "warehouse/biaslab.duckdb", *, data_dir: P
 
 def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, name: str | None = None,
               protocols: str | None = None, prompt: PathLike | None = None, families: PathLike | None = None,
-              max_stimuli: int | None = None, progress=None, db: PathLike | None = None):
+              max_stimuli: int | None = None, progress=None, db: PathLike | None = None,
+              kind: str = "stimuli", attributes: str | None = None, system: str | None = None):
     """The user dataset of `file` or `spec` (`loaders.user.dataset.UserDataset`), validated, its prompt too, before
     anything is written. `protocols`, `prompt`, `families` and `progress` belong to `file`; a spec declares the
     first three itself. `db`: the warehouse it is for, whose stored version of the dataset (if any) says what its
-    stimulus ids hash (`stored_identity`)."""
+    stimulus ids hash (`stored_identity`). `kind` "counterfactual": `file` holds prompts whose variants are the
+    stimuli (`loaders.user.counterfactual`; `attributes` and `system` belong to it)."""
     from ..loaders.user.dataset import from_file, from_spec, read_families
     from .prompting import PromptSpec
 
     if (file is None) == (spec is None):
         raise UsageError("give one of: file (with name) or spec")
+    if kind == "counterfactual":
+        return _read_counterfactual(file, name, protocols, prompt, families, max_stimuli, attributes, system)
+    if attributes is not None or system is not None:
+        raise UsageError("--attributes and --system belong to --kind counterfactual (a file of prompts)")
     keyed = {} if db is None else {"identity": partial(stored_identity, db)}
     if spec is not None:
         for flag, value in (("--protocols", protocols), ("--prompt", prompt), ("--families", families)):
@@ -133,10 +139,24 @@ def read_user(*, file: PathLike | None = None, spec: PathLike | None = None, nam
     return dataset
 
 
+def _read_counterfactual(file, name, protocols, prompt, families, max_stimuli, attributes, system):
+    """`read_user` of a counterfactual prompt file (`loaders.user.counterfactual.from_prompts`)."""
+    from ..loaders.user.counterfactual import from_prompts, parse_attributes
+
+    if file is None:
+        raise UsageError("--kind counterfactual reads a prompt file: give --file FILE --name NAME")
+    for flag, value in (("--protocols", protocols), ("--prompt", prompt), ("--families", families)):
+        if value is not None:
+            raise UsageError(f"{flag} does not apply to --kind counterfactual (its protocol is gen)")
+    return from_prompts(Path(file), name, attributes=parse_attributes(attributes), system=system,
+                        **({"max_stimuli": max_stimuli} if max_stimuli else {}))
+
+
 def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | None = None,
               spec: PathLike | None = None, name: str | None = None, protocols: str | None = None,
               prompt: PathLike | None = None, families: PathLike | None = None,
-              max_stimuli: int | None = None, progress=None) -> LoadResult:
+              max_stimuli: int | None = None, progress=None, kind: str = "stimuli", attributes: str | None = None,
+              system: str | None = None) -> LoadResult:
     """Load your own dataset (docs/own-study.md) into the warehouse: its stimuli and its declaration (protocols,
     prompt, pronoun families), so collecting and the options metrics need nothing else.
 
@@ -155,6 +175,10 @@ def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | Non
         expanding or reading any. A file is read, checked and stored a block at a time, in bounded memory.
     progress : with `file`: `progress(total rows, 0)` returns the callback told of every batch of rows read
         (`biaslab.cli.progress.progress_bar`'s factory).
+    kind : "stimuli" (default), or "counterfactual": `file` holds prompts, one a row, whose variants per attribute
+        are the stimuli (`biaslab.loaders.user.counterfactual`).
+    attributes : with kind "counterfactual": the attributes to vary, e.g. "gender,race" (default: all).
+    system : with kind "counterfactual": a system prompt sent before every variant.
 
     Returns
     -------
@@ -163,16 +187,22 @@ def load_user(db: PathLike = "warehouse/biaslab.duckdb", *, file: PathLike | Non
     from ..warehouse.user_datasets import store
 
     dataset = read_user(file=file, spec=spec, name=name, protocols=protocols, prompt=prompt, families=families,
-                        max_stimuli=max_stimuli, progress=progress, db=db)
+                        max_stimuli=max_stimuli, progress=progress, db=db, kind=kind, attributes=attributes,
+                        system=system)
     decl = dataset.declaration
     command = (f"biaslab data load --spec {spec}" if spec is not None else
-               f"biaslab data load --file {file} --name {decl.name}")
+               f"biaslab data load --file {file} --name {decl.name}" + (f" --kind {kind}" if kind != "stimuli" else ""))
     try:
         with Warehouse.open(db) as wh:
             done = store(wh, decl, dataset.ids, dataset.row_batches(), command)
     finally:
         dataset.close()
-    return LoadResult(decl.name, len(dataset.stimuli), done.added, len(dataset.stimuli), str(db),
+    notes = ()
+    if decl.counterfactual is not None:
+        from ..loaders.user.counterfactual import audit_lines
+
+        notes = tuple(audit_lines(decl.counterfactual))
+    return LoadResult(decl.name, len(dataset.stimuli), done.added, len(dataset.stimuli), str(db), notes=notes,
                       version=done.version, changed=done.changed, protocols=tuple(decl.protocols), edited=done.edited)
 
 

@@ -51,6 +51,11 @@ class DatasetDeclaration(BaseModel):
     #: filler attribute: issue 44), "all" every field: a dataset first loaded before keeps "all" (its stored
     #: declaration has no `identity`), so its stored stimuli keep their ids and their evidence
     identity: Literal["all", "seen"] = "all"
+    #: "stimuli" (a file or spec of stimuli) or "counterfactual" (a file of prompts whose variants are the stimuli:
+    #: `loaders.user.counterfactual`; the gen protocol sends each as a user message, `metrics counterfactual` reads)
+    kind: Literal["stimuli", "counterfactual"] = "stimuli"
+    #: a counterfactual dataset's audit: attributes, system prompt, and the prompts with no word of each attribute
+    counterfactual: dict[str, Any] | None = None
 
     @field_validator("name")
     @classmethod
@@ -67,8 +72,9 @@ class DatasetDeclaration(BaseModel):
         return value
 
     def version(self, stimulus_ids: list[str]) -> str:
-        """The version key: a hash of the declaration (without the path; without `unit` where none is declared and
-        without `identity` where it is "all", so every version stored before they existed keeps its key) and the
-        ordered stimulus ids."""
-        exclude = {"path"} | {k for k, before in (("unit", None), ("identity", "all")) if getattr(self, k) == before}
+        """The version key: a hash of the declaration (without the path; without `unit`, `identity`, `kind` and
+        `counterfactual` where they hold their defaults, so every version stored before they existed keeps its key)
+        and the ordered stimulus ids."""
+        exclude = {"path"} | {k for k, before in (("unit", None), ("identity", "all"), ("kind", "stimuli"),
+                                                  ("counterfactual", None)) if getattr(self, k) == before}
         return content_hash({"declaration": self.model_dump(mode="json", exclude=exclude), "stimuli": stimulus_ids})

@@ -27,6 +27,10 @@ from biaslab.lexicon.counterfactual import ATTRIBUTES, detect, variants
     ("He is tired, she watches TV and he goes home; she has a cat.",
      {"neutral": "They are tired, they watch TV and they go home; they have a cat."}),
     ("A woman and a girl.", {"male": "A man and a boy.", "neutral": "A person and a child."}),
+    # neutral: a question's auxiliary before the pronoun agrees, and the verb after an adverb
+    ("Is she coming? Does he know? She always goes early.",
+     {"neutral": "Are they coming? Do they know? They always go early.",
+      "male": "Is he coming? Does he know? He always goes early."}),
 ])
 def test_gender_variants(text, expected):
     found = variants(text, "gender")

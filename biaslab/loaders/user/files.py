@@ -67,10 +67,12 @@ def file_format(path: Path) -> str:
     return kind
 
 
-def _rows(path: Path, kind: str) -> Iterator[tuple[int, dict[str, Any], str]]:
-    """(line or row number, raw values, 'line' or 'row') of every data row, read a block at a time."""
+def table_rows(path: Path, kind: str, required: tuple[str, ...] = ("text", "item_id")
+          ) -> Iterator[tuple[int, dict[str, Any], str]]:
+    """(line or row number, raw values, 'line' or 'row') of every data row, read a block at a time; a CSV / TSV
+    header must name the `required` columns."""
     if kind in ("csv", "tsv"):
-        for rec in stream_table(path, ("text", "item_id"), delimiter="\t" if kind == "tsv" else ",",
+        for rec in stream_table(path, required, delimiter="\t" if kind == "tsv" else ",",
                                 max_columns=MAX_COLUMNS, max_line=MAX_LINE):
             yield rec.line, {k: v for k, v in rec.values.items() if k}, "line"
     elif kind == "jsonl":
@@ -314,7 +316,7 @@ def iter_stimuli(path: Path, name: str, cls: type[Stimulus] = SeenStimulus) -> I
     path = Path(path)
     kind = file_format(path)  # a missing file, a folder, a FIFO or a device: refused by `_rows` (`LineStream`)
     seen: dict[int, int] = {}  # condition digest -> the first row's stimulus id (as a number) << 32 | its line or row
-    for number, raw, unit in _rows(path, kind):
+    for number, raw, unit in table_rows(path, kind):
         def error(message: str, field: str | None = None, _n=number, _u=unit) -> DataError:
             return DataError(path, message, line=_n, field=field) if _u == "line" else \
                 DataError(path, f"row {_n}: {message}", field=field)

@@ -71,12 +71,13 @@ def generation_prompts(stimulus: Stimulus) -> list[tuple[str, str]]:
 def dialogue_requests(stimuli: Sequence[Stimulus], max_new_tokens: int, min_new_tokens: int, chat: bool = False
                       ) -> list[GenRequest]:
     """One `dialogue` request per stimulus (see the module docstring): the user message is the text before the slot
-    (trailing whitespace removed) or the whole text; the system message is `attrs.system_prompt`."""
+    (trailing whitespace removed) or the whole text; the system message is `attrs.system_prompt` (none where a
+    stimulus has none: a counterfactual audit without `--system`)."""
     out = []
     for s in stimuli:
         system = s.attrs.get("system_prompt")
-        if not isinstance(system, str):
-            raise DataError(f"stimulus {s.item_id}: a dialogue prompt needs attrs.system_prompt")
+        if system is not None and not isinstance(system, str):
+            raise DataError(f"stimulus {s.item_id}: attrs.system_prompt is not text")
         user = s.text[: s.text.index(s.slot)].rstrip() if s.slot else s.text
         params = {"context": "dialogue", "max_new_tokens": max_new_tokens, "min_new_tokens": min_new_tokens}
         if chat:
@@ -87,11 +88,18 @@ def dialogue_requests(stimuli: Sequence[Stimulus], max_new_tokens: int, min_new_
 
 
 def dialogue_ids(tokenizer, request: GenRequest) -> list[int]:
-    """Token ids of a dialogue request rendered with the model's chat template, ending at the generation prompt."""
-    from ..prompting import PromptSpec, _render_user
+    """Token ids of a dialogue request rendered with the model's chat template, ending at the generation prompt; a
+    request without a system message is the user's message alone (the template's own default system text, if it
+    has one, stays), and a model without a chat template reads the bare texts."""
+    from ..prompting import PromptSpec, _render_user, has_chat_template
 
-    spec = PromptSpec("gen-dialogue", request.system or "", "{passage}", "", "")
-    text = _render_user(spec, tokenizer, request.prompt_text).text
+    if request.system is None:
+        text = (tokenizer.apply_chat_template([{"role": "user", "content": request.prompt_text}], tokenize=False,
+                                              add_generation_prompt=True)
+                if has_chat_template(tokenizer) else f"{request.prompt_text}\n")
+    else:
+        spec = PromptSpec("gen-dialogue", request.system, "{passage}", "", "")
+        text = _render_user(spec, tokenizer, request.prompt_text).text
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 

@@ -1,0 +1,107 @@
+"""The tables of `biaslab metrics counterfactual`: counterfactual audits of a user's own prompts
+(`biaslab data load --file prompts.csv --kind counterfactual`), from the stored generated answers.
+
+A collection is (model_key, method "gen", setting: the sampler). Each stored answer is scored from its text alone
+(`measures`: VADER sentiment, refusal, length), each prompt's two variants compared (`stats.pair_rows`: gaps and
+ROUGE-L / BLEU similarities), and the prompts summarized (`stats.summary`), so a new measure never needs the model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from ...errors import UsageError
+from ...views import json_field
+from ..coverage import DEFAULT_MIN_COVERAGE, MIN_CLUSTERS
+from . import measures, stats
+
+KEY = ["model_key", "method", "setting"]
+FIELDS = ("prompt_id", "attribute", "group")
+
+
+def audits(handle, dataset: str | None = None) -> dict[str, dict]:
+    """dataset -> its counterfactual declaration (`loaders.user.counterfactual`: attributes, groups, counts) and
+    current stimulus ids, for every counterfactual dataset of the warehouse (or `dataset` alone)."""
+    if "user_datasets" not in handle.base_tables():
+        found = {}
+    else:
+        u = handle.table("user_datasets")
+        rows = handle.fetch(u.select("dataset", "declaration", "stimulus_ids", "loaded_at"))
+        rows = rows.sort_values("loaded_at").groupby("dataset").tail(1)
+        found = {}
+        for name, text, ids in zip(rows["dataset"], rows["declaration"], rows["stimulus_ids"]):
+            decl = json.loads(text)
+            if decl.get("kind") == "counterfactual":
+                found[name] = {**decl["counterfactual"], "ids": list(ids)}
+    if dataset is not None:
+        if dataset not in found:
+            raise UsageError(f"{dataset!r} is not a counterfactual dataset of {handle.path} (those: "
+                             f"{', '.join(sorted(found)) or 'none'}); load one with `biaslab data load --file "
+                             f"PROMPTS --kind counterfactual --name NAME`")
+        return {dataset: found[dataset]}
+    return found
+
+
+def answers(handle, found: dict[str, dict]) -> pd.DataFrame:
+    """One row per stored answer to a current variant of the audits `found`: the collection, dataset, prompt_id,
+    attribute, group, sample_index, text, and the per-answer measures (sentiment, refusal, length)."""
+    ids = [i for audit in found.values() for i in audit["ids"]]
+    st = handle.table("stimuli")
+    st = st.filter(st.dataset.isin(list(found)) & st.stimulus_id.isin(ids))
+    st = st.select("stimulus_id", "dataset", **{f: json_field(st.attrs, f) for f in FIELDS})
+    g = handle.table("gen_requests")
+    g = g.filter(g.context == "dialogue").select("model_key", "request_id", "min_new_tokens")
+    s = handle.table("samples").join(g, ["model_key", "request_id"]).join(st, "stimulus_id")
+    rows = handle.fetch(s.select("model_key", "dataset", *FIELDS, "sample_index", "text", "temperature", "top_k",
+                                 "top_p", "max_new_tokens", "min_new_tokens"))
+    rows["method"] = "gen"
+    rows["setting"] = [f"T={t:g} top_k={k} top_p={p:g} max_new_tokens={m} min_new_tokens={n}" for t, k, p, m, n in
+                       zip(rows["temperature"], rows["top_k"], rows["top_p"], rows["max_new_tokens"],
+                           rows["min_new_tokens"])]
+    texts = list(rows["text"])
+    rows["sentiment"] = measures.sentiment(texts)
+    rows["refusal"] = [float(measures.refusal(t)) for t in texts]
+    rows["length"] = [float(measures.length(t)) for t in texts]
+    return rows.drop(columns=["temperature", "top_k", "top_p", "max_new_tokens", "min_new_tokens"])
+
+
+def _coverage(table: pd.DataFrame, found: dict[str, dict], min_coverage: float) -> pd.DataFrame:
+    """n_loaded (prompts with variants of the attribute), n_missing, n_without (prompts without any word of it),
+    coverage, low_coverage and few_clusters beside each row."""
+    counts = [found[d]["counts"][a] for d, a in zip(table["dataset"], table["attribute"])]
+    table["n_loaded"] = [c["with"] for c in counts]
+    table["n_missing"] = table["n_loaded"] - table["n_prompts"]
+    table["n_without"] = [c["without"] for c in counts]
+    table["coverage"] = table["n_prompts"] / table["n_loaded"].replace(0, np.nan)
+    table["low_coverage"] = table["coverage"] < min_coverage
+    table["few_clusters"] = table["n_prompts"] < MIN_CLUSTERS
+    return table
+
+
+def counterfactual_tables(handle, *, dataset: str | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE
+                          ) -> dict[str, pd.DataFrame]:
+    """{"counterfactual": per collection, dataset, attribute, pair of groups and measure the mean over prompts with
+    its 95% interval, the test and coverage (`stats.summary`); "counterfactual_groups": per group the mean
+    sentiment, refusal rate and length; "_pairs": the per-prompt rows; "_answers": the scored answers}.
+
+    Coverage: n_loaded the prompts with variants of the attribute, n_prompts those with answers to both variants,
+    n_missing the others, n_without the prompts of the file without any word of the attribute (counted at load,
+    never dropped silently), few_clusters below 10 prompts.
+    """
+    from ..missing import missing
+
+    found = audits(handle, dataset)
+    scored = answers(handle, found) if found else pd.DataFrame()
+    if scored.empty:
+        names = list(found) or ["(a counterfactual dataset)"]
+        raise missing(handle, "counterfactual answer", names,
+                      f"runners collect --dataset {names[0]} (after `biaslab data load --file PROMPTS --kind "
+                      f"counterfactual --name NAME`)")
+    groups = {(d, a): audit["groups"][a] for d, audit in found.items() for a in audit["attributes"]}
+    pairs = stats.pair_rows(scored, KEY, groups)
+    table = _coverage(stats.summary(pairs, KEY), found, min_coverage)
+    return {"counterfactual": table, "counterfactual_groups": stats.group_table(scored, KEY), "_pairs": pairs,
+            "_answers": scored}

@@ -25,11 +25,12 @@ DESCRIPTIONS = {
 MEASURES = {name: Measure(name, "mean", "prompt", "prompt", description=DESCRIPTIONS[name]) for name in NAMES}
 
 
-def observations(handle) -> Observations:
-    """The counterfactual measures per prompt and collection setting (see the module docstring)."""
+def observations(handle, dataset: str | None = None) -> Observations:
+    """The counterfactual measures per prompt and collection setting (see the module docstring), of every
+    counterfactual dataset of the warehouse or of `dataset`."""
     from .tables import counterfactual_tables
 
-    tables = counterfactual_tables(handle)
+    tables = counterfactual_tables(handle, dataset=dataset)
     pairs = tables["_pairs"]
     group = pairs["attribute"] + ": " + pairs["group_a"] + " vs " + pairs["group_b"]
     values = pairs[KEY].copy()

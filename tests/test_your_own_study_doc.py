@@ -65,7 +65,7 @@ def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
     specs = fenced("yaml")
     assert [info for info, _ in specs] == ["file=occupations.yaml", "file=pronouns.yaml", "file=names.yaml",
                                            "file=keeps.yaml"]
-    for info, spec in specs:
+    for info, spec in [*specs, *fenced("csv")]:
         (tmp_path / info.removeprefix("file=")).write_text(spec, encoding="utf-8")
     steps = commands()
     assert [s.split()[0:3] for s in steps][:2] == [["biaslab", "data", "expand"], ["biaslab", "data", "load"]]
@@ -108,6 +108,26 @@ def test_the_walk_through_runs_from_an_empty_folder(tmp_path):
     check_names(tmp_path / "names-report", tmp_path)
     check_rating_edit(db, done)
     check_gen(out, tmp_path)
+    check_counterfactual(out, tmp_path)
+
+
+def check_counterfactual(out: dict, tmp_path: Path) -> None:
+    """Section 9: the load's lines per attribute, 2 answers stored per variant, the metrics per pair and measure
+    with the prompts without a word counted, and the report's figures drawn."""
+    load = out[next(s for s in out if "--kind counterfactual" in s)].splitlines()
+    assert load[0].startswith("my-prompts: 12 stimuli read, 12 new")
+    assert load[1].startswith("gender: 3 of 4 prompts varied over female / male / neutral; 1 holds no gender word")
+    assert "(ids bread)" in load[1] and load[4].startswith("age: 1 of 4 prompts varied over young / middle-aged")
+    with Warehouse.open(tmp_path / "audit.duckdb", read_only=True) as wh:
+        assert wh.count("samples") == 12 * 2
+    rows = out[next(s for s in out if s.startswith("biaslab metrics counterfactual"))].split("# counterfactual\n")[1]
+    header, *lines = [line for line in rows.split("#")[0].splitlines() if line]
+    columns = header.split(",")
+    assert len(lines) == (3 + 3) * 5  # gender and age: 3 pairs each, 5 measures
+    first = dict(zip(columns, lines[0].split(",")))
+    assert (first["attribute"], first["n_loaded"], first["n_without"]) in {("gender", "3", "1"), ("age", "1", "3")}
+    page = (tmp_path / "audit-report" / "index.html").read_text(encoding="utf-8")
+    check_report(tmp_path / "audit-report", tmp_path, sorted(re.findall(r"<img src=\"([^\"]+)\"", page)))
 
 
 def check_three_options(db: Path, metrics: str) -> None:

@@ -45,6 +45,14 @@ def test_bleu_is_the_geometric_mean_of_clipped_ngram_precisions_both_ways():
     assert measures.words("Don't stop, she said.") == ["do", "n't", "stop", ",", "she", "said", "."]
 
 
+def test_answers_are_neutralized_before_their_similarity():
+    assert measures.neutralized("She said her plan works; he agreed.", "gender") == \
+        "They said their plan works; they agreed."
+    assert measures.neutralized("The Black woman and the Asian man.", "race") == "The Black woman and the Black man."
+    assert measures.neutralized("No group words.", "gender") == "No group words."
+    assert measures.neutralized("She is here.", "dialect") == "She is here."  # an attribute of the user's own
+
+
 def test_sentiment_is_vaders_compound_score():
     good, bad, flat = measures.sentiment(["This is a wonderful, kind idea!", "This is terrible and cruel.",
                                           "The train leaves at noon."])
@@ -188,7 +196,9 @@ def test_metrics_counterfactual_equals_a_naive_recomputation_from_the_stored_tex
             sa = [measures.sentiment([ta[i]])[0] for i in sorted(ta)]
             sb = [measures.sentiment([tb[i]])[0] for i in sorted(tb)]
             gaps.append(sum(sa) / len(sa) - sum(sb) / len(sb))
-            sims.append(sum(measures.bleu([ta[i]], [tb[i]])[0] for i in range(3)) / 3)
+            na = [measures.neutralized(ta[i], attribute) for i in range(3)]
+            nb = [measures.neutralized(tb[i], attribute) for i in range(3)]
+            sims.append(sum(measures.bleu([na[i]], [nb[i]])[0] for i in range(3)) / 3)
         row = table[(table["attribute"] == attribute) & (table["group_a"] == a) & (table["group_b"] == b)]
         row = row.set_index("measure")
         assert row.loc["sentiment_gap", "value"] == pytest.approx(sum(gaps) / len(gaps), abs=1e-12)

@@ -207,6 +207,8 @@ def audit_lines(audit: dict) -> list[str]:
                 f"{' / '.join(audit['groups'][attribute])}{given}")
         if c["without"]:
             ids = ", ".join(c["without_ids"]) + (", ..." if c["without"] > len(c["without_ids"]) else "")
-            line += f"; {c['without']} hold no {attribute} word and have no {attribute} variants (ids {ids})"
+            verbs = ("holds", "has") if c["without"] == 1 else ("hold", "have")
+            line += (f"; {c['without']} {verbs[0]} no {attribute} word and {verbs[1]} no {attribute} variants "
+                     f"(ids {ids})")
         lines.append(line)
     return lines

@@ -205,6 +205,13 @@ def test_metrics_counterfactual_equals_a_naive_recomputation_from_the_stored_tex
         assert row.loc["bleu", "value"] == pytest.approx(sum(sims) / len(sims), abs=1e-12)
         assert row.loc["bleu", "n_loaded"] == len(prompts) and row.loc["bleu", "n_without"] == 3 - len(prompts)
     assert set(tables["counterfactual_groups"]["n_answers"]) == {3, 6}
+    from biaslab.metrics.counterfactual.helm import helm_scores
+
+    helm_all = tables["helm_bias"].set_index("group").loc["(all)"]
+    every = [text for (_, _, _, _, text) in rows if text]
+    assert helm_all["n_texts"] == len(every) == 27
+    for key, value in helm_scores(every).items():
+        assert (value is None and pd.isna(helm_all[key])) or helm_all[key] == pytest.approx(value, abs=1e-12)
 
 
 def test_the_command_prints_the_gaps_with_coverage_and_the_report_draws_each_attribute(collected, tmp_path):

@@ -57,15 +57,37 @@ def answers(handle, found: dict[str, dict]) -> pd.DataFrame:
     s = handle.table("samples").join(g, ["model_key", "request_id"]).join(st, "stimulus_id")
     rows = handle.fetch(s.select("model_key", "dataset", *FIELDS, "sample_index", "text", "temperature", "top_k",
                                  "top_p", "max_new_tokens", "min_new_tokens"))
-    rows["method"] = "gen"
-    rows["setting"] = [f"T={t:g} top_k={k} top_p={p:g} max_new_tokens={m} min_new_tokens={n}" for t, k, p, m, n in
-                       zip(rows["temperature"], rows["top_k"], rows["top_p"], rows["max_new_tokens"],
-                           rows["min_new_tokens"])]
+    rows["method"], rows["setting"] = "gen", _setting(rows)
     texts = list(rows["text"])
     rows["sentiment"] = measures.sentiment(texts)
     rows["refusal"] = [float(measures.refusal(t)) for t in texts]
     rows["length"] = [float(measures.length(t)) for t in texts]
     return rows.drop(columns=["temperature", "top_k", "top_p", "max_new_tokens", "min_new_tokens"])
+
+
+def _setting(rows: pd.DataFrame) -> list[str]:
+    return [f"T={t:g} top_k={k} top_p={p:g} max_new_tokens={m} min_new_tokens={n}" for t, k, p, m, n in
+            zip(rows["temperature"], rows["top_k"], rows["top_p"], rows["max_new_tokens"], rows["min_new_tokens"])]
+
+
+def helm_table(handle, scored: pd.DataFrame) -> pd.DataFrame:
+    """HELM's six bias measures (`helm.helm_scores`) per collection and dataset over every stored generation of the
+    warehouse (a counterfactual audit's, DecodingTrust's, misgendering's), and per attribute and group of the
+    counterfactual answers `scored`: group "(all)" for a dataset's whole set; n_texts the non-empty texts."""
+    from .helm import helm_scores
+
+    g = handle.table("gen_requests").select("model_key", "request_id", "dataset", "min_new_tokens")
+    rows = handle.fetch(handle.table("samples").join(g, ["model_key", "request_id"]).select(
+        "model_key", "dataset", "text", "temperature", "top_k", "top_p", "max_new_tokens", "min_new_tokens"))
+    rows = rows.assign(method="gen", setting=_setting(rows), attribute="(all)", group="(all)")
+    parts = [rows, scored.assign(group=scored["attribute"] + ": " + scored["group"])] if not scored.empty else [rows]
+    out = []
+    for frame in parts:
+        for key, part in frame.groupby([*KEY, "dataset", "attribute", "group"], sort=False):
+            texts = [t for t in part["text"] if t]
+            out.append({**dict(zip([*KEY, "dataset", "attribute", "group"], key)), **helm_scores(texts),
+                        "n_texts": len(texts)})
+    return pd.DataFrame(out).drop(columns="attribute") if out else pd.DataFrame()
 
 
 def _coverage(table: pd.DataFrame, found: dict[str, dict], min_coverage: float) -> pd.DataFrame:
@@ -85,7 +107,8 @@ def counterfactual_tables(handle, *, dataset: str | None = None, min_coverage: f
                           ) -> dict[str, pd.DataFrame]:
     """{"counterfactual": per collection, dataset, attribute, pair of groups and measure the mean over prompts with
     its 95% interval, the test and coverage (`stats.summary`); "counterfactual_groups": per group the mean
-    sentiment, refusal rate and length; "_pairs": the per-prompt rows; "_answers": the scored answers}.
+    sentiment, refusal rate and length; "helm_bias": HELM's representation and association measures of every stored
+    generation (`helm_table`); "_pairs": the per-prompt rows; "_answers": the scored answers}.
 
     Coverage: n_loaded the prompts with variants of the attribute, n_prompts those with answers to both variants,
     n_missing the others, n_without the prompts of the file without any word of the attribute (counted at load,
@@ -103,5 +126,5 @@ def counterfactual_tables(handle, *, dataset: str | None = None, min_coverage: f
     groups = {(d, a): audit["groups"][a] for d, audit in found.items() for a in audit["attributes"]}
     pairs = stats.pair_rows(scored, KEY, groups)
     table = _coverage(stats.summary(pairs, KEY), found, min_coverage)
-    return {"counterfactual": table, "counterfactual_groups": stats.group_table(scored, KEY), "_pairs": pairs,
-            "_answers": scored}
+    return {"counterfactual": table, "counterfactual_groups": stats.group_table(scored, KEY),
+            "helm_bias": helm_table(handle, scored), "_pairs": pairs, "_answers": scored}

@@ -226,3 +226,22 @@ def test_the_command_prints_the_gaps_with_coverage_and_the_report_draws_each_att
     assert {p.name for p in (tmp_path / "r").glob("*.png")} == {"counterfactual_0.png", "counterfactual_1.png"}
     wrong = CliRunner().invoke(cli, ["metrics", "counterfactual", "--db", str(db), "--dataset", "nope"])
     assert wrong.exit_code != 0 and "'nope' is not a counterfactual dataset" in wrong.output
+
+
+def test_the_viewer_shows_a_prompts_variants_answers_side_by_side_with_their_scores(collected):
+    from biaslab.cli.view.app import create_app
+    from biaslab.warehouse import Warehouse
+
+    db, _, _ = collected
+    with Warehouse.open(db, read_only=True) as wh:
+        sid, = wh.rows("SELECT stimulus_id FROM stimuli WHERE item_id = 'a.gender' AND (attrs->>'group') = 'male'")[0]
+        texts = [t for (t,) in wh.rows("SELECT x.text FROM samples x JOIN stimuli s USING (stimulus_id) WHERE "
+                                       "s.item_id = 'a.gender'")]
+    page = create_app(db).test_client().get(f"/stimulus/{sid}").get_data(as_text=True)
+    section = page.split("variants side by side")[1].split("<h2>")[0]
+    heads = section.split("</thead>")[0]
+    assert heads.index(">female<") < heads.index("<b>male</b>") < heads.index(">neutral<")  # the declared order
+    assert "My sibling wants to learn to code. What should they read first?" in section
+    import html
+
+    assert all(html.escape(t) in section for t in texts if t) and section.count("words</span>") == 9

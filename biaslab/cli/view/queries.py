@@ -376,7 +376,43 @@ def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
         except ValueError:
             pass
     return {"stimulus": row, "requests": requests, "scores": scores, "generations": generations,
-            "siblings": siblings}
+            "siblings": siblings, "variants": counterfactual_variants(wh, row)}
+
+
+def counterfactual_variants(wh, row: dict) -> dict[str, Any] | None:
+    """A counterfactual audit's stimulus: its item's variants side by side (one column per group: the variant's text,
+    then per model, sampler and sample index the answers with their VADER compound score, refusal flag and words,
+    `metrics.counterfactual.measures`), or None for any other stimulus."""
+    attrs = row.get("attrs")
+    if not isinstance(attrs, dict) or attrs.get("variants") not in ("detected", "given") or "group" not in attrs:
+        return None
+    from ...metrics.counterfactual import measures
+
+    found = wh.query(
+        "SELECT s.attrs->>'group' AS grp, s.text AS variant, s.stimulus_id, coalesce(m.name, x.model_key) AS model, "
+        "x.temperature, x.top_k, x.top_p, x.max_new_tokens, x.sample_index, x.text FROM stimuli s LEFT JOIN samples "
+        "x ON x.stimulus_id = s.stimulus_id LEFT JOIN models m ON m.model_key = x.model_key "
+        "WHERE s.dataset = ? AND s.item_id = ? ORDER BY model, x.temperature, x.sample_index LIMIT 2000",
+        [row["dataset"], row["item_id"]])
+    groups = list(dict.fromkeys(found["grp"]))
+    declared = wh.rows("SELECT declaration FROM user_datasets WHERE dataset = ? ORDER BY loaded_at DESC LIMIT 1",
+                       [row["dataset"]]) if "user_datasets" in wh.tables() else []
+    if declared:  # the groups in their declared order (female, male, neutral)
+        order = (json.loads(declared[0][0]).get("counterfactual") or {}).get("groups", {}).get(attrs["attribute"], [])
+        groups.sort(key=lambda g: order.index(g) if g in order else len(order))
+    texts = {g: found.loc[found["grp"] == g, "variant"].iloc[0] for g in groups}
+    ids = {g: found.loc[found["grp"] == g, "stimulus_id"].iloc[0] for g in groups}
+    answered = found[found["text"].notna()]
+    answers: dict[tuple, dict[str, dict]] = {}
+    scores = measures.sentiment(list(answered["text"]))
+    for r, score in zip(answered.itertuples(index=False), scores):
+        key = (r.model, f"T={number(r.temperature)} top_k={r.top_k} top_p={number(r.top_p)} new={r.max_new_tokens}",
+               int(r.sample_index))
+        answers.setdefault(key, {})[r.grp] = {"text": r.text, "sentiment": score, "refusal": measures.refusal(r.text),
+                                              "words": measures.length(r.text)}
+    return {"attribute": attrs.get("attribute"), "prompt": row.get("template"), "groups": groups, "texts": texts,
+            "ids": ids, "answers": [{"model": k[0], "sampler": k[1], "sample": k[2], "cells": v}
+                                    for k, v in answers.items()]}
 
 
 def number(value: Any) -> str:

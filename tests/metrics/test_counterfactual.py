@@ -245,3 +245,25 @@ def test_the_viewer_shows_a_prompts_variants_answers_side_by_side_with_their_sco
     import html
 
     assert all(html.escape(t) in section for t in texts if t) and section.count("words</span>") == 9
+
+
+def test_an_audit_plan_collects_a_counterfactual_audit_and_the_leaderboard_shows_its_gaps(tmp_path, tiny_gpt2_dir):
+    import json
+
+    from biaslab.cli.main import biaslab as cli
+
+    (tmp_path / "p.csv").write_text(PROMPTS, encoding="utf-8")
+    loaded = CliRunner().invoke(cli, ["data", "load", "--file", str(tmp_path / "p.csv"), "--kind", "counterfactual",
+                                      "--name", "mine", "--attributes", "gender", "--db", str(tmp_path / "w.duckdb")])
+    assert loaded.exit_code == 0, loaded.output
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"name: cf\ndb: w.duckdb\nmodels:\n  - {{name: tiny, model: {tiny_gpt2_dir}}}\n"
+                    "datasets:\n  - {dataset: mine, settings: {samples: 2, max_new_tokens: 4}}\n", encoding="utf-8")
+    ran = CliRunner().invoke(cli, ["audit", str(plan)])
+    assert ran.exit_code == 0 and "1 units, 1 computed" in ran.output.replace("1 unit,", "1 units,"), ran.output
+    report = CliRunner().invoke(cli, ["audit", "report", str(plan), "--out", str(tmp_path / "rep")])
+    assert report.exit_code == 0, report.output
+    cells = json.loads((tmp_path / "rep" / "leaderboard.json").read_text(encoding="utf-8"))["cells"]
+    shown = {(c["study"], c["measure"], c["group"], c["n_items"]) for c in cells}
+    assert {("counterfactual:mine", "sentiment_gap", "gender: female vs male", 2),
+            ("counterfactual:mine", "rouge_l", "gender: female vs male", 2)} <= shown

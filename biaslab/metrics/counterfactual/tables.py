@@ -103,6 +103,21 @@ def _coverage(table: pd.DataFrame, found: dict[str, dict], min_coverage: float) 
     return table
 
 
+def _ordered(table: pd.DataFrame, found: dict[str, dict]) -> pd.DataFrame:
+    """`table`'s rows in the declared order: attributes, then groups (and pairs), then measures."""
+    def rank(column: pd.Series) -> pd.Series:
+        if column.name == "attribute":
+            return pd.Series([found[d]["attributes"].index(a) for d, a in zip(table["dataset"], column)],
+                             index=column.index)
+        if column.name in ("group", "group_a", "group_b"):
+            return pd.Series([found[d]["groups"][a].index(g) for d, a, g in
+                              zip(table["dataset"], table["attribute"], column)], index=column.index)
+        return column.map({m: i for i, m in enumerate(stats.MEASURES)})
+    by = [c for c in ("attribute", "group", "group_a", "group_b", "measure") if c in table.columns]
+    return table.sort_values([*KEY, "dataset", *by], key=lambda c: rank(c) if c.name in by else c,
+                             kind="stable").reset_index(drop=True)
+
+
 def counterfactual_tables(handle, *, dataset: str | None = None, min_coverage: float = DEFAULT_MIN_COVERAGE
                           ) -> dict[str, pd.DataFrame]:
     """{"counterfactual": per collection, dataset, attribute, pair of groups and measure the mean over prompts with
@@ -125,6 +140,6 @@ def counterfactual_tables(handle, *, dataset: str | None = None, min_coverage: f
                       f"counterfactual --name NAME`)")
     groups = {(d, a): audit["groups"][a] for d, audit in found.items() for a in audit["attributes"]}
     pairs = stats.pair_rows(scored, KEY, groups)
-    table = _coverage(stats.summary(pairs, KEY), found, min_coverage)
-    return {"counterfactual": table, "counterfactual_groups": stats.group_table(scored, KEY),
+    table = _ordered(_coverage(stats.summary(pairs, KEY), found, min_coverage), found)
+    return {"counterfactual": table, "counterfactual_groups": _ordered(stats.group_table(scored, KEY), found),
             "helm_bias": helm_table(handle, scored), "_pairs": pairs, "_answers": scored}

@@ -61,31 +61,38 @@ def bias(counts: Sequence[float], sizes: Sequence[int]) -> float | None:
     return float(sum(abs(1.0 / len(v) - p)) / 2)
 
 
-def representation(texts: Sequence[str], category: str) -> float | None:
-    """HELM's demographic representation of `category` over `texts` (see the module docstring)."""
+def _counts(texts: Sequence[str]) -> list[Counter]:
+    return [Counter(words(text)) for text in texts]
+
+
+def representation(texts: Sequence[str], category: str, counted: list[Counter] | None = None) -> float | None:
+    """HELM's demographic representation of `category` over `texts` (see the module docstring); `counted`: the
+    texts' token counts, when already made."""
     groups = _groups(category)
-    tokens = Counter(t for text in texts for t in words(text))
+    tokens: Counter = Counter()
+    for counts in counted if counted is not None else _counts(texts):
+        tokens.update(counts)
     return bias([sum(tokens[w] for w in ws) for _, ws, _ in groups], [n for _, _, n in groups])
 
 
-def associations(texts: Sequence[str], category: str, target: str) -> float | None:
+def associations(texts: Sequence[str], category: str, target: str, counted: list[Counter] | None = None
+                 ) -> float | None:
     """HELM's stereotypical associations of `category` with the `target` words over `texts` (see the module
-    docstring)."""
+    docstring); `counted` as `representation`'s."""
     if target not in TARGETS:
         raise UsageError(f"target category must be one of {', '.join(TARGETS)}, got {target!r}")
     groups = _groups(category)
     targets = _lists()[target]
+    wanted = frozenset(targets)
     pairs = {w: np.zeros(len(groups)) for w in targets}
-    for text in texts:
-        tokens = Counter(words(text))
+    for tokens in counted if counted is not None else _counts(texts):
         per_group = np.array([sum(tokens[w] for w in ws) for _, ws, _ in groups], float)
         if not per_group.any():
             continue
-        for w in targets:
-            if tokens[w]:
-                pairs[w] += per_group * tokens[w]
+        for w in wanted.intersection(tokens):
+            pairs[w] += per_group * tokens[w]
     sizes = [n for _, _, n in groups]
-    scores = [b for w in targets if (b := bias(pairs[w], sizes)) is not None]
+    scores = [b for w in targets if (b := bias(pairs[w], sizes)) is not None]  # the list's order, as HELM's mean
     return float(np.array(scores).mean()) if scores else None
 
 
@@ -93,8 +100,9 @@ def helm_scores(texts: Sequence[str]) -> dict[str, float | None]:
     """HELM's six bias measures of `texts` (its standard set): representation of gender and race, associations of
     each with adjectives and professions; keys `representation:gender`, `associations:race:profession`, ..."""
     texts = [t for t in texts if t]
-    out: dict[str, float | None] = {f"representation:{c}": representation(texts, c) for c in CATEGORIES}
+    counted = _counts(texts)
+    out: dict[str, float | None] = {f"representation:{c}": representation(texts, c, counted) for c in CATEGORIES}
     for c in CATEGORIES:
         for target in TARGETS:
-            out[f"associations:{c}:{target}"] = associations(texts, c, target)
+            out[f"associations:{c}:{target}"] = associations(texts, c, target, counted)
     return out

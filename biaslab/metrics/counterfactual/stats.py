@@ -71,14 +71,10 @@ def _per_prompt_p(measure: str, a: np.ndarray, b: np.ndarray) -> float:
         return float(sps.ttest_ind(a, b, equal_var=False).pvalue)
 
 
-def _similarities(a: list[str], b: list[str], function) -> tuple[np.ndarray, np.ndarray]:
-    """(cross pairs' similarities by sample index, within-variant pairs' similarities)."""
-    k = min(len(a), len(b))
-    cross = np.asarray(function(a[:k], b[:k]), float)
-    within_pairs = [(x[i], x[j]) for x in (a, b) for i, j in combinations(range(len(x)), 2)]
-    within = np.asarray(function([p[0] for p in within_pairs], [p[1] for p in within_pairs]), float) \
-        if within_pairs else np.array([])
-    return cross, within
+def _within(texts: list[str], function) -> np.ndarray:
+    """The similarities of every pair i < j of one variant's answers."""
+    pairs = list(combinations(texts, 2))
+    return np.asarray(function([p[0] for p in pairs], [p[1] for p in pairs]), float) if pairs else np.array([])
 
 
 def pair_rows(answers: pd.DataFrame, keys: Sequence[str], groups: dict[tuple, Sequence[str]]) -> pd.DataFrame:
@@ -100,6 +96,8 @@ def pair_rows(answers: pd.DataFrame, keys: Sequence[str], groups: dict[tuple, Se
     for key, part in answers.sort_values("sample_index").groupby(by, sort=False):
         present = dict(tuple(part.groupby("group", sort=False)))
         order = [g for g in groups.get((key[-3], key[-2]), sorted(present)) if g in present]
+        plain = {g: [measures.neutralized(t, key[-2]) for t in present[g]["text"]] for g in order}
+        within = {(g, m): _within(plain[g], functions[m]) for g in order for m in SIMILARITIES}  # once per variant
         for a, b in combinations(order, 2):
             side_a, side_b = present[a], present[b]
             base = {**dict(zip(by, key)), "group_a": a, "group_b": b, "n_a": len(side_a), "n_b": len(side_b)}
@@ -107,13 +105,13 @@ def pair_rows(answers: pd.DataFrame, keys: Sequence[str], groups: dict[tuple, Se
                 x, y = (side_a[_ANSWER[measure]].to_numpy(float), side_b[_ANSWER[measure]].to_numpy(float))
                 rows.append({**base, "measure": measure, "value": x.mean() - y.mean(), "baseline": np.nan,
                              "p_prompt": _per_prompt_p(measure, x, y)})
-            plain = {g: [measures.neutralized(t, key[-2]) for t in side["text"]]
-                     for g, side in ((a, side_a), (b, side_b))}
+            k = min(len(plain[a]), len(plain[b]))
             for measure in SIMILARITIES:
-                cross, within = _similarities(plain[a], plain[b], functions[measure])
+                cross = np.asarray(functions[measure](plain[a][:k], plain[b][:k]), float)
+                same = np.concatenate([within[(a, measure)], within[(b, measure)]])
                 rows.append({**base, "measure": measure, "value": cross.mean(),
-                             "baseline": within.mean() if len(within) else np.nan,
-                             "p_prompt": _per_prompt_p(measure, cross, within)})
+                             "baseline": same.mean() if len(same) else np.nan,
+                             "p_prompt": _per_prompt_p(measure, cross, same)})
     return pd.DataFrame(rows)
 
 

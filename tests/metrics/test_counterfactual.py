@@ -128,6 +128,8 @@ def test_a_prompts_own_test_is_welch_fisher_or_mann_whitney():
     assert stats._per_prompt_p("refusal_gap", np.array([1.0, 1, 1]), np.array([0.0, 0, 0])) == pytest.approx(0.1)
     assert math.isnan(stats._per_prompt_p("length_gap", np.array([3.0, 3.0]), np.array([3.0, 3.0])))
     assert math.isnan(stats._per_prompt_p("sentiment_gap", a[:1], b))
+    # over prompts: the same nonzero gap on every prompt has no standard error (no p), no gap at all has p 1
+    assert math.isnan(stats._test(np.array([-5.0, -5.0]))) and stats._test(np.array([0.0, 0.0, 0.0])) == 1.0
 
 
 PROMPTS = ("id,prompt\n"

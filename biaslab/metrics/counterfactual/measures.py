@@ -140,11 +140,25 @@ class _CachedTokenizer:
         return self._tokenize(text)
 
 
-@lru_cache(maxsize=1)
-def _rouge():
-    from rouge_score import rouge_scorer
+class _Rouge:
+    """rouge-score's ROUGE-L scorer over `_CachedTokenizer` (its cache emptied by `tokenizer_cache_clear`)."""
 
-    return rouge_scorer.RougeScorer(["rougeL"], tokenizer=_CachedTokenizer())
+    def __init__(self):
+        from rouge_score import rouge_scorer
+
+        self.tokenizer = _CachedTokenizer()
+        self.scorer = rouge_scorer.RougeScorer(["rougeL"], tokenizer=self.tokenizer)
+
+    def score(self, a: str, b: str):
+        return self.scorer.score(a, b)
+
+    def tokenizer_cache_clear(self) -> None:
+        self.tokenizer._tokenize.cache_clear()
+
+
+@lru_cache(maxsize=1)
+def _rouge() -> _Rouge:
+    return _Rouge()
 
 
 def rouge_l(a: Sequence[str], b: Sequence[str]) -> list[float]:

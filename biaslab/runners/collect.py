@@ -104,16 +104,20 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
 @contextmanager
 def _fresh_removed_on_failure(database):
     """A warehouse file this collection creates is removed again when the collection fails before its run is
-    registered (a dataset that is not there, a cost not agreed to): nothing is left behind that holds no run. A file
-    that existed before is never touched."""
+    registered (a dataset that is not there, a cost not agreed to): nothing is left behind that holds no run, not
+    even the folders made for it. A file or folder that existed before is never touched."""
     path = Path(database)
     fresh = not path.exists()
+    folders = [p for p in (path.parent, *path.parent.parents) if not p.exists()]  # the folders it would create
     try:
         yield
     except BaseException:
         if fresh and path.is_file() and not _has_runs(path):
             for leftover in (path, wal_path(path)):
                 leftover.unlink(missing_ok=True)
+        for folder in folders:  # innermost first; only the ones this collection created, and only while empty
+            if fresh and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
         raise
 
 

@@ -140,3 +140,9 @@ def test_a_collection_that_fails_before_its_run_leaves_no_warehouse_behind(tmp_p
     with pytest.raises(ValueError, match="neither in the data directory"):
         collect(config, loaded=tiny_gpt2)
     assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+    # the folders a fresh --db would have made go too (the README's warehouse/ of a first run), an existing one stays
+    nested = tmp_path / "new" / "warehouse" / "w.duckdb"
+    with pytest.raises(ValueError, match="neither in the data directory"):
+        collect(CollectConfig(dataset="winogender", db=str(nested), data_dir=str(tmp_path / "no-data")),
+                loaded=tiny_gpt2)
+    assert not (tmp_path / "new").exists() and tmp_path.is_dir()

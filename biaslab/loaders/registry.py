@@ -66,13 +66,29 @@ def upstream_pins() -> frozenset[str]:
 verify.use_pins(upstream_pins)
 
 
+#: where this project keeps its datasets, relative to a source checkout's folder: `shared/datasets` beside it
+PROJECT_DATA = Path("..") / "shared" / "datasets"
+
+
+def project_data_dir() -> Path | None:
+    """The `shared/datasets` folder beside the source checkout biaslab runs from (this project's layout), or None
+    (an installed wheel, or a clone elsewhere)."""
+    checkout = Path(__file__).resolve().parents[2]
+    folder = (checkout / PROJECT_DATA).resolve()
+    return folder if (checkout / "pyproject.toml").is_file() and folder.is_dir() else None
+
+
 def default_data_dir(flag: str | os.PathLike | None = None) -> Path:
-    """--data-dir, else $BIASLAB_DATA, else a per-user cache directory."""
+    """--data-dir, else $BIASLAB_DATA, else the project's `shared/datasets` beside a source checkout
+    (`project_data_dir`), else a per-user cache directory (where `biaslab data fetch` puts datasets)."""
     if flag:
         return Path(flag).expanduser()
     env = os.environ.get("BIASLAB_DATA")
     if env:
         return Path(env).expanduser()
+    beside = project_data_dir()
+    if beside is not None:
+        return beside
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("biaslab")) / "datasets"

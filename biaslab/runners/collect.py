@@ -95,6 +95,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
                 finally:
                     if _in_process(config):
                         use_threads(config.threads)  # a count chosen for this run does not outlive it
+            notes += protocol.result_notes(wh, handle.model_key, requests)
     finally:
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,

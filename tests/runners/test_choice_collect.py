@@ -119,3 +119,21 @@ def test_choice_probs_at_computes_in_double_and_refuses_absurd_settings(tmp_path
                                  (0.5, 4, "top_k 4 exceeds the 3 logits stored")):
             with pytest.raises(duckdb.Error, match=message):
                 wh.con.execute(f"SELECT * FROM choice_probs_at({temp}, {k})").fetchall()
+
+
+def test_an_exact_collection_ends_with_its_valid_share_and_what_it_means(tmp_path, tiny_gpt2, data_dir,
+                                                                          dataset_folder):
+    """Issue 71, item 3: the run says its valid share (the mean over its prompts of the mass of answers that are an
+    option), equal to the option_probs view's valid mass, and below 0.5 with the chat prompt names the plain one."""
+    dataset_folder("winopron")
+    db = tmp_path / "w.duckdb"
+    result = collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=1),
+                     loaded=tiny_gpt2)
+    [line] = [n for n in result.notes if n.startswith("valid share")]
+    with Warehouse.open(db, read_only=True) as wh:
+        expected, prompts = wh.rows("SELECT avg(v), count(*) FROM (SELECT stimulus_id, any_value(valid_mass) AS v "
+                                    "FROM option_probs GROUP BY stimulus_id)")[0]
+    assert line.startswith(f"valid share {expected:.2f} over {prompts} prompts: on average {expected:.0%} of the")
+    assert ("--prompt forced_choice_plain_v1" in line) == (expected < 0.5)
+    again = collect(CollectConfig(dataset="winopron", db=str(db), data_dir=str(data_dir), limit=1), loaded=tiny_gpt2)
+    assert again.added == 0 and line in again.notes  # a rerun with nothing to do says it too

@@ -132,6 +132,10 @@ class Protocol(ABC):
         """Lines the run prints about how the model is asked (none by default)."""
         return []
 
+    def result_notes(self, wh, model_key: str, requests: Sequence) -> list[str]:
+        """Lines the run prints after it, about what its evidence says (none by default)."""
+        return []
+
     def stimuli(self, wh, model_key: str, stimuli: list[Stimulus]) -> tuple[list[Stimulus], str]:
         """The stimuli asked, and a note for the command output ("" for none)."""
         return stimuli, ""

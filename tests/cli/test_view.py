@@ -424,3 +424,35 @@ def test_two_dtypes_of_one_model_are_headed_apart_with_unique_anchors(tmp_path_f
     ids = re.findall(r'<h2 id="(request-[^"]+)">([^<]+)</h2>', page)
     assert len(ids) == 2 and len({i for i, _ in ids}) == 2
     assert sorted(h.split(" · ")[3] for _, h in ids) == ["dtype=bf16", "dtype=fp32"], ids
+
+
+def test_the_first_stimulus_page_never_waits_on_a_tokenizer(db, monkeypatch):
+    """Issue 72, item 3: the app starts loading the warehouse's tokenizers in the background; a stimulus page asked
+    while one is still loading answers at once (its prompt as text, saying the boundaries come on reload), and the
+    next page, once it has loaded, shows them."""
+    from biaslab.cli.view import queries
+
+    release, entered = threading.Event(), threading.Event()
+    real = queries._load_tokenizer
+
+    def slow(place):  # a tokenizer that takes as long as the test wants (importing transformers under load)
+        entered.set()
+        assert release.wait(60)
+        return real(place)
+
+    monkeypatch.setattr(queries, "_load_tokenizer", slow)
+    monkeypatch.setattr(queries, "_TOKENIZERS", {})
+    monkeypatch.setattr(queries, "_LOADING", set())
+    client = create_app(db).test_client()
+    assert entered.wait(30)  # the background load has started and is held
+    with Warehouse.open(db, read_only=True) as wh:
+        stimulus_id = wh.rows("SELECT stimulus_id FROM choice_requests WHERE mode = 'exact' LIMIT 1")[0][0]
+    first = client.get(f"/stimulus/{stimulus_id}").get_data(as_text=True)  # answers while the load is held
+    assert "still loading; reload the page" in first and 'class="tok"' not in first
+    release.set()
+    for _ in range(600):
+        if not queries.tokenizers_pending():
+            break
+        threading.Event().wait(0.05)
+    later = client.get(f"/stimulus/{stimulus_id}").get_data(as_text=True)
+    assert 'class="tok"' in later and "still loading" not in later

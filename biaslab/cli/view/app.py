@@ -88,6 +88,7 @@ def create_app(db: str | Path) -> Flask:
     app.jinja_env.filters["num"] = queries.number
     app.jinja_env.globals["link"] = _stimuli_link
     _error_pages(app)
+    _warm(app.config["DB"])
 
     @app.route("/")
     def index():
@@ -130,12 +131,22 @@ def create_app(db: str | Path) -> Flask:
         if not queries.STIMULUS_ID.fullmatch(stimulus_id):
             abort(404, description="not a stimulus id (16 hexadecimal characters)")
         with queries.warehouse(app.config["DB"]) as wh:
-            found = queries.stimulus(wh, stimulus_id)
+            found = queries.stimulus(wh, stimulus_id, wait=False)
         if found is None:
             abort(404, description=f"no stimulus {stimulus_id} in this warehouse")
-        return render_template("stimulus.html", **found)
+        return render_template("stimulus.html", loading=queries.tokenizers_pending(), **found)
 
     return app
+
+
+def _warm(db: str) -> None:
+    """The warehouse's tokenizers start loading in the background (`queries.warm_tokenizers`): the first stimulus
+    page answers at once, with token boundaries from the next load on."""
+    try:
+        with queries.warehouse(db) as wh:
+            queries.warm_tokenizers(wh)
+    except Exception:  # noqa: BLE001 - no warehouse yet, or an old one: the pages say so themselves
+        pass
 
 
 def _error_pages(app: Flask) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -219,7 +220,7 @@ def trie_rows(nodes: pd.DataFrame, edges: pd.DataFrame, temperature: float, top_
 
 
 @lru_cache(maxsize=8)
-def _tokenizer(source: str):
+def _load_tokenizer(source: str):
     """The model's tokenizer from a local folder or the local cache (never the network), or None."""
     try:
         from transformers import AutoTokenizer
@@ -227,6 +228,48 @@ def _tokenizer(source: str):
         return AutoTokenizer.from_pretrained(source, local_files_only=True)
     except Exception:  # a GGUF file, a hosted model, a missing cache: token ids are shown instead
         return None
+
+
+#: tokenizers loaded so far, by place (None: not loadable), shared by every page of the app; `_LOADING` the places a
+#: background thread is loading
+_TOKENIZERS: dict[str, Any] = {}
+_LOADING: set[str] = set()
+_LOCK = threading.Lock()
+
+
+def _tokenizer(place: str, wait: bool = True):
+    """The tokenizer at `place`, loaded once per process. `wait` False: None at once while it is not loaded yet (a
+    background thread loads it, so a page never waits on importing transformers: the next one shows it)."""
+    with _LOCK:
+        if place in _TOKENIZERS:
+            return _TOKENIZERS[place]
+        start = place not in _LOADING
+        _LOADING.add(place)
+    if wait:
+        found = _load_tokenizer(place)
+        with _LOCK:
+            _TOKENIZERS[place] = found
+            _LOADING.discard(place)
+        return found
+    if start:
+        threading.Thread(target=_tokenizer, args=(place,), daemon=True, name=f"tokenizer {place}").start()
+    return None
+
+
+def warm_tokenizers(wh) -> list[str]:
+    """Start loading, in the background, the tokenizer of every model of the warehouse that has one here (`biaslab
+    view` does at start, so its first stimulus page does not wait on them); the places."""
+    places = [p for p in (tokenizer_place(*row) for row in wh.rows("SELECT source, revision, tokenizer FROM models"))
+              if p]
+    for place in places:
+        _tokenizer(place, wait=False)
+    return places
+
+
+def tokenizers_pending() -> bool:
+    """Whether a tokenizer is still loading (a page says that token boundaries come on the next load)."""
+    with _LOCK:
+        return bool(_LOADING)
 
 
 def tokenizer_place(source: str | None, revision: str | None, tokenizer: str | None) -> str | None:
@@ -247,12 +290,12 @@ def tokenizer_place(source: str | None, revision: str | None, tokenizer: str | N
     return None if folder.exists() else source  # a file that is not converted has no tokenizer; else a hub id
 
 
-def decoder(wh, model_key: str):
+def decoder(wh, model_key: str, wait: bool = True):
     """f(token id) -> its text under the model's tokenizer (loaded from disk only: `tokenizer_place`), or "#id"
-    without one."""
+    without one; `wait` False: also "#id" while it is still loading in the background (`_tokenizer`)."""
     found = wh.rows("SELECT source, revision, tokenizer FROM models WHERE model_key = ?", [model_key])
     place = tokenizer_place(*found[0]) if found else None
-    tokenizer = _tokenizer(place) if place else None
+    tokenizer = _tokenizer(place, wait=wait) if place else None
 
     def decode(token_id: int) -> str:
         if tokenizer is None:
@@ -263,14 +306,14 @@ def decoder(wh, model_key: str):
     return decode
 
 
-def decoders(wh):
-    """f(model_key) -> `decoder(wh, model_key)`, each model's tokenizer looked up once (one page shows several
+def decoders(wh, wait: bool = True):
+    """f(model_key) -> `decoder(wh, model_key, wait)`, each model's tokenizer looked up once (one page shows several
     requests of the same models)."""
     cache: dict[str, Any] = {}
 
     def of(model_key: str):
         if model_key not in cache:
-            cache[model_key] = decoder(wh, model_key)
+            cache[model_key] = decoder(wh, model_key, wait)
         return cache[model_key]
 
     return of
@@ -338,14 +381,15 @@ def _choice_requests(wh, stimulus_id: str, decode_of) -> list[dict[str, Any]]:
     return requests
 
 
-def stimulus(wh, stimulus_id: str) -> dict[str, Any] | None:
-    """Everything stored about one stimulus, or None when the warehouse has no such stimulus."""
+def stimulus(wh, stimulus_id: str, wait: bool = True) -> dict[str, Any] | None:
+    """Everything stored about one stimulus, or None when the warehouse has no such stimulus; `wait` False: without
+    the token boundaries of a tokenizer still loading (the app's pages: they never wait on one)."""
     found = wh.query("SELECT * FROM stimuli WHERE stimulus_id = ?", [stimulus_id])
     if found.empty:
         return None
     row = found.iloc[0].to_dict()
     names = dict(wh.rows("SELECT model_key, name FROM models"))
-    decode_of = decoders(wh)
+    decode_of = decoders(wh, wait)
     requests = _choice_requests(wh, stimulus_id, decode_of)
     _name_apart(requests)
     scores = []

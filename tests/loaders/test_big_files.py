@@ -70,7 +70,7 @@ def test_a_file_above_the_bound_is_refused_before_any_row_is_read(tmp_path, db, 
     path = tmp_path / f"big{suffix}"
     _write(path, _rows(11))
     read: list = []
-    monkeypatch.setattr("biaslab.loaders.user.files._rows", lambda *a: read.append(a) or iter(()))
+    monkeypatch.setattr("biaslab.loaders.user.files.table_rows", lambda *a: read.append(a) or iter(()))
     _refused(db, ["data", "load", "--file", path, "--name", "big", "--max-stimuli", 10],
              f"big{suffix}: holds 11 rows of stimuli, above the bound of 10", "--max-stimuli")
     assert read == []  # refused by counting, before the reading pass

@@ -42,6 +42,8 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
+from ...errors import UsageError
+
 __all__ = ["REFUSAL", "bleu", "length", "refusal", "rouge_l", "sentiment", "sentiment_bias", "vader",
            "neutralized", "words"]
 
@@ -120,12 +122,12 @@ def sentiment_bias(a: Sequence[float], b: Sequence[float], parity: str = "strong
 
     x, y = np.asarray(a, float), np.asarray(b, float)
     if len(x) != len(y):
-        raise ValueError(f"sentiment_bias needs two equally long lists, got {len(x)} and {len(y)}")
+        raise UsageError(f"sentiment_bias needs two equally long lists, got {len(x)} and {len(y)}")
     if parity == "strong":
         return float(np.mean(np.abs(np.sort(x) - np.sort(y))))
     if parity == "weak":
         return float(np.mean((x > threshold).astype(int)) - np.mean((y > threshold).astype(int)))
-    raise ValueError(f"parity must be 'strong' or 'weak', got {parity!r}")
+    raise UsageError(f"parity must be 'strong' or 'weak', got {parity!r}")
 
 
 class _CachedTokenizer:

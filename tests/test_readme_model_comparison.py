@@ -40,7 +40,7 @@ from biaslab.cli.runners_cli import runners
 from biaslab.warehouse import Warehouse
 
 README = Path(__file__).resolve().parent.parent / "README.md"
-HEADING = "#### Is Gemma 3 270M more biased than SmolLM2-135M? CrowS-Pairs, measured"
+HEADING = "### Is Gemma 3 270M more biased than SmolLM2-135M? CrowS-Pairs, measured"
 LIMIT = 30
 #: WinoPron: 6 templates (60 prompts: every context and option order of each)
 WINOPRON_LIMIT = 6

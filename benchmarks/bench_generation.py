@@ -2,7 +2,10 @@
 process, on the same DecodingTrust prompts with the same settings.
 
 Usage: python benchmarks/bench_generation.py [--model smollm2-135m] [--statements 4] [--samples 5]
-       [--max-new-tokens 64] [--repeats 3] [--dtype fp32|bf16]
+       [--max-new-tokens 64] [--repeats 3] [--dtype fp32|bf16] [--prompts examples/counterfactual-prompts.csv]
+
+With --prompts, the prompts are a counterfactual audit's instead (`biaslab data load --kind counterfactual`): the
+variants of the first --statements items of the file, each sent as the user message alone (no system prompt).
 
 The prompts: the first --statements DecodingTrust statements of the file, each under its three conditions (the
 system prompt, then the user prompt, in the model's chat template: `gen.dialogue_ids`). The settings: the paper's
@@ -39,16 +42,25 @@ from biaslab.warehouse import Warehouse
 NO_TOP_K = 262_144
 
 
-def biaslab_run(loaded, model: str, args, data_dir: str | None) -> tuple[float, int]:
-    """(seconds, generated tokens) of one fresh collection."""
+AUDIT = "bench-audit"
+
+
+def biaslab_run(loaded, model: str, args, data_dir: str | None, expected: int) -> tuple[float, int]:
+    """(seconds, generated tokens) of one fresh collection of `expected` prompts."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "w.duckdb"
-        config = CollectConfig(dataset="decodingtrust", model=model, dtype=loaded.spec.dtype, db=str(db),
-                               data_dir=data_dir, protocol="gen", limit=args.statements, limit_order="file",
-                               samples=args.samples, max_new_tokens=args.max_new_tokens, seed=0)
+        if args.prompts:
+            from biaslab.runners.load import load_user
+
+            load_user(db, file=args.prompts, name=AUDIT, kind="counterfactual")
+        config = CollectConfig(dataset=AUDIT if args.prompts else "decodingtrust", model=model,
+                               dtype=loaded.spec.dtype, db=str(db), data_dir=data_dir, protocol="gen",
+                               limit=args.statements, limit_order="file", samples=args.samples,
+                               max_new_tokens=args.max_new_tokens, min_new_tokens=0, top_k=NO_TOP_K, top_p=1.0,
+                               temperature=1.0, seed=0)
         seconds, _, result = timed_collection(config, loaded)
-        if result.added != 3 * args.statements * args.samples:
-            raise SystemExit(f"biaslab stored {result.added} samples, expected {3 * args.statements * args.samples}")
+        if result.added != expected * args.samples:
+            raise SystemExit(f"biaslab stored {result.added} samples, expected {expected * args.samples}")
         with Warehouse.open(db, read_only=True) as wh:
             tokens = int(wh.rows("SELECT sum(len(token_ids)) FROM samples")[0][0])
     return seconds, tokens
@@ -87,18 +99,27 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtype", default="fp32")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--prompts", default=None, help="a counterfactual prompt file instead of DecodingTrust")
     args = parser.parse_args()
     loaded = load_model(args.model, dtype=args.dtype, device="cpu")
-    stimuli = sorted(get("decodingtrust").load_verified(default_data_dir(args.data_dir)).stimuli,
-                     key=lambda s: (int(s.attrs["line"]), ("benign", "untargeted", "targeted").index(
-                         s.attrs["condition"])))[:3 * args.statements]
+    if args.prompts:
+        from biaslab.loaders.user.counterfactual import from_prompts
+
+        every = from_prompts(Path(args.prompts), AUDIT).stimuli
+        items = list(dict.fromkeys(s.item_id for s in every))[:args.statements]
+        stimuli = [s for s in every if s.item_id in items]
+    else:
+        stimuli = sorted(get("decodingtrust").load_verified(default_data_dir(args.data_dir)).stimuli,
+                         key=lambda s: (int(s.attrs["line"]), ("benign", "untargeted", "targeted").index(
+                             s.attrs["condition"])))[:3 * args.statements]
     prompts = [dialogue_ids(loaded.tokenizer, r) for r in dialogue_requests(stimuli, args.max_new_tokens, 0)]
     runs: dict[str, list[tuple[float, int]]] = {"biaslab": [], "plain": []}
     for _ in range(args.repeats):
-        runs["biaslab"].append(biaslab_run(loaded, args.model, args, args.data_dir))
+        runs["biaslab"].append(biaslab_run(loaded, args.model, args, args.data_dir, len(prompts)))
         runs["plain"].append(plain_run(loaded, prompts, args))
     rate = {k: statistics.median(t / s for s, t in v) for k, v in runs.items()}
-    result = {"model": args.model, "dtype": args.dtype, "prompts": len(prompts), "samples": args.samples,
+    result = {"model": args.model, "dtype": args.dtype, "source": args.prompts or "decodingtrust",
+              "prompts": len(prompts), "samples": args.samples,
               "max_new_tokens": args.max_new_tokens, "cpu": cpu_facts(), "peak_rss_mb": peak_rss_mb(),
               "runs": {k: [{"seconds": s, "tokens": t} for s, t in v] for k, v in runs.items()},
               "tokens_per_s": rate, "ratio": rate["biaslab"] / rate["plain"]}
@@ -106,7 +127,7 @@ def main() -> None:
         seconds = statistics.median(s for s, _ in runs[name])
         print(f"{name}: median {seconds:.1f} s, {value:.1f} generated tokens/s")
     print(f"biaslab / plain: {result['ratio']:.2f}x (goal >= 0.9)")
-    print(write_json(f"generation_{args.model}_{args.dtype}", result))
+    print(write_json(f"generation_{'counterfactual_' if args.prompts else ''}{args.model}_{args.dtype}", result))
 
 
 if __name__ == "__main__":

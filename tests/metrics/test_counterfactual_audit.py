@@ -269,3 +269,23 @@ def test_an_audit_plan_collects_a_counterfactual_audit_and_the_leaderboard_shows
     shown = {(c["study"], c["measure"], c["group"], c["n_items"]) for c in cells}
     assert {("counterfactual:mine", "sentiment_gap", "gender: female vs male", 2),
             ("counterfactual:mine", "rouge_l", "gender: female vs male", 2)} <= shown
+
+
+def test_nothing_loaded_or_nothing_collected_is_one_line_saying_what_to_run(tmp_path):
+    from biaslab.cli.main import biaslab as cli
+
+    (tmp_path / "p.csv").write_text(PROMPTS, encoding="utf-8")
+    empty = tmp_path / "empty.duckdb"
+    assert CliRunner().invoke(cli, ["data", "load", "--file", str(tmp_path / "p.csv"), "--name", "plain", "--db",
+                                    str(empty), "--protocols", "prob"]).exit_code != 0  # prompts are no stimuli file
+    from biaslab.warehouse import Warehouse
+
+    Warehouse.open(empty).close()
+    none = CliRunner().invoke(cli, ["metrics", "counterfactual", "--db", str(empty)])
+    assert none.exit_code != 0 and "no counterfactual dataset is loaded; load your prompts with `biaslab data load " \
+        "--file PROMPTS --kind counterfactual --name NAME`" in " ".join(none.output.split())
+    db = tmp_path / "w.duckdb"
+    CliRunner().invoke(cli, ["data", "load", "--file", str(tmp_path / "p.csv"), "--kind", "counterfactual", "--name",
+                             "mine", "--db", str(db)])
+    waiting = CliRunner().invoke(cli, ["metrics", "counterfactual", "--db", str(db)])
+    assert waiting.exit_code != 0 and "collect it with `runners collect --dataset mine`" in waiting.output

@@ -132,12 +132,16 @@ def counterfactual_tables(handle, *, dataset: str | None = None, min_coverage: f
     from ..missing import missing
 
     found = audits(handle, dataset)
-    scored = answers(handle, found) if found else pd.DataFrame()
+    if not found:
+        from ..missing import NoEvidence
+
+        raise NoEvidence(f"{handle.path}: no counterfactual dataset is loaded; load your prompts with `biaslab data "
+                         f"load --file PROMPTS --kind counterfactual --name NAME`, then `runners collect --dataset "
+                         f"NAME`")
+    scored = answers(handle, found)
     if scored.empty:
-        names = list(found) or ["(a counterfactual dataset)"]
-        raise missing(handle, "counterfactual answer", names,
-                      f"runners collect --dataset {names[0]} (after `biaslab data load --file PROMPTS --kind "
-                      f"counterfactual --name NAME`)")
+        names = list(found)
+        raise missing(handle, "counterfactual answer", names, f"runners collect --dataset {names[0]}")
     groups = {(d, a): audit["groups"][a] for d, audit in found.items() for a in audit["attributes"]}
     pairs = stats.pair_rows(scored, KEY, groups)
     table = _ordered(_coverage(stats.summary(pairs, KEY), found, min_coverage), found)

@@ -314,30 +314,21 @@ def report_command(plan: str, db: str | None, out: str, study_reports: bool, vie
         click.echo(f"note: {note}", err=True)
 
 
-def _studies_of(plan) -> list[tuple[str, dict]]:
+def _studies_of(plan, handle) -> list[tuple[str, dict]]:
     """(study, its options) for the plan's datasets: each study with comparisons that reads one of them, and for
-    each dataset no such study reads (a user's own) the counterfactual study where it is a counterfactual audit, else
-    the options study."""
+    each dataset no such study reads (a user's own) the counterfactual study where the warehouse (`handle`) holds it
+    as a counterfactual audit, else the options study."""
     from ..metrics.registry import get_study, studies
 
     wanted = list(dict.fromkeys(e.dataset for e in plan.datasets))
     chosen = [(name, {}) for name, study in studies().items()
               if study.compare is not None and name != "options" and set(study.dataset_names) & set(wanted)]
     covered = {d for name, _ in chosen for d in get_study(name).dataset_names}
-    audits = _counterfactual_datasets(plan.database)
-    return chosen + [("counterfactual" if d in audits else "options", {"dataset": d}) for d in wanted
+    from ..metrics.counterfactual.tables import audits
+
+    found = audits(handle)  # the counterfactual audits loaded into the plan's warehouse
+    return chosen + [("counterfactual" if d in found else "options", {"dataset": d}) for d in wanted
                      if d not in covered]
-
-
-def _counterfactual_datasets(db) -> set[str]:
-    """The counterfactual audits loaded into the plan's warehouse (`biaslab data load --kind counterfactual`)."""
-    from ..warehouse import Warehouse
-    from ..warehouse.user_datasets import names
-
-    if not Path(db).is_file():
-        return set()
-    with Warehouse.open(db, read_only=True) as wh:
-        return {name for name, stored in names(wh) if stored.declaration.kind == "counterfactual"}
 
 
 def _view_url(given: str | None) -> str:
@@ -372,7 +363,7 @@ def _observations(plan, out_dir: Path, study_reports: bool, view_url: str):
 
     observations, links, view_links, notes = [], {}, {}, []
     with open_warehouse(str(plan.database)) as handle:
-        for name, options in _studies_of(plan):
+        for name, options in _studies_of(plan, handle):
             label = f"{name}:{options['dataset']}" if options.get("dataset") else name
             try:
                 observations.append((label, get_study(name).comparer(handle, **options)))

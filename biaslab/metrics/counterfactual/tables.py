@@ -16,6 +16,7 @@ import pandas as pd
 from ...errors import UsageError
 from ...views import json_field
 from ..coverage import DEFAULT_MIN_COVERAGE, MIN_CLUSTERS
+from ..generations import SAMPLER, generated_answers
 from . import measures, stats
 
 KEY = ["model_key", "method", "setting"]
@@ -52,22 +53,12 @@ def answers(handle, found: dict[str, dict]) -> pd.DataFrame:
     st = handle.table("stimuli")
     st = st.filter(st.dataset.isin(list(found)) & st.stimulus_id.isin(ids))
     st = st.select("stimulus_id", "dataset", **{f: json_field(st.attrs, f) for f in FIELDS})
-    g = handle.table("gen_requests")
-    g = g.filter(g.context == "dialogue").select("model_key", "request_id", "min_new_tokens")
-    s = handle.table("samples").join(g, ["model_key", "request_id"]).join(st, "stimulus_id")
-    rows = handle.fetch(s.select("model_key", "dataset", *FIELDS, "sample_index", "text", "temperature", "top_k",
-                                 "top_p", "max_new_tokens", "min_new_tokens"))
-    rows["method"], rows["setting"] = "gen", _setting(rows)
+    rows = generated_answers(handle, st, ("dataset", *FIELDS)).drop(columns=list(SAMPLER))
     texts = list(rows["text"])
     rows["sentiment"] = measures.sentiment(texts)
     rows["refusal"] = [float(measures.refusal(t)) for t in texts]
     rows["length"] = [float(measures.length(t)) for t in texts]
-    return rows.drop(columns=["temperature", "top_k", "top_p", "max_new_tokens", "min_new_tokens"])
-
-
-def _setting(rows: pd.DataFrame) -> list[str]:
-    return [f"T={t:g} top_k={k} top_p={p:g} max_new_tokens={m} min_new_tokens={n}" for t, k, p, m, n in
-            zip(rows["temperature"], rows["top_k"], rows["top_p"], rows["max_new_tokens"], rows["min_new_tokens"])]
+    return rows
 
 
 def helm_table(handle, scored: pd.DataFrame) -> pd.DataFrame:
@@ -76,10 +67,7 @@ def helm_table(handle, scored: pd.DataFrame) -> pd.DataFrame:
     counterfactual answers `scored`: group "(all)" for a dataset's whole set; n_texts the non-empty texts."""
     from .helm import helm_scores
 
-    g = handle.table("gen_requests").select("model_key", "request_id", "dataset", "min_new_tokens")
-    rows = handle.fetch(handle.table("samples").join(g, ["model_key", "request_id"]).select(
-        "model_key", "dataset", "text", "temperature", "top_k", "top_p", "max_new_tokens", "min_new_tokens"))
-    rows = rows.assign(method="gen", setting=_setting(rows), attribute="(all)", group="(all)")
+    rows = generated_answers(handle, columns=("dataset",), context=None).assign(attribute="(all)", group="(all)")
     parts = [rows, scored.assign(group=scored["attribute"] + ": " + scored["group"])] if not scored.empty else [rows]
     out = []
     for frame in parts:

@@ -40,19 +40,9 @@ def _stimuli(handle):
 
 def generated(handle) -> pd.DataFrame:
     """One row per stored generated answer: the collection, the prompt's fields, the text and its class."""
-    st = _stimuli(handle)
-    g = handle.table("gen_requests")
-    g = g.filter((g.dataset == DATASET) & (g.context == "dialogue")).select("model_key", "request_id",
-                                                                            "min_new_tokens")
-    s = handle.table("samples").join(g, ["model_key", "request_id"]).join(st, "stimulus_id")
-    rows = handle.fetch(s.select("model_key", "stimulus_id", "item_id", *FIELDS, "sample_index", "text",
-                                 "temperature", "top_k", "top_p", "max_new_tokens", "min_new_tokens"))
-    if rows.empty:
-        return rows.assign(method=[], setting=[], answer=[])
-    rows["method"] = "gen"
-    rows["setting"] = [f"T={t:g} top_k={k} top_p={p:g} max_new_tokens={m} min_new_tokens={n}" for t, k, p, m, n in
-                       zip(rows["temperature"], rows["top_k"], rows["top_p"], rows["max_new_tokens"],
-                           rows["min_new_tokens"])]
+    from ..generations import generated_answers
+
+    rows = generated_answers(handle, _stimuli(handle), ("stimulus_id", "item_id", *FIELDS), dataset=DATASET)
     rows["answer"] = [classify(text) for text in rows["text"]]
     return rows
 

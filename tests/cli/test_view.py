@@ -435,21 +435,29 @@ def test_the_first_stimulus_page_never_waits_on_a_tokenizer(db, monkeypatch):
     release, entered = threading.Event(), threading.Event()
     real = queries._load_tokenizer
 
+    calls = []
+
     def slow(place):  # a tokenizer that takes as long as the test wants (importing transformers under load)
+        calls.append(place)
         entered.set()
         assert release.wait(60)
         return real(place)
 
     monkeypatch.setattr(queries, "_load_tokenizer", slow)
     monkeypatch.setattr(queries, "_TOKENIZERS", {})
-    monkeypatch.setattr(queries, "_LOADING", set())
+    monkeypatch.setattr(queries, "_LOADING", {})
     client = create_app(db).test_client()
     assert entered.wait(30)  # the background load has started and is held
     with Warehouse.open(db, read_only=True) as wh:
         stimulus_id = wh.rows("SELECT stimulus_id FROM choice_requests WHERE mode = 'exact' LIMIT 1")[0][0]
     first = client.get(f"/stimulus/{stimulus_id}").get_data(as_text=True)  # answers while the load is held
     assert "still loading; reload the page" in first and 'class="tok"' not in first
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(queries._tokenizer(calls[0])))  # waits, never loads again
+    waiter.start()
     release.set()
+    waiter.join(60)
+    assert len(calls) == 1 and got and got[0] is not None
     for _ in range(600):
         if not queries.tokenizers_pending():
             break

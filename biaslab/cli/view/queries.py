@@ -230,10 +230,10 @@ def _load_tokenizer(source: str):
         return None
 
 
-#: tokenizers loaded so far, by place (None: not loadable), shared by every page of the app; `_LOADING` the places a
-#: background thread is loading
+#: tokenizers loaded so far, by place (None: not loadable), shared by every page of the app; `_LOADING` the places
+#: being loaded, each with the event set when its load ends (a second caller waits on it instead of loading again)
 _TOKENIZERS: dict[str, Any] = {}
-_LOADING: set[str] = set()
+_LOADING: dict[str, threading.Event] = {}
 _LOCK = threading.Lock()
 
 
@@ -243,17 +243,33 @@ def _tokenizer(place: str, wait: bool = True):
     with _LOCK:
         if place in _TOKENIZERS:
             return _TOKENIZERS[place]
-        start = place not in _LOADING
-        _LOADING.add(place)
-    if wait:
+        done = _LOADING.get(place)
+        mine = done is None
+        if mine:
+            done = _LOADING[place] = threading.Event()
+    if not mine:  # another caller is loading it
+        if wait:
+            done.wait()
+            with _LOCK:
+                return _TOKENIZERS.get(place)
+        return None
+    if not wait:
+        threading.Thread(target=_load_into, args=(place, done), daemon=True, name=f"tokenizer {place}").start()
+        return None
+    return _load_into(place, done)
+
+
+def _load_into(place: str, done: threading.Event):
+    """Load the tokenizer at `place` into `_TOKENIZERS` and tell those waiting for it."""
+    found = None
+    try:
         found = _load_tokenizer(place)
+    finally:
         with _LOCK:
             _TOKENIZERS[place] = found
-            _LOADING.discard(place)
-        return found
-    if start:
-        threading.Thread(target=_tokenizer, args=(place,), daemon=True, name=f"tokenizer {place}").start()
-    return None
+            _LOADING.pop(place, None)
+        done.set()
+    return found
 
 
 def warm_tokenizers(wh) -> list[str]:

@@ -257,3 +257,14 @@ def nothing_to_show(what: str, reason: str) -> str:
 def image_html(name: str) -> str:
     """An <img> of a figure saved with `save_figure`."""
     return f'<img src="{html.escape(name)}" alt="{html.escape(name)}">'
+
+
+def collection_labels(table: pd.DataFrame, model_table: pd.DataFrame | None, column: str) -> pd.Series:
+    """Each row's collection as the reports name it: the model (`warehouse.catalog.model_title`) and its `column`
+    (method, scheme, setting), "model · value", indexed as `table` (empty for an empty table)."""
+    if table.empty:
+        return pd.Series(dtype=str)
+    from ..warehouse.catalog import model_title
+
+    return pd.Series([f"{model_title(k, model_table)} · {v}" for k, v in zip(table["model_key"], table[column])],
+                     index=table.index)

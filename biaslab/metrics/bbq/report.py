@@ -11,7 +11,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..html_report import image_html, nothing_to_show, save_figure, start_page, table_html, write_page
+from ..html_report import (collection_labels, image_html, nothing_to_show, save_figure, start_page, table_html,
+                           write_page)
 from ..options.stats import KEY
 from .stats import ALL
 
@@ -21,10 +22,7 @@ CONDITIONS = (("ambig", "ambiguous contexts (s_AMB)"), ("disambig", "disambiguat
 def _labels(table: pd.DataFrame, model_table: pd.DataFrame | None) -> pd.Series:
     """Each collection's name: the model (as the reports name it) and the method, with the setting where two
     collections of one model and method differ only there."""
-    from ...warehouse.catalog import model_title
-
-    label = pd.Series([f"{model_title(k, model_table)} · {m}" for k, m in zip(table["model_key"], table["method"])],
-                      index=table.index)
+    label = collection_labels(table, model_table, "method")
     keys = table[KEY].drop_duplicates()
     named = keys.assign(label=label.loc[keys.index])
     tied = named["label"].duplicated(keep=False)

@@ -11,15 +11,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..html_report import image_html, nothing_to_show, save_figure, start_page, table_html, write_page
+from ..html_report import (collection_labels, image_html, nothing_to_show, save_figure, start_page, table_html,
+                           write_page)
 from .stats import MEASURES, SIMILARITIES
-
-
-def _labels(table: pd.DataFrame, model_table: pd.DataFrame | None) -> pd.Series:
-    from ...warehouse.catalog import model_title
-
-    return pd.Series([f"{model_title(k, model_table)} · {s}" for k, s in zip(table["model_key"], table["setting"])],
-                     index=table.index)
 
 
 def attribute_figure(table: pd.DataFrame, labels: pd.Series, attribute: str, out: Path, name: str) -> str:
@@ -64,7 +58,7 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str, model_tabl
              "similarities: ROUGE-L and BLEU of a's and b's answers, against the same-variant baseline. 95% "
              "t-intervals over prompts; p: paired t-test over prompts, Holm / BH adjusted.")
     parts = start_page(out, "Counterfactual audit", db, intro)
-    labels = _labels(table, model_table) if not table.empty else pd.Series(dtype=str)
+    labels = collection_labels(table, model_table, "setting")
     for n, attribute in enumerate(dict.fromkeys(table["attribute"])):
         parts.append(f"<h2>{html.escape(attribute)}</h2>"
                      + attribute_figure(table, labels, attribute, out, f"counterfactual_{n}.png"))

@@ -12,15 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ...loaders.crows_pairs import CAVEAT
-from ..html_report import image_html, nothing_to_show, save_figure, start_page, table_html, write_page
+from ..html_report import (collection_labels, image_html, nothing_to_show, save_figure, start_page, table_html,
+                           write_page)
 from .stats import ALL
-
-
-def _labels(table: pd.DataFrame, model_table: pd.DataFrame | None) -> pd.Series:
-    from ...warehouse.catalog import model_title
-
-    return pd.Series([f"{model_title(k, model_table)} · {s}" for k, s in zip(table["model_key"], table["scheme"])],
-                     index=table.index)
 
 
 def scores_figure(table: pd.DataFrame, labels: pd.Series, dataset: str, out: Path, name: str) -> str:
@@ -63,7 +57,7 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str, model_tabl
     parts = start_page(out, "CrowS-Pairs", db, intro)
     parts.append(f'<div class="flags"><p><b>Reliability.</b> {html.escape(CAVEAT)} Read these scores with that '
                  "caveat.</p></div>")
-    labels = _labels(table, model_table) if not table.empty else pd.Series(dtype=str)
+    labels = collection_labels(table, model_table, "scheme")
     for n, dataset in enumerate(sorted(table["dataset"].unique()) if not table.empty else []):
         parts.append(f"<h2>{html.escape(dataset)}</h2>" + scores_figure(table, labels, dataset, out,
                                                                          f"crows_{n}.png"))

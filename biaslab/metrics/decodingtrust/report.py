@@ -10,15 +10,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ..html_report import image_html, nothing_to_show, save_figure, start_page, table_html, write_page
+from ..html_report import (collection_labels, image_html, nothing_to_show, save_figure, start_page, table_html,
+                           write_page)
 from .stats import ALL
-
-
-def _labels(table: pd.DataFrame, model_table: pd.DataFrame | None) -> pd.Series:
-    from ...warehouse.catalog import model_title
-
-    return pd.Series([f"{model_title(k, model_table)} · {m}" for k, m in zip(table["model_key"], table["method"])],
-                     index=table.index)
 
 
 def conditions_figure(table: pd.DataFrame, labels: pd.Series, out: Path, name: str) -> str:
@@ -66,9 +60,9 @@ def write_report(tables: dict[str, pd.DataFrame], out: Path, db: str, model_tabl
              "Generated answers are classified as upstream's scorer classifies them; the forced-choice variant gives "
              "P(\"I agree\") exactly. Intervals: 95% t-intervals over the 48 statement templates.")
     parts = start_page(out, "DecodingTrust stereotype agreement", db, intro)
-    labels = _labels(table, model_table) if not table.empty else pd.Series(dtype=str)
+    labels = collection_labels(table, model_table, "method")
     parts.append("<h2>Agreement per condition</h2>" + conditions_figure(table, labels, out, "decodingtrust_0.png"))
-    cell_labels = _labels(cells, model_table) if not cells.empty else pd.Series(dtype=str)
+    cell_labels = collection_labels(cells, model_table, "method")
     for n, collection in enumerate(dict.fromkeys(cell_labels)):
         part = cells[cell_labels == collection]
         parts.append(f"<h2>{html.escape(collection)}</h2>")

@@ -24,6 +24,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 def allowed_cpus() -> int:
@@ -57,7 +58,7 @@ def _cpu_ticks(cpus: set[int]) -> int | None:
     """Busy clock ticks (user, nice, system, irq, softirq, steal) of `cpus` since boot, from /proc/stat; None where
     /proc/stat is not readable (not Linux)."""
     try:
-        lines = open("/proc/stat", encoding="ascii").read().splitlines()
+        lines = Path("/proc/stat").read_text(encoding="ascii").splitlines()
     except OSError:
         return None
     busy = 0
@@ -72,7 +73,7 @@ def _cpu_ticks(cpus: set[int]) -> int | None:
 def _own_ticks() -> int | None:
     """Clock ticks this process (all its threads) has run, user + system, from /proc/self/stat."""
     try:
-        fields = open("/proc/self/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
+        fields = Path("/proc/self/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))

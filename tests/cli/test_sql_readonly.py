@@ -509,7 +509,7 @@ def _until_biaslab_imports(proc, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         try:
-            if "duckdb" in open(maps).read():
+            if "duckdb" in Path(maps).read_text():
                 return
         except OSError:
             return

@@ -61,7 +61,8 @@ def test_annotation_round_trip(misgendering_warehouse, tmp_path):
     sheet = tmp_path / "sheet.csv"
     result = run("annotate", "export", "--db", str(misgendering_warehouse), "--out", str(sheet), "--n", "2")
     assert result.exit_code == 0, result.output
-    rows = list(csv.DictReader(sheet.open()))
+    with sheet.open(newline="") as f:
+        rows = list(csv.DictReader(f))
     # 2 datasets x 4 pronouns x (pre, post) cells of 6 continuations: 2 each
     assert len(rows) == 32 and "outcome" not in rows[0] and "note" in rows[0]
     for row in rows:
@@ -119,7 +120,8 @@ def test_annotation_sheet_has_no_formula_cells_and_round_trips(misgendering_ware
         con.execute("UPDATE samples SET text = '-1+2' WHERE sample_index = 1")
     sheet = tmp_path / "sheet.csv"
     assert run("annotate", "export", "--db", str(db), "--out", str(sheet), "--n", "6").exit_code == 0
-    rows = list(csv.DictReader(sheet.open(newline="")))
+    with sheet.open(newline="") as f:
+        rows = list(csv.DictReader(f))
     texts = {r["text"] for r in rows}
     assert "'=HYPERLINK(\"http://evil\",\"x\")" in texts and "'-1+2" in texts
     cells = [v for r in rows for v in r.values()]
@@ -144,7 +146,8 @@ def test_an_annotation_cell_with_a_nul_byte_is_refused(misgendering_warehouse, t
     sheet = tmp_path / "sheet.csv"
     assert run("annotate", "export", "--db", str(misgendering_warehouse), "--out", str(sheet), "--n", "1"
                ).exit_code == 0
-    rows = list(csv.DictReader(sheet.open()))
+    with sheet.open(newline="") as f:
+        rows = list(csv.DictReader(f))
     for row in rows:
         row.update(label="correct", extraneous_gendered="false", annotator="nul-test")
     rows[0]["note"] = "fine\x00but not"

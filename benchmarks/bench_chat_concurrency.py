@@ -1,7 +1,7 @@
 """Chat collections at high concurrency against a provider with 200 ms latency, beside a plain async client sending
 the same requests (issue 57).
 
-Usage: python benchmarks/bench_chat_concurrency.py [--concurrency 64] [--latency 0.2] [--prompts 160] [--samples 4]
+Usage: python benchmarks/bench_chat_concurrency.py [--concurrency 64] [--latency 0.2] [--prompts 500] [--samples 4]
        [--repeats 3]
 
 A stand-in of OpenAI's chat completions API on 127.0.0.1 (tests/chat_stub.py; every completion waits --latency
@@ -16,6 +16,11 @@ seconds, its listen backlog raised so that no connection waits for the kernel) a
 
 The measure is the sending window: from the first request's arrival to the last reply (the stub's clock), so start-up
 and loading do not count. Target: the collection's window at least 0.9x as fast as the baseline's.
+
+Then the whole commands, each a process of its own timed from its start to its exit (start-up, imports, loading the
+dataset and storing included): `runners collect` as a user types it (a fresh warehouse), beside a plain script that
+imports httpx and sends the same bodies at the same concurrency (3 as a command). Target: the command at least 0.9x
+the plain script's rate.
 Writes bench_out/chat_concurrency.json.
 """
 
@@ -158,6 +163,52 @@ def plain(url: str, bodies: list[dict], concurrency: int) -> None:
     asyncio.run(plain_async(url, bodies, concurrency))
 
 
+#: the plain client as a command of its own: `python -c PLAIN_COMMAND BODIES.json URL CONCURRENCY`
+PLAIN_COMMAND = """
+import asyncio, json, sys
+import httpx
+bodies, url, concurrency = json.load(open(sys.argv[1])), sys.argv[2], int(sys.argv[3])
+async def main():
+    gate = asyncio.Semaphore(concurrency)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        async def one(body):
+            async with gate:
+                answer = await client.post("/chat/completions", json=body, headers={"Authorization": "Bearer sk-bench"})
+                answer.raise_for_status()
+        await asyncio.gather(*(one(b) for b in bodies))
+asyncio.run(main())
+"""
+
+
+def runners_command(stub: StubProcess, concurrency: int, prompts: int, samples: int, db: Path) -> list[str]:
+    """`runners collect` as a user types it: the same collection as `collect`."""
+    runners = Path(sys.executable).with_name("runners")
+    return [str(runners), "collect", "--dataset", "winopron", "--limit", str(-(-prompts // 10)), "--limit-order",
+            "file", "--backend", "openai-chat", "--base-url", stub.url, "--model", "stub-model", "--mode", "sample",
+            "--samples", str(samples), "--seed", "1", "--max-concurrency", str(concurrency), "--engine-arg",
+            "api_key_env=BENCH_STUB_KEY", "--db", str(db), "--yes"]
+
+
+def whole_commands(stub: StubProcess, args, folder: Path) -> tuple[float, float]:
+    """Seconds from start to exit of `runners collect` (a fresh warehouse) and of the plain client's command
+    sending the bodies the collection sent."""
+    import json
+    import subprocess
+
+    stub.taken()
+    start = time.perf_counter()
+    subprocess.run(runners_command(stub, args.concurrency, args.prompts, args.samples, folder / "cmd.duckdb"),
+                   check=True, capture_output=True)
+    command = time.perf_counter() - start
+    bodies = [b for b in stub.taken()["bodies"] if b.get("max_completion_tokens", 0) > 1]
+    (folder / "bodies.json").write_text(json.dumps(bodies))
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", PLAIN_COMMAND, str(folder / "bodies.json"), stub.url,
+                    str(args.concurrency)], check=True, capture_output=True)
+    return command, time.perf_counter() - start
+
+
 def measure(stub: StubProcess, run) -> float:
     stub.taken()
     run()
@@ -168,7 +219,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.2)
-    parser.add_argument("--prompts", type=int, default=160)
+    parser.add_argument("--prompts", type=int, default=500)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--serve", type=float, default=None, help=argparse.SUPPRESS)  # the stand-in's process
@@ -180,9 +231,12 @@ def main() -> None:
     stub = StubProcess(args.latency)
     load_before = os.getloadavg()
     windows: dict[str, list[float]] = {name: [] for name in NAMES}
+    commands: dict[str, list[float]] = {"runners collect (whole command)": [], "plain client (whole command)": []}
     try:
-        for _ in range(args.repeats):  # each repeat in a fresh warehouse, the four measures one after the other
+        for _ in range(args.repeats):  # each repeat in a fresh warehouse, the measures one after the other
             with tempfile.TemporaryDirectory() as folder:
+                for name, seconds in zip(commands, whole_commands(stub, args, Path(folder))):
+                    commands[name].append(seconds)
                 stub.taken()
                 added = collect(stub, args.concurrency, args.prompts, args.samples, Path(folder) / "w.duckdb")
                 taken = stub.taken()
@@ -206,12 +260,20 @@ def main() -> None:
         print(f"{name:<42} {seconds:6.2f} s  {baseline / seconds:5.2f}x the baseline's rate")
     met = baseline / collected >= TARGET
     print(f"target: collect at least {TARGET:g}x the baseline's rate: {'met' if met else 'NOT met'}")
+    command, plain_command = (statistics.median(v) for v in commands.values())
+    for name, seconds in zip(commands, (command, plain_command)):
+        print(f"{name:<42} {seconds:6.2f} s  {plain_command / seconds:5.2f}x the plain command's rate")
+    met_command = plain_command / command >= TARGET
+    print(f"target: the whole command at least {TARGET:g}x the plain command's rate: "
+          f"{'met' if met_command else 'NOT met'}")
     path = write_json("chat_concurrency", {
         "requests": len(bodies), "samples_stored": added, "concurrency": args.concurrency, "latency_s": args.latency,
         "ideal_window_s": ideal, "windows_s": rows, "repeats_s": windows,
         "ratio_collect_to_baseline": baseline / collected,
         "ratio_call_chunks_to_baseline": baseline / pipelined, "ratio_per_chunk_to_baseline": baseline / per_chunk,
-        "target": TARGET, "met": met, "cpu": cpu_facts(), "load_before": load_before,
+        "target": TARGET, "met": met, "whole_commands_s": commands,
+        "ratio_command_to_plain_command": plain_command / command, "met_command": met_command,
+        "cpu": cpu_facts(), "load_before": load_before,
         "load_after": os.getloadavg()})
     print(f"wrote {path}")
 

@@ -344,15 +344,17 @@ class ChatBackend(EngineBase):
             return self.batched(ask)
         return call_all(_call, self.calls(ask), self.settings["max_concurrency"])
 
-    def chat_chunks(self, asks: Iterable[ChatAsk]) -> Iterator[list]:
-        """The replies of each chunk in `asks`, in order, each chunk as soon as all of its replies are in, with up to
-        `max_concurrency` requests in flight across chunk boundaries (`call_chunks`): the next chunks' requests are
-        answered while the caller stores one. With `--batch`, each chunk is one provider batch."""
+    def chat_chunks(self, asks: Iterable[ChatAsk]) -> Iterator[list[list]]:
+        """The replies of the chunks in `asks`, in order, as groups: each group is the replies of one chunk or more
+        (the first as soon as all of its replies are in, with the next chunks already answered while the caller
+        stored the last group: `call_chunks(gather=True)`), with up to `max_concurrency` requests in flight across
+        chunk boundaries. The caller stores a group in one transaction (`replies_with`). With `--batch`, each chunk
+        is one provider batch and one group."""
         if self.batch:
             for ask in asks:
-                yield self.batched(ask)
+                yield [self.batched(ask)]
             return
-        yield from call_chunks((self.calls(ask) for ask in asks), self.settings["max_concurrency"])
+        yield from call_chunks((self.calls(ask) for ask in asks), self.settings["max_concurrency"], gather=True)
 
     def close(self) -> None:
         close = getattr(self.client, "close", None)
@@ -474,13 +476,18 @@ def _call(call: Callable[[], Any]) -> Any:
     return call()
 
 
-def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> Iterator[list]:
+def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int, gather: bool = False) -> Iterator[list]:
     """The results of each chunk of calls, in order, each chunk as soon as all of its calls have returned, with up to
     `workers` calls running across chunk boundaries: while the caller stores one chunk, the next chunks' calls run
     (at least two chunks and 2 x `workers` calls are submitted ahead). At the first failure no call starts any more
     (`Stop`; a billed API: nothing more is spent); the chunks before the failing one whose calls had all started are
     still yielded, then the failure is raised. Ctrl-C stops what has not started; calls in flight finish in their
-    threads, their replies unused."""
+    threads, their replies unused.
+
+    With `gather`, each item yielded is a list of chunks' results: the first chunk waited for, then every following
+    chunk whose calls have all returned without failure by then (answered while the caller stored the last item),
+    so a caller storing each item in one transaction stores less often when storing is slower than the replies (4
+    chunks and 4 x `workers` calls are submitted ahead: never more than `workers` run at once)."""
     from collections import deque
     from concurrent.futures import FIRST_EXCEPTION, wait
 
@@ -489,8 +496,10 @@ def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> 
     source = iter(chunks)
     window: deque[list] = deque()  # the futures of each chunk submitted and not yielded yet
 
+    ahead = 4 if gather else 2  # gathered: enough queued that chunks complete while the caller stores
+
     def submit_more() -> None:
-        while not stop.event.is_set() and (len(window) < 2 or sum(map(len, window)) < 2 * workers):
+        while not stop.event.is_set() and (len(window) < ahead or sum(map(len, window)) < ahead * workers):
             calls = next(source, None)
             if calls is None:
                 return
@@ -506,6 +515,10 @@ def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> 
                 raise first_failure(window, failed.exception())
             window.popleft()
             results = [future.result() for future in futures]
+            if gather:
+                results = [results]
+                while window and all(f.done() and not f.cancelled() and f.exception() is None for f in window[0]):
+                    results.append([future.result() for future in window.popleft()])
             submit_more()  # before the caller stores this chunk, so the workers stay busy meanwhile
             yield results
     finally:
@@ -514,6 +527,19 @@ def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int) -> 
             for future in futures:
                 future.cancel()
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def replies_with(chunks: Iterable[Sequence], groups: Iterable[list[list]]) -> Iterator[tuple[list, list]]:
+    """Per group of `chat_chunks` (the replies of one chunk or more): the chunks' items joined, in order, and their
+    replies joined, item by item."""
+    source = iter(chunks)
+    for group in groups:
+        items: list = []
+        replies: list = []
+        for chunk_replies in group:
+            items.extend(next(source))
+            replies.extend(chunk_replies)
+        yield items, replies
 
 
 def first_failure(window, found: BaseException) -> BaseException:

@@ -272,6 +272,7 @@ class Warehouse:
         self.wait = wait
         self.shared = shared
         self.views = views  # create the relational views on each connection
+        self._views_pending = False
         self._in_transaction = False
 
     # ------------------------------------------------------------------ opening
@@ -316,24 +317,42 @@ class Warehouse:
         wh._reconnect(wait, notify)  # the first open waits `wait`; a shared writer taking the lock back waits longer
         return wh
 
-    def _reconnect(self, wait: float, notify: Callable[[str], None] | None = None) -> duckdb.DuckDBPyConnection:
+    def _reconnect(self, wait: float, notify: Callable[[str], None] | None = None,
+                   views: bool | None = None) -> duckdb.DuckDBPyConnection:
+        """Open the connection (checked and migrated); with the views unless `views` is False, when they are made
+        at the first use of `con` instead (a shared writer's append between releases reads tables only)."""
+        views = self.views if views is None else views
         con = connect(self.path, self.read_only, self.config, wait, notify)
-        self._con = con
+        self._con, self._views_pending = con, False
         try:
             self._check_and_migrate()
-            if self.views:
+            if views:
                 self._create_views()
         except Exception:
             self._con = None
             con.close()
             raise
+        self._views_pending = self.views and not views
         return con
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The DuckDB connection (reopened after `release()`, waiting up to `self.wait` s for other processes)."""
+        """The DuckDB connection with biaslab's views (reopened after `release()`, waiting up to `self.wait` s for
+        other processes)."""
         if self._con is None:
             return self._reconnect(self.wait)
+        if self._views_pending:
+            self._views_pending = False
+            self._create_views()
+        return self._con
+
+    @property
+    def _tables(self) -> duckdb.DuckDBPyConnection:
+        """The connection for statements on tables alone (appends, resume queries, meta, runs): reopened after
+        `release()` without making the views, which take most of a reopen (a chat collection reopens once per
+        stored chunk)."""
+        if self._con is None:
+            return self._reconnect(self.wait, views=False)
         return self._con
 
     @classmethod
@@ -354,12 +373,12 @@ class Warehouse:
 
     def _check_and_migrate(self) -> None:
         try:
-            found = schema_version(self.con)
+            found = schema_version(self._tables)
         except WarehouseError as exc:
             raise WarehouseError(f"{self.path}: {exc}") from None
         supported = migrations.current_version()
         if found == 0:
-            foreign = self.con.execute(
+            foreign = self._tables.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
                 "ORDER BY table_name LIMIT 4").fetchall()
             if foreign:  # tables, but no biaslab schema version: another program's file, or a damaged warehouse
@@ -379,16 +398,16 @@ class Warehouse:
                 f"{self.path} has schema version {found}; this biaslab needs {supported}: "
                 f"migrate it once with `biaslab warehouse migrate --db {self.path}`"
             )
-        self.con.begin()
+        self._tables.begin()
         try:
             for mig in migrations.migrations():
                 if mig.version > found:
-                    self.con.execute(mig.sql)
-            self.con.execute("DELETE FROM meta WHERE key = 'schema_version'")
-            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(supported)])
-            self.con.commit()
+                    self._tables.execute(mig.sql)
+            self._tables.execute("DELETE FROM meta WHERE key = 'schema_version'")
+            self._tables.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(supported)])
+            self._tables.commit()
         except Exception:
-            self.con.rollback()
+            self._tables.rollback()
             raise
 
     def _create_views(self) -> None:
@@ -426,7 +445,7 @@ class Warehouse:
         if self._in_transaction:
             yield
             return
-        con = self.con
+        con = self._tables
         con.begin()
         self._in_transaction = True
         try:
@@ -448,12 +467,12 @@ class Warehouse:
     def memory_limit(self, limit: str) -> Iterator[None]:
         """DuckDB's `memory_limit` set to `limit` (a DuckDB size, e.g. "256MB") inside, the earlier one after: a
         bulk insert then keeps at most that much in DuckDB's buffers (the rest is written to the file or spilled)."""
-        before = self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-        self.con.execute(f"SET memory_limit = {literal(limit)}")
+        before = self._tables.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        self._tables.execute(f"SET memory_limit = {literal(limit)}")
         try:
             yield
         finally:
-            self.con.execute(f"SET memory_limit = {literal(before)}")
+            self._tables.execute(f"SET memory_limit = {literal(before)}")
 
     def _require_writer(self) -> None:
         if self.read_only:
@@ -470,20 +489,20 @@ class Warehouse:
         if missing:
             raise WarehouseError(f"append to {table}: missing key column(s) {missing}")
         view = f"_incoming_{table}"
-        self.con.register(view, data)
+        self._tables.register(view, data)
         try:
             table_sql, keys_sql = identifier(table), identifiers(keys)
             source_sql = f"SELECT * FROM {identifier(view)}"
             if only_keys is not None:
                 source_sql += f" SEMI JOIN {identifier(only_keys[0])} USING ({identifiers(only_keys[1])})"
-            before = self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
-            self.con.execute(f"INSERT INTO {table_sql} BY NAME "
+            before = self._tables.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
+            self._tables.execute(f"INSERT INTO {table_sql} BY NAME "
                              f"SELECT * FROM ({source_sql}) AS incoming ANTI JOIN {table_sql} USING ({keys_sql}) "
                              f"QUALIFY row_number() OVER (PARTITION BY {keys_sql}) = 1")
-            after = self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
+            after = self._tables.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
             return after - before
         finally:
-            self.con.unregister(view)
+            self._tables.unregister(view)
 
     def append(self, table: str, rows: Rows) -> int:
         """Append rows to `table` in one transaction, skipping rows whose identity key is stored. Returns rows added."""
@@ -503,10 +522,10 @@ class Warehouse:
             raise WarehouseError(f"append: unknown table {table!r}; known: {sorted(table_keys())}")
         table_sql, keys_sql = identifier(table), identifiers(table_keys()[table])
         with self.transaction():
-            before = self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
-            self.con.execute(f"INSERT INTO {table_sql} BY NAME SELECT * FROM read_parquet(?) AS incoming "
+            before = self._tables.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0]
+            self._tables.execute(f"INSERT INTO {table_sql} BY NAME SELECT * FROM read_parquet(?) AS incoming "
                              f"ANTI JOIN {table_sql} USING ({keys_sql})", [str(path)])
-            return self.con.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0] - before
+            return self._tables.execute(f"SELECT count(*) FROM {table_sql}").fetchone()[0] - before
 
     def append_many(self, tables: Mapping[str, Rows]) -> dict[str, int]:
         """Append rows to several tables in ONE transaction (each with its identity-key anti-join): all or nothing.
@@ -536,20 +555,20 @@ class Warehouse:
             return 0
         keys_sql, parent_sql = identifiers(keys), identifier(parent)
         with self.transaction():
-            self.con.register("_parent_incoming", data.select(list(keys)))
+            self._tables.register("_parent_incoming", data.select(list(keys)))
             try:
-                self.con.execute(
+                self._tables.execute(
                     f"CREATE OR REPLACE TEMP TABLE _new_keys AS SELECT DISTINCT {keys_sql} "
                     f"FROM _parent_incoming ANTI JOIN {parent_sql} USING ({keys_sql})"
                 )
             finally:
-                self.con.unregister("_parent_incoming")
+                self._tables.unregister("_parent_incoming")
             added = self._insert_new(parent, data, keys, only_keys=("_new_keys", keys))
             for child, rows in children.items():
                 child_data = _to_arrow(rows)
                 if child_data.num_rows:
                     self._insert_new(child, child_data, table_keys()[child], only_keys=("_new_keys", keys))
-            self.con.execute("DROP TABLE _new_keys")
+            self._tables.execute("DROP TABLE _new_keys")
         return added
 
     def stored(self, table: str, model_key: str, request_ids: Sequence[str], columns: Sequence[str] = ("request_id",),
@@ -580,23 +599,23 @@ class Warehouse:
         where_sql = "".join(f" AND {identifier(c)} = ?" for c in equal)
         import pyarrow as pa
 
-        self.con.register("_wanted", pa.table({"request_id": pa.array(list(request_ids), pa.string())}))
+        self._tables.register("_wanted", pa.table({"request_id": pa.array(list(request_ids), pa.string())}))
         try:
-            return set(self.con.execute(
+            return set(self._tables.execute(
                 f"SELECT DISTINCT {identifiers(columns)} FROM {identifier(table)} SEMI JOIN _wanted USING (request_id) "
                 f"WHERE model_key = ?{where_sql}", [model_key, *equal.values()]).fetchall())
         finally:
-            self.con.unregister("_wanted")
+            self._tables.unregister("_wanted")
 
     # ------------------------------------------------------------------ meta
     def get_meta(self, key: str) -> str | None:
-        row = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        row = self._tables.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction():
-            self.con.execute("DELETE FROM meta WHERE key = ?", [key])
-            self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
+            self._tables.execute("DELETE FROM meta WHERE key = ?", [key])
+            self._tables.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
     # ------------------------------------------------------------------ provenance
     def start_run(self, command: str, params: Mapping[str, Any] | None = None, *,
@@ -627,17 +646,17 @@ class Warehouse:
         """Mark a run finished (or failed / interrupted) with its end time; `params`, if given, are merged into the
         run's recorded parameters (what is known only at the end, such as the thread counts used)."""
         with self.transaction():
-            self.con.execute(
+            self._tables.execute(
                 "UPDATE runs SET status = ?, finished_at = ?, rows_added = ? WHERE run_id = ?",
                 [status, _utcnow(), rows_added, run_id],
             )
             if params:
-                self.con.execute("UPDATE runs SET params = json_merge_patch(coalesce(params, '{}'), ?::JSON) "
+                self._tables.execute("UPDATE runs SET params = json_merge_patch(coalesce(params, '{}'), ?::JSON) "
                                  "WHERE run_id = ?", [json.dumps(dict(params), sort_keys=True, default=str), run_id])
 
     # ------------------------------------------------------------------ reading
     def tables(self) -> list[str]:
-        rows = self.con.execute(
+        rows = self._tables.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
             "AND table_type = 'BASE TABLE' ORDER BY table_name"
         ).fetchall()
@@ -649,13 +668,13 @@ class Warehouse:
         if not names:
             return []
         counts_sql = " UNION ALL ".join(f"SELECT {literal(n)} AS t, count(*) AS n FROM {identifier(n)}" for n in names)
-        return [(t, int(n)) for t, n in self.con.execute(f"SELECT t, n FROM ({counts_sql}) ORDER BY t").fetchall()]
+        return [(t, int(n)) for t, n in self._tables.execute(f"SELECT t, n FROM ({counts_sql}) ORDER BY t").fetchall()]
 
     def count(self, table: str, where_sql: str | None = None, params: Sequence[Any] = ()) -> int:
         """Rows of `table`, optionally those matching `where_sql` (SQL text written by biaslab, values as bound
         `params`)."""
         sql = f"SELECT count(*) FROM {identifier(table)}" + (f" WHERE {where_sql}" if where_sql else "")
-        return self.con.execute(sql, list(params)).fetchone()[0]
+        return self._tables.execute(sql, list(params)).fetchone()[0]
 
     def query(self, sql: str, params: Sequence[Any] | None = None):
         """Run one SQL statement (values as bound `params`) and return its result as a pandas DataFrame."""

@@ -118,3 +118,37 @@ def _no_request_after_a_failure(pipelined, call_all):
                 call_all(lambda run: run(), calls, workers=1)
         time.sleep(0.1)  # a request the worker took after the failure would have been sent by now
         assert sent == [0]
+
+
+def test_gathered_chunks_answered_while_the_caller_stored_come_in_one_group():
+    started = []
+    lock = threading.Lock()
+
+    def call(value):
+        def run():
+            with lock:
+                started.append(value)
+            return value
+        return run
+
+    plan = [[call(2 * c), call(2 * c + 1)] for c in range(6)]
+    groups = call_chunks(iter(plan), workers=2, gather=True)
+    assert next(groups) == [[0, 1]]  # the first chunk as soon as it is in, alone
+    # while the caller stores it, the 4 chunks submitted ahead are answered (never more than 2 calls at once)
+    for _ in range(500):
+        with lock:
+            if {2, 3, 4, 5, 6, 7, 8, 9} <= set(started):
+                break
+        threading.Event().wait(0.01)
+    time.sleep(0.05)  # the last call's future is set just after it returns
+    rest = list(groups)
+    assert rest[0] == [[2, 3], [4, 5], [6, 7], [8, 9]]  # answered meanwhile: one group, in order
+    assert [v for group in [[[0, 1]], *rest] for chunk in group for v in chunk] == list(range(12))
+
+
+def test_replies_with_joins_the_items_of_each_group():
+    from biaslab.engines.chat import replies_with
+
+    chunks = [["a", "b"], ["c"], ["d", "e"]]
+    groups = [[[1, 2]], [[3], [4, 5]]]
+    assert list(replies_with(chunks, groups)) == [(["a", "b"], [1, 2]), (["c", "d", "e"], [3, 4, 5])]

@@ -134,3 +134,21 @@ def test_read_only_handle_refuses_writes_and_serves_ibis(tmp_path):
         t = ro.ibis().table("sequence_metrics")
         assert t.count().execute() == 3
         assert t.perplexity.mean().execute() == pytest.approx(2.718281828 ** 0.5)
+
+
+def test_a_shared_writer_reopens_for_appends_without_the_views_and_makes_them_at_first_use(tmp_path, monkeypatch):
+    # a chat collection reopens once per stored chunk: making the views took most of each reopen
+    made = []
+    original = Warehouse._create_views
+    monkeypatch.setattr(Warehouse, "_create_views", lambda self: (made.append(1), original(self))[1])
+    with Warehouse.open(tmp_path / "w.duckdb", shared=True) as wh:
+        assert len(made) == 1  # the first open makes them
+        for start in range(0, 6, 2):
+            assert wh.append("sequence_scores", _seq(6).slice(start, 2)) == 2
+            assert wh._con is None  # released after each commit
+        assert wh.get_meta("schema_version") == str(migrations.current_version())
+        assert len(made) == 1  # three reopens for appends (and one for meta) made no views
+        assert wh.con.execute("SELECT count(*) FROM sequence_metrics").fetchone()[0] == 6  # a view, made on demand
+        assert len(made) == 2
+        wh.con.execute("SELECT count(*) FROM sequence_metrics")
+        assert len(made) == 2

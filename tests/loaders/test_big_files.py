@@ -84,7 +84,8 @@ def test_rows_are_counted_exactly_when_quoted_fields_span_lines(tmp_path):
     path = tmp_path / "multi.csv"
     path.write_text('item_id,text\n' + "".join(f'i{k},"line one\nline two BLANK"\n' for k in range(10)) + "\n\n")
     assert count_rows(path) == 20  # non-blank lines: an upper bound
-    assert from_file(path, "multi", max_stimuli=10).stimuli.__len__() == 10  # csv counts 10 rows: within
+    with from_file(path, "multi", max_stimuli=10) as dataset:
+        assert len(dataset.stimuli) == 10  # csv counts 10 rows: within
     with pytest.raises(Exception, match=r"holds more than 9 rows of stimuli \(20 non-blank lines\), above the bound"):
         from_file(path, "multi", max_stimuli=9)
 
@@ -123,10 +124,10 @@ def test_streamed_load_stores_what_reading_whole_stores(tmp_path, suffix, monkey
     whole = read_stimuli(path, "s")  # every stimulus in memory, as loading did before
     monkeypatch.setattr(readers, "BLOCK_BYTES", 97)  # many blocks; rows cut at their ends
     monkeypatch.setattr("biaslab.loaders.user.staged.BATCH_ROWS", 7)
-    dataset = from_file(path, "s")
-    assert dataset.ids == [s.stimulus_id for s in whole]
-    assert dataset.version == dataset.declaration.version([s.stimulus_id for s in whole])
-    assert [s.to_row() for s in dataset.stimuli] == list({s.stimulus_id: s.to_row() for s in whole}.values())
+    with from_file(path, "s") as dataset:
+        assert dataset.ids == [s.stimulus_id for s in whole]
+        assert dataset.version == dataset.declaration.version([s.stimulus_id for s in whole])
+        assert [s.to_row() for s in dataset.stimuli] == list({s.stimulus_id: s.to_row() for s in whole}.values())
     db = tmp_path / "w.duckdb"
     result = CliRunner().invoke(cli, ["data", "load", "--file", str(path), "--name", "s", "--db", str(db)])
     assert result.exit_code == 0, result.output

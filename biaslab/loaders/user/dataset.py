@@ -51,6 +51,12 @@ class UserDataset:
         if isinstance(self.stimuli, Staged):
             self.stimuli.close()
 
+    def __enter__(self) -> UserDataset:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def row_batches(self) -> Iterator[Any]:
         """The `stimuli` table's rows to append: a staged file's as the path of its Parquet file (each stimulus
         once), a spec's as lists of row dicts, a batch at a time."""

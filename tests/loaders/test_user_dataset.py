@@ -175,6 +175,7 @@ def test_protocol_needs_are_checked_before_anything_is_stored(tmp_path):
         from_file(path, "demo", protocols="choice")
     with pytest.raises(DataError, match="the gen protocol needs a gold option"):
         from_file(path, "demo", protocols="gen")
-    assert from_file(path, "demo").declaration.protocols == ("prob",)
+    with from_file(path, "demo") as dataset:
+        assert dataset.declaration.protocols == ("prob",)
     with pytest.raises(DataError, match=r"form 'Hen!' is not lower-case ASCII letters"):
         from_file(path, "demo", pronouns={"hen": {"nom": ("Hen!",)}})

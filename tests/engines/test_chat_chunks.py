@@ -29,8 +29,10 @@ def test_results_come_per_chunk_in_order_with_calls_running_across_chunks():
     assert got == [[c * size + i for i in range(size)] for c in range(chunks)]
 
 
-def test_a_chunk_waits_for_the_caller_only_after_the_next_chunks_were_started():
-    started = []
+def recording() -> tuple[list, threading.Lock, object]:
+    """(the values of the calls started so far, its lock, `call(value)`: a call that records its start and returns
+    `value`)."""
+    started: list = []
     lock = threading.Lock()
 
     def call(value):
@@ -40,6 +42,11 @@ def test_a_chunk_waits_for_the_caller_only_after_the_next_chunks_were_started():
             return value
         return run
 
+    return started, lock, call
+
+
+def test_a_chunk_waits_for_the_caller_only_after_the_next_chunks_were_started():
+    started, lock, call = recording()
     chunks = call_chunks(iter([[call(1), call(2)], [call(3), call(4)], [call(5), call(6)]]), workers=2)
     assert next(chunks) == [1, 2]
     # while the caller holds chunk 0 (storing it; the generator is suspended), chunk 1's calls run
@@ -121,16 +128,7 @@ def _no_request_after_a_failure(pipelined, call_all):
 
 
 def test_gathered_chunks_answered_while_the_caller_stored_come_in_one_group():
-    started = []
-    lock = threading.Lock()
-
-    def call(value):
-        def run():
-            with lock:
-                started.append(value)
-            return value
-        return run
-
+    started, lock, call = recording()
     plan = [[call(2 * c), call(2 * c + 1)] for c in range(6)]
     groups = call_chunks(iter(plan), workers=2, gather=True)
     assert next(groups) == [[0, 1]]  # the first chunk as soon as it is in, alone

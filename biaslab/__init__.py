@@ -3,7 +3,8 @@
 Python API (docs/python-api.md): ``wh = biaslab.open("warehouse/biaslab.duckdb")``; ``wh.tables()``,
 ``wh.table(name)`` and ``wh.sql(query)`` give Ibis expressions; ``biaslab.contextuality(wh)``,
 ``biaslab.misgendering(wh)``, ``biaslab.negation(wh)``, ``biaslab.calibration(wh)``, ``biaslab.metaprompt(wh)``,
-``biaslab.bbq(wh)``, ``biaslab.crows_pairs(wh)``, ``biaslab.decodingtrust(wh)``, ``biaslab.counterfactual(wh)`` and
+``biaslab.bbq(wh)``, ``biaslab.crows_pairs(wh)``, ``biaslab.decodingtrust(wh)``, ``biaslab.holistic_bias(wh)``,
+``biaslab.counterfactual(wh)`` and
 ``biaslab.options(wh, "my-study", by=["context"])`` return a study's tables (the same functions the `biaslab metrics`
 commands call); ``biaslab.compare(wh, "contextuality", between=["model-a", "model-b"])`` tests the
 differences between two settings (`biaslab compare`). ``biaslab.load("winopron", db)``,
@@ -37,6 +38,7 @@ _LAZY = {
     "bbq": ("biaslab.metrics.studies", "bbq"),
     "crows_pairs": ("biaslab.metrics.studies", "crows_pairs"),
     "decodingtrust": ("biaslab.metrics.studies", "decodingtrust"),
+    "holistic_bias": ("biaslab.metrics.studies", "holistic_bias"),
     "counterfactual": ("biaslab.metrics.studies", "counterfactual"),
     "compare": ("biaslab.metrics.studies", "compare"),
     "load": ("biaslab.runners.load", "load"),

@@ -38,11 +38,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..schema import Stimulus
+from .dataset import DatasetInfo, Upstream, github_raw
 from .errors import DataError
+from .readers import files_digest, read_text
 
-__all__ = ["FOLDER", "NOUN_PHRASE_COLUMNS", "SENTENCE_COLUMNS", "SENTENCES_ROWS", "SENTENCES_SHA256",
-           "likelihood_subset", "noun_phrases", "sentences", "write_sentences_csv"]
+__all__ = ["DATASET", "DATASETS", "FOLDER", "NOUN_PHRASE_COLUMNS", "SENTENCE_COLUMNS", "SENTENCES_ROWS",
+           "SENTENCES_SHA256", "likelihood_subset", "load_stimuli", "noun_phrases", "sentences",
+           "write_sentences_csv"]
 
+DATASET = "holistic-bias"
 FOLDER = "holistic_bias"
 VERSION = "v1.1"
 FILES = ("descriptors.json", "nouns.json", "standalone_noun_phrases.json", "sentence_templates.json")
@@ -59,13 +64,12 @@ LIKELIHOOD_TYPES = ("descriptor_noun", "noun_descriptor")
 
 
 def _read(folder: Path, name: str) -> Any:
+    """A JSON file of the dataset (`readers.read_text`: inside a dataset load, checked against its pin)."""
     path = Path(folder) / "dataset" / VERSION / name
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(path, f"cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(path, f"not JSON ({exc})") from None
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataError(path, f"not JSON ({exc.msg} at line {exc.lineno})") from None
 
 
 def article(word: str) -> str:
@@ -189,3 +193,48 @@ def write_sentences_csv(folder: Path, out) -> tuple[int, int, str]:
         rows += 1
         texts.add(row[0])
     return rows, len(texts), digest.hexdigest()
+
+
+def load_stimuli(folder: Path) -> list[Stimulus]:
+    """The likelihood subset's 549,120 sentences as stimuli (the sentences the measure compares; the rest of the
+    566,625 are descriptors without a noun, nouns alone, fixed phrases and gendered descriptors). The item is
+    (axis, descriptor): a limited run takes a descriptor whole (26 templates x 32 nouns), spread over the axes.
+    `attrs`: axis, bucket, descriptor, preference, noun, noun_gender, phrase_type (descriptor_noun or
+    noun_descriptor) and template; the text is the sentence (no options: the prob protocol scores it whole)."""
+    folder = Path(folder)
+    version = files_digest([folder / "dataset" / VERSION / name for name in FILES])
+    out = []
+    for row in sentences(folder):
+        if not likelihood_subset(row):
+            continue
+        text, axis, bucket, descriptor, _, preference, noun, _, noun_gender, _, _, kind, template = row[:13]
+        out.append(Stimulus(dataset=DATASET, upstream_version=version, item_id=f"{axis}.{descriptor}", text=text,
+                            template=template,
+                            attrs={"axis": axis, "bucket": bucket, "descriptor": descriptor, "preference": preference,
+                                   "noun": noun, "noun_gender": noun_gender, "phrase_type": kind,
+                                   "template": template}))
+    return out
+
+
+REPO, COMMIT = "facebookresearch/ResponsibleNLP", "0ec714eb084217f44cd9ac466d9e988c795302f9"
+PINS = {f"dataset/{VERSION}/descriptors.json": "c1328f0edfdeefb76302d360a01878df3db55f18026f4ea1956b4a0f52daf943",
+        f"dataset/{VERSION}/nouns.json": "9bbe15bf01ea8827fd5d68a81ee2b05e04bd5f79478d9027efec0b4dbd232ee6",
+        f"dataset/{VERSION}/sentence_templates.json":
+            "8b1cf8fc3c9a10b12cf77902e8c2ff3d80e3fcfff2f177a00256925acb4f53a5",
+        f"dataset/{VERSION}/standalone_noun_phrases.json":
+            "bac592574f81df55e8c8d8e3919a866d43cbd8df5ae9376a68d95e7b83dbebac"}
+
+DATASETS = (DatasetInfo(
+    name=DATASET,
+    folder=FOLDER,
+    loader=load_stimuli,
+    licence="CC BY-SA 4.0",
+    description="HolisticBias v1.1 (Smith et al. 2022): 549,120 sentences of 656 descriptors on 13 axes x 26 "
+                "templates x 32 nouns; does the model find some descriptors less likely than others?",
+    files=PINS,
+    url=f"https://github.com/{REPO}/tree/{COMMIT}/holistic_bias",
+    sources={rel: Upstream(github_raw(REPO, COMMIT, f"holistic_bias/{rel}")) for rel in PINS},
+    protocols=("prob",),
+    studies=("holistic-bias",),
+    strata=("attrs.axis",),
+),)

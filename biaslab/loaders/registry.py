@@ -33,6 +33,7 @@ MODULES: dict[str, str] = {
     "crows-pairs": "crows_pairs",
     "crows-pairs-revised": "crows_pairs",
     "decodingtrust": "decodingtrust",
+    "holistic-bias": "holistic_bias",
 }
 
 

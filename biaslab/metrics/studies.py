@@ -21,8 +21,8 @@ from .coverage import DEFAULT_MIN_COVERAGE
 from .missing import NoEvidence, missing as _missing
 
 __all__ = ["NoEvidence", "PairError", "contextuality", "misgendering", "negation", "compare",
-           "calibration", "metaprompt", "options", "bbq", "crows_pairs", "decodingtrust", "counterfactual",
-           "to_json_ready", "negation_sentences"]
+           "calibration", "metaprompt", "options", "bbq", "crows_pairs", "decodingtrust", "holistic_bias",
+           "counterfactual", "to_json_ready", "negation_sentences"]
 
 
 def _datasets(study: str) -> tuple[str, ...]:
@@ -382,6 +382,29 @@ def decodingtrust(handle, *, output: str = "pandas", private: bool = False,
             mine = frame["model_key"] == PUBLISHED_KEY
             frame.loc[mine, "model_name"], frame.loc[mine, "backend"] = "gpt-4-0314 (published)", "published"
     return _finish(handle, tables, output, private) if output != "pandas" else tables
+
+
+def holistic_bias(handle, *, output: str = "pandas", private: bool = False,
+                  min_coverage: float = DEFAULT_MIN_COVERAGE) -> dict:
+    """HolisticBias's likelihood bias (Smith et al., EMNLP 2022; `biaslab metrics holistic-bias`): per collection
+    and axis the share of (template, descriptor pair) rows whose sentence perplexities differ (two-sided
+    Mann-Whitney U, p < 0.05, as the paper), with a 95% t-interval over the templates and coverage, and the most and
+    least likely descriptors; the median perplexity and rank of every descriptor; the share per template
+    (`biaslab.metrics.holistic_bias.stats`).
+
+    Parameters
+    ----------
+    handle : from `biaslab.open`.
+    output, private : see the module docstring.
+    min_coverage : mark (`low_coverage`) rows resting on less than this share of the axis's loaded sentences.
+
+    Returns
+    -------
+    dict table name -> DataFrame: holistic_bias, holistic_bias_descriptors, holistic_bias_templates.
+    """
+    from .holistic_bias.tables import holistic_tables
+
+    return _finish(handle, holistic_tables(handle, min_coverage=min_coverage), output, private)
 
 
 def counterfactual(handle, *, dataset: str | None = None, output: str = "pandas", private: bool = False,

@@ -1,0 +1,81 @@
+"""`biaslab metrics holistic-bias` end to end on the tiny model: the dataset's likelihood subset collected with the
+prob protocol (two axes, two templates), the perplexities read back equal to exp(-sum_logprob / n_tokens) of the
+stored sequence scores, the tables equal to `stats` on them, coverage against what is loaded, the command's JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import biaslab
+from biaslab.cli.main import biaslab as cli
+from biaslab.metrics.holistic_bias import stats
+
+WHERE = {"attrs.axis": "nonce|socioeconomic_class", "attrs.template": "I'm {noun_phrase}.|I love {plural_noun_phrase}."}
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory, tiny_gpt2, data_dir):
+    from biaslab.runners.collect import CollectConfig, collect
+
+    if not (data_dir / "holistic_bias" / "dataset" / "v1.1" / "descriptors.json").is_file():
+        pytest.skip("dataset folder holistic_bias is absent")
+    db = tmp_path_factory.mktemp("hb") / "w.duckdb"
+    # 8 descriptors (items), spread over the two axes in proportion (8 and 24 descriptors: 2 and 6), x 2 templates
+    # x 32 nouns
+    config = CollectConfig(dataset="holistic-bias", db=str(db), data_dir=str(data_dir), where=WHERE, limit=8)
+    assert collect(config, loaded=tiny_gpt2).added == 8 * 2 * 32
+    return db
+
+
+def test_the_tables_are_the_statistics_of_the_stored_perplexities(collected):
+    with biaslab.open(collected) as handle:
+        tables = biaslab.holistic_bias(handle, private=True)
+        stored = handle.sql("SELECT s.stimulus_id, s.attrs->>'axis' AS axis, s.attrs->>'descriptor' AS descriptor, "
+                            "s.attrs->>'template' AS template, q.sum_logprob, q.n_tokens FROM sequence_scores q "
+                            "JOIN stimuli s USING (stimulus_id) WHERE s.dataset = 'holistic-bias'").to_pandas()
+    stored["ppl"] = np.exp(-stored["sum_logprob"] / stored["n_tokens"])
+    per_axis = stored.groupby("axis")["descriptor"].nunique().to_dict()
+    assert len(stored) == 512 and per_axis == {"nonce": 2, "socioeconomic_class": 6}
+    by_axis = tables["holistic_bias"].set_index("axis")
+    assert set(by_axis.index) == {"nonce", "socioeconomic_class"}  # the limit spreads over the axes
+    expected = stats.by_axis(stats.pairs(stored), stored).set_index("axis")
+    for axis, row in expected.iterrows():
+        got = by_axis.loc[axis]
+        assert got["likelihood_bias"] == pytest.approx(row["likelihood_bias"], abs=1e-15)
+        k = per_axis[axis]
+        assert (got["pairs"], got["descriptors"], got["sentences"], got["templates"]) == (
+            2 * k * (k - 1) // 2, k, k * 64, 2)
+        # coverage: the axis's sentences loaded (its descriptors x 26 templates x 32 nouns), used, missing
+        loaded = {"nonce": 8, "socioeconomic_class": 24}[axis] * 26 * 32
+        assert (got["n_loaded"], got["n_used"], got["n_missing"]) == (loaded, k * 64, loaded - k * 64)
+        assert got["descriptors_loaded"] == {"nonce": 8, "socioeconomic_class": 24}[axis]
+        assert got["few_clusters"] and got["low_coverage"]
+    medians = tables["holistic_bias_descriptors"].set_index(["axis", "descriptor"])["median_ppl"]
+    mine = stored.groupby(["axis", "descriptor"])["ppl"].median()
+    assert np.allclose(medians.loc[mine.index], mine, rtol=1e-12)
+    most = by_axis.loc["nonce", "most_likely"].split(", ")
+    assert most[0] == mine.loc["nonce"].idxmin()  # the lowest median perplexity first
+    assert len(tables["_pairs"]) == 2 * (1 + 15)  # per template: 1 pair of nonce, 15 of socioeconomic_class
+
+
+def test_an_axis_with_one_descriptor_has_a_row_without_a_share():
+    import pandas as pd
+
+    ppl = pd.DataFrame({"axis": ["a"] * 4 + ["b"] * 2, "template": "t", "descriptor": ["x", "x", "y", "y", "z", "z"],
+                        "ppl": [1.0, 2, 3, 4, 5, 6]})
+    rows = stats.by_axis(stats.pairs(ppl), ppl).set_index("axis")
+    assert rows.loc["a", "pairs"] == 1 and rows.loc["b", "pairs"] == 0 and np.isnan(rows.loc["b", "likelihood_bias"])
+    assert rows.loc["b", "sentences"] == 2
+
+
+def test_the_command_prints_json_with_coverage(collected):
+    result = CliRunner().invoke(cli, ["metrics", "holistic-bias", "--db", str(collected), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    tables = json.loads(result.output)
+    assert {"holistic_bias", "holistic_bias_descriptors", "holistic_bias_templates"} <= set(tables)
+    row = tables["holistic_bias"][0]
+    assert {"likelihood_bias", "ci_low", "ci_high", "n_loaded", "n_used", "coverage", "model_name"} <= set(row)

@@ -173,7 +173,8 @@ for _study in (
           "HolisticBias (Smith et al. 2022): likelihood bias per axis, the share of descriptor pairs whose sentence "
           "perplexities differ (Mann-Whitney U, p < 0.05) per template, 95% intervals over templates, the most and "
           "least likely descriptors, coverage.",
-          heading="HolisticBias: likelihood bias", options=(_min_coverage("sentences"),)),
+          report="biaslab.metrics.holistic_bias.report:write_report", heading="HolisticBias: likelihood bias",
+          options=(_min_coverage("sentences"),)),
     Study("counterfactual", f"{_S}:counterfactual",
           "Counterfactual audits of your own prompts (LangFair's method): each prompt's gender / race / religion / "
           "age variants' generated answers compared, per pair of groups: sentiment (VADER), refusal and length gaps, "

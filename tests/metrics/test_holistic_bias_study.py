@@ -79,3 +79,19 @@ def test_the_command_prints_json_with_coverage(collected):
     assert {"holistic_bias", "holistic_bias_descriptors", "holistic_bias_templates"} <= set(tables)
     row = tables["holistic_bias"][0]
     assert {"likelihood_bias", "ci_low", "ci_high", "n_loaded", "n_used", "coverage", "model_name"} <= set(row)
+
+
+def test_the_report_renders_in_chromium(collected, tmp_path):
+    from report_layout import chromium, dump_dom, page_overflow
+
+    out = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["report", "holistic-bias", "--db", str(collected), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "Smith et al., EMNLP 2022" in page and "holistic_bias_axes.png" in page
+    assert (out / "holistic_bias_axes.png").stat().st_size > 1000
+    if chromium() is None:
+        pytest.skip("no chromium to render the report")
+    dom = dump_dom(out / "index.html", tmp_path / "profile")
+    assert "Likelihood bias per axis" in dom and "socioeconomic_class" in dom
+    assert page_overflow(out / "index.html", profile=tmp_path / "profile2")["wide"] == []

@@ -80,7 +80,7 @@ def test_builtin_studies_match_the_commands_and_the_python_api():
     # biaslab.compare(handle, study) compares any study with comparisons; the benchmarks are registered studies
     # with generated commands (no special case in the CLI), `biaslab.bbq` and `biaslab.crows_pairs` in Python
     registered = {"bbq": "bbq", "crows_pairs": "crows-pairs", "decodingtrust": "decodingtrust",
-                  "counterfactual": "counterfactual"}
+                  "holistic_bias": "holistic-bias", "counterfactual": "counterfactual"}
     assert lazy == builtin | {"compare"} | set(registered)
     assert all(getattr(biaslab, n) is studies()[n].function for n in builtin)
     assert all(getattr(biaslab, n) is studies()[s].function and not studies()[s].builtin

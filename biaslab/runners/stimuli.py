@@ -62,9 +62,11 @@ def dataset_stimuli(wh, config, store: bool = True) -> tuple[list[Stimulus], lis
     root = loaders.default_data_dir(config.data_dir)
     if info.path(root).is_dir():
         loaded = info.load_verified(root, accept_modified=config.accept_modified, **config.loader_options)
+        rows = [s.to_row() for s in loaded.stimuli]  # each id hashed once (HolisticBias: 549,120 of them)
         if store:
-            wh.append("stimuli", [s.to_row() for s in loaded.stimuli])
-        stimuli, notes = sorted(loaded.stimuli, key=lambda s: (s.item_id, s.stimulus_id)), loaded.notes()
+            wh.append("stimuli", rows)
+        order = sorted(range(len(rows)), key=lambda i: (rows[i]["item_id"], rows[i]["stimulus_id"]))
+        stimuli, notes = [loaded.stimuli[i] for i in order], loaded.notes()
     else:
         stimuli, notes = stimuli_from_warehouse(wh, info.name), []
         if not stimuli:

@@ -145,13 +145,14 @@ class Stimulus(BaseModel):
         return start, start + len(option)
 
     def to_row(self) -> dict[str, Any]:
-        """Flat row for the `stimuli` table (attrs as JSON text)."""
+        """Flat row for the `stimuli` table (attrs as JSON text), its `stimulus_id` hashed from the same dump."""
         row = self.model_dump(mode="json")
+        sid = content_hash(row if self.keys_attributes else {**row, "attrs": {}, "stereotype_rating": None})
         row["options"] = list(self.options) if self.options is not None else None
         row["option_labels"] = list(self.option_labels) if self.option_labels is not None else None
         row["option_texts"] = list(self.option_texts) if self.option_texts is not None else None
         row["attrs"] = json.dumps(self.attrs, sort_keys=True, ensure_ascii=False)
-        row["stimulus_id"] = self.stimulus_id
+        row["stimulus_id"] = sid
         return row
 
 

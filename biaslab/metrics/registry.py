@@ -174,7 +174,7 @@ for _study in (
           "perplexities differ (Mann-Whitney U, p < 0.05) per template, 95% intervals over templates, the most and "
           "least likely descriptors, coverage.",
           report="biaslab.metrics.holistic_bias.report:write_report", heading="HolisticBias: likelihood bias",
-          options=(_min_coverage("sentences"),)),
+          compare="biaslab.metrics.holistic_bias.compare:observations", options=(_min_coverage("sentences"),)),
     Study("counterfactual", f"{_S}:counterfactual",
           "Counterfactual audits of your own prompts (LangFair's method): each prompt's gender / race / religion / "
           "age variants' generated answers compared, per pair of groups: sentiment (VADER), refusal and length gaps, "

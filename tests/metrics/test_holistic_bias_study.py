@@ -31,6 +31,33 @@ def collected(tmp_path_factory, tiny_gpt2, data_dir):
     return db
 
 
+def test_compare_pairs_two_models_sentence_by_sentence(collected, tiny_bert, data_dir, tmp_path):
+    import shutil
+
+    from biaslab.runners.collect import CollectConfig, collect
+
+    db = tmp_path / "two.duckdb"
+    shutil.copy(collected, db)
+    config = CollectConfig(dataset="holistic-bias", db=str(db), data_dir=str(data_dir), where=WHERE, limit=8)
+    assert collect(config, loaded=tiny_bert).added == 512  # the same sentences, by pseudo-log-likelihood
+    result = CliRunner().invoke(cli, ["compare", "holistic-bias", "--db", str(db), "--format", "json",
+                                      "--bootstrap", "200", "--permutations", "200"])
+    assert result.exit_code == 0, result.output
+    rows = {(r["measure"], r["group"]): r for r in json.loads(result.output)}
+    assert set(rows) == {(m, g) for m in ("log_ppl", "spread") for g in ("nonce", "socioeconomic_class", "(all)")}
+    with biaslab.open(db) as handle:
+        stored = handle.sql("SELECT q.model_key, q.stimulus_id, q.sum_logprob, q.n_tokens FROM sequence_scores q "
+                            "JOIN stimuli s USING (stimulus_id) WHERE s.dataset = 'holistic-bias'").to_pandas()
+    stored["log_ppl"] = -stored["sum_logprob"] / stored["n_tokens"]
+    wide = stored.pivot(index="stimulus_id", columns="model_key", values="log_ppl")
+    row = rows[("log_ppl", "(all)")]
+    assert row["n_items"] == 512
+    a_key, b_key = row["model_key_a"], row["model_key_b"]
+    assert row["value_a"] == pytest.approx(wide[a_key].mean(), rel=1e-9)
+    assert row["estimate"] == pytest.approx((wide[a_key] - wide[b_key]).mean(), rel=1e-9)
+    assert row["unit"] == "descriptor" and row["n_units"] == 8
+
+
 def test_the_tables_are_the_statistics_of_the_stored_perplexities(collected):
     with biaslab.open(collected) as handle:
         tables = biaslab.holistic_bias(handle, private=True)

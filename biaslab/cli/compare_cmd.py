@@ -138,10 +138,10 @@ def compare_command(study: str, db: str, fmt: str, between: tuple[str, str] | No
     category and context condition, over templates); crows-pairs (the paper's metric and pct_stereotype in percent,
     likelihood_diff, per bias type, over pairs); decodingtrust (agreement and the share neither per condition, over
     statement templates; --within pairs the conditions); holistic-bias (log perplexity and its spread from the
-    axis's other descriptors per axis, sentence by sentence, over descriptors); counterfactual (sentiment, refusal and length gaps and
-    ROUGE-L / BLEU similarity per attribute and pair of groups, over prompts); options (any dataset with options:
-    per-option p, valid mass, and accuracy, Brier and ECE where a gold option exists; the unit is the spec's `unit:`
-    or --unit, else the item).
+    axis's other descriptors per axis, sentence by sentence, over descriptors); counterfactual (sentiment, refusal
+    and length gaps and ROUGE-L / BLEU similarity per attribute and pair of groups, over prompts); options (any
+    dataset with options: per-option p, valid mass, and accuracy, Brier and ECE where a gold option exists; the unit
+    is the spec's `unit:` or --unit, else the item).
     """
     from ..errors import UsageError
     from ..metrics.compare.core import valid_share_gap

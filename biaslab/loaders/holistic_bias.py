@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
 from ..schema import Stimulus
 from .dataset import DatasetInfo, Upstream, github_raw
 from .errors import DataError
@@ -195,17 +196,25 @@ def write_sentences_csv(folder: Path, out) -> tuple[int, int, str]:
     return rows, len(texts), digest.hexdigest()
 
 
-def load_stimuli(folder: Path) -> list[Stimulus]:
+def load_stimuli(folder: Path, axes: str | None = None) -> list[Stimulus]:
     """The likelihood subset's 549,120 sentences as stimuli (the sentences the measure compares; the rest of the
     566,625 are descriptors without a noun, nouns alone, fixed phrases and gendered descriptors). The item is
     (axis, descriptor): a limited run takes a descriptor whole (26 templates x 32 nouns), spread over the axes.
     `attrs`: axis, bucket, descriptor, preference, noun, noun_gender, phrase_type (descriptor_noun or
-    noun_descriptor) and template; the text is the sentence (no options: the prob protocol scores it whole)."""
+    noun_descriptor) and template; the text is the sentence (no options: the prob protocol scores it whole).
+
+    Parameters
+    ----------
+    folder : the dataset's folder.
+    axes : `--option axes=A,B`: only these axes' sentences (whole axes, so coverage per axis is unchanged; the ids
+        are the same as in a full load). None: all 13.
+    """
     folder = Path(folder)
     version = files_digest([folder / "dataset" / VERSION / name for name in FILES])
+    wanted = _axes(folder, axes)
     out = []
     for row in sentences(folder):
-        if not likelihood_subset(row):
+        if not likelihood_subset(row) or (wanted is not None and row[1] not in wanted):
             continue
         text, axis, bucket, descriptor, _, preference, noun, _, noun_gender, _, _, kind, template = row[:13]
         out.append(Stimulus(dataset=DATASET, upstream_version=version, item_id=f"{axis}.{descriptor}", text=text,
@@ -214,6 +223,18 @@ def load_stimuli(folder: Path) -> list[Stimulus]:
                                    "noun": noun, "noun_gender": noun_gender, "phrase_type": kind,
                                    "template": template}))
     return out
+
+
+def _axes(folder: Path, axes: str | None) -> set[str] | None:
+    """The axes of `--option axes=...` (comma-separated), checked against descriptors.json's; None for all."""
+    if axes is None or not str(axes).strip():
+        return None
+    known = list(_read(folder, "descriptors.json"))
+    wanted = {a.strip() for a in str(axes).split(",") if a.strip()}
+    unknown = sorted(wanted - set(known))
+    if unknown:
+        raise UsageError(f"--option axes: no axis {', '.join(unknown)} in HolisticBias (axes: {', '.join(known)})")
+    return wanted
 
 
 REPO, COMMIT = "facebookresearch/ResponsibleNLP", "0ec714eb084217f44cd9ac466d9e988c795302f9"
@@ -237,4 +258,5 @@ DATASETS = (DatasetInfo(
     protocols=("prob",),
     studies=("holistic-bias",),
     strata=("attrs.axis",),
+    options={"axes": None},
 ),)

@@ -82,3 +82,17 @@ def test_a_damaged_file_is_one_line_naming_it(dataset_folder, tmp_path, name, te
         list(hb.sentences(root))
     line = str(caught.value)
     assert name in line and message in line and "\n" not in line
+
+
+def test_axes_option_loads_whole_axes_with_the_same_ids(data_dir, dataset_folder):
+    from biaslab.errors import UsageError
+    from biaslab.loaders import get
+
+    dataset_folder(hb.FOLDER)
+    info = get("holistic-bias")
+    part = info.load(data_dir, axes="nonce")
+    assert len(part) == 8 * 26 * 32 and {s.attrs["axis"] for s in part} == {"nonce"}
+    full = {s.stimulus_id for s in info.load(data_dir) if s.attrs["axis"] == "nonce"}
+    assert {s.stimulus_id for s in part} == full
+    with pytest.raises(UsageError, match="no axis gender in HolisticBias"):
+        info.load(data_dir, axes="nonce,gender")

@@ -14,7 +14,9 @@ import biaslab
 from biaslab.cli.main import biaslab as cli
 from biaslab.metrics.holistic_bias import stats
 
-WHERE = {"attrs.axis": "nonce|socioeconomic_class", "attrs.template": "I'm {noun_phrase}.|I love {plural_noun_phrase}."}
+WHERE = {"attrs.template": "I'm {noun_phrase}.|I love {plural_noun_phrase}."}
+#: the two axes loaded alone (`--option axes=...`): the same stimuli and ids as a full load, in a fraction of the time
+OPTIONS = {"axes": "nonce,socioeconomic_class"}
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +28,8 @@ def collected(tmp_path_factory, tiny_gpt2, data_dir):
     db = tmp_path_factory.mktemp("hb") / "w.duckdb"
     # 8 descriptors (items), spread over the two axes in proportion (8 and 24 descriptors: 2 and 6), x 2 templates
     # x 32 nouns
-    config = CollectConfig(dataset="holistic-bias", db=str(db), data_dir=str(data_dir), where=WHERE, limit=8)
+    config = CollectConfig(dataset="holistic-bias", db=str(db), data_dir=str(data_dir), where=WHERE, limit=8,
+                           loader_options=OPTIONS)
     assert collect(config, loaded=tiny_gpt2).added == 8 * 2 * 32
     return db
 
@@ -38,7 +41,8 @@ def test_compare_pairs_two_models_sentence_by_sentence(collected, tiny_bert, dat
 
     db = tmp_path / "two.duckdb"
     shutil.copy(collected, db)
-    config = CollectConfig(dataset="holistic-bias", db=str(db), data_dir=str(data_dir), where=WHERE, limit=8)
+    config = CollectConfig(dataset="holistic-bias", db=str(db), data_dir=str(data_dir), where=WHERE, limit=8,
+                           loader_options=OPTIONS)
     assert collect(config, loaded=tiny_bert).added == 512  # the same sentences, by pseudo-log-likelihood
     result = CliRunner().invoke(cli, ["compare", "holistic-bias", "--db", str(db), "--format", "json",
                                       "--bootstrap", "200", "--permutations", "200"])

@@ -69,7 +69,7 @@ def test_a_reader_waits_for_a_writer_that_releases_the_lock(tmp_path):
         assert holder.poll() is None
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # waits, and closes the pipe
 
 
 def _reader(db, seconds: float) -> subprocess.Popen:
@@ -102,7 +102,7 @@ def test_a_collection_waits_for_a_reader_as_readers_wait_for_it(tmp_path):
         assert len(lines) == 1 and f"held by PID {holder.pid}" in lines[0] and "waiting up to 60 s" in lines[0]
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # waits, and closes the pipe
 
 
 def test_a_writer_blocked_by_a_reader_is_told_so(tmp_path):
@@ -118,4 +118,4 @@ def test_a_writer_blocked_by_a_reader_is_told_so(tmp_path):
         assert "releases the lock between its chunks" not in message  # the reader's advice, not a writer's
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # waits, and closes the pipe

@@ -186,8 +186,8 @@ def runners_command(stub: StubProcess, concurrency: int, prompts: int, samples: 
     runners = Path(sys.executable).with_name("runners")
     return [str(runners), "collect", "--dataset", "winopron", "--limit", str(-(-prompts // 10)), "--limit-order",
             "file", "--backend", "openai-chat", "--base-url", stub.url, "--model", "stub-model", "--mode", "sample",
-            "--samples", str(samples), "--seed", "1", "--max-concurrency", str(concurrency), "--engine-arg",
-            "api_key_env=BENCH_STUB_KEY", "--db", str(db), "--yes"]
+            "--samples", str(samples), "--seed", "1", "--max-concurrency", str(concurrency), "--api-key-env",
+            "BENCH_STUB_KEY", "--db", str(db), "--yes"]
 
 
 def whole_commands(stub: StubProcess, args, folder: Path) -> tuple[float, float]:
@@ -228,6 +228,7 @@ def main() -> None:
         server = TimedStub(args.serve)
         print(server.url, flush=True)
         threading.Event().wait()
+    os.environ["BENCH_STUB_KEY"] = "sk-bench"
     stub = StubProcess(args.latency)
     load_before = os.getloadavg()
     windows: dict[str, list[float]] = {name: [] for name in NAMES}

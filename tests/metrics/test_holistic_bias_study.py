@@ -88,8 +88,11 @@ def test_the_tables_are_the_statistics_of_the_stored_perplexities(collected):
     medians = tables["holistic_bias_descriptors"].set_index(["axis", "descriptor"])["median_ppl"]
     mine = stored.groupby(["axis", "descriptor"])["ppl"].median()
     assert np.allclose(medians.loc[mine.index], mine, rtol=1e-12)
-    most = by_axis.loc["nonce", "most_likely"].split(", ")
-    assert most[0] == mine.loc["nonce"].idxmin()  # the lowest median perplexity first
+    assert by_axis.loc["nonce", "most_likely"] == mine.loc["nonce"].idxmin()  # 2 descriptors: one at each end
+    assert by_axis.loc["nonce", "least_likely"] == mine.loc["nonce"].idxmax()
+    socio = mine.loc["socioeconomic_class"].sort_values()
+    assert by_axis.loc["socioeconomic_class", "most_likely"].split(", ") == list(socio.index[:3])  # 6: three each
+    assert by_axis.loc["socioeconomic_class", "least_likely"].split(", ") == list(socio.index[::-1][:3])
     assert len(tables["_pairs"]) == 2 * (1 + 15)  # per template: 1 pair of nonce, 15 of socioeconomic_class
 
 

@@ -13,7 +13,7 @@ from . import stats
 
 DATASET = "holistic-bias"
 KEY = ["model_key", "scheme"]
-#: descriptors named at each end of an axis (the least and the most likely)
+#: descriptors named at each end of an axis (the least and the most likely; fewer where the axis has under 6)
 EXTREMES = 3
 
 
@@ -61,8 +61,9 @@ def holistic_tables(handle, *, min_coverage: float = DEFAULT_MIN_COVERAGE) -> di
         medians = (part.groupby(["axis", "descriptor"], sort=True)["ppl"].agg(["median", "size"])
                    .rename(columns={"median": "median_ppl", "size": "sentences"}).reset_index())
         medians["rank"] = medians.groupby("axis")["median_ppl"].rank(method="min").astype(int)
-        ends = {axis: (", ".join(g.nsmallest(EXTREMES, "median_ppl")["descriptor"]),
-                       ", ".join(g.nlargest(EXTREMES, "median_ppl")["descriptor"]))
+        # at most EXTREMES at each end, and never the same descriptor at both (an axis of 3 shows 1 and 1)
+        ends = {axis: (", ".join(g.nsmallest(min(EXTREMES, len(g) // 2), "median_ppl")["descriptor"]),
+                       ", ".join(g.nlargest(min(EXTREMES, len(g) // 2), "median_ppl")["descriptor"]))
                 for axis, g in medians.groupby("axis")}
         per_axis["most_likely"] = [ends[a][0] for a in per_axis["axis"]]
         per_axis["least_likely"] = [ends[a][1] for a in per_axis["axis"]]

@@ -4,7 +4,8 @@ sentence, per axis and over all axes, from the same perplexities as `biaslab met
 Measures (item = the sentence, resampled by descriptor: a descriptor's sentences share its words):
 - log_ppl: the sentence's log perplexity, -sum_logprob / n_tokens (mean);
 - spread: |log_ppl - the mean log_ppl of the axis's descriptors in the same template with the same noun| (mean), the
-  sentence-level counterpart of the likelihood bias: how far a descriptor's sentence sits from its peers. The paper's
+  sentence-level counterpart of the likelihood bias: how far a descriptor's sentence sits from its peers (none
+  where the axis has a single descriptor in the collection). The paper's
   share of differing pairs rests on whole samples per descriptor and has no per-sentence value to pair.
 
 A setting is (model_key, scheme).
@@ -30,8 +31,9 @@ def observations(handle) -> Observations:
     """The HolisticBias measures per sentence and collection setting (see the module docstring)."""
     ppl = perplexities(handle)
     ppl["log_ppl"] = np.log(ppl["ppl"].to_numpy(float))
-    peers = ppl.groupby([*KEY, "axis", "template", "noun"])["log_ppl"].transform("mean")
-    ppl["spread"] = (ppl["log_ppl"] - peers).abs()
+    bins = ppl.groupby([*KEY, "axis", "template", "noun"])["log_ppl"]
+    # a sentence without a peer (its axis has one descriptor here) has no spread: NaN, left out of the pairing
+    ppl["spread"] = (ppl["log_ppl"] - bins.transform("mean")).abs().where(bins.transform("size") > 1)
     parts = []
     for group in (None, ALL):
         frame = ppl if group is None else ppl.assign(axis=ALL)

@@ -400,7 +400,8 @@ def holistic_bias(handle, *, output: str = "pandas", private: bool = False,
 
     Returns
     -------
-    dict table name -> DataFrame: holistic_bias, holistic_bias_descriptors, holistic_bias_templates.
+    dict table name -> DataFrame: holistic_bias, holistic_bias_descriptors, holistic_bias_templates,
+    holistic_bias_sentiment.
     """
     from .holistic_bias.tables import holistic_tables
 

@@ -94,6 +94,13 @@ def test_the_tables_are_the_statistics_of_the_stored_perplexities(collected):
     assert by_axis.loc["socioeconomic_class", "most_likely"].split(", ") == list(socio.index[:3])  # 6: three each
     assert by_axis.loc["socioeconomic_class", "least_likely"].split(", ") == list(socio.index[::-1][:3])
     assert len(tables["_pairs"]) == 2 * (1 + 15)  # per template: 1 pair of nonce, 15 of socioeconomic_class
+    # the sentiment table: "I love ..." was collected, "I hate ..." was not (no love - hate)
+    love = stored[stored["template"] == stats.LOVE]
+    median = love["ppl"].median()
+    below = love.assign(b=love["ppl"] < median).groupby(["axis", "descriptor"])["b"].mean()
+    table = tables["holistic_bias_sentiment"].set_index(["axis", "descriptor"])
+    assert np.allclose(table.loc[below.index, "below_love"], below, rtol=0, atol=1e-12)
+    assert "love_hate_diff" not in table.columns
 
 
 def test_an_axis_with_one_descriptor_has_a_row_without_a_share():

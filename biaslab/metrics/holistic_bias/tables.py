@@ -13,6 +13,8 @@ from . import stats
 
 DATASET = "holistic-bias"
 KEY = ["model_key", "scheme"]
+#: the sentiment table's column per template: the share of a descriptor's sentences below the template's median
+SENTIMENT_NAMES = dict(zip(stats.SENTIMENT_TEMPLATES, ("below_love", "below_hate", "below_best", "below_worst")))
 #: descriptors named at each end of an axis (the least and the most likely; fewer where the axis has under 6)
 EXTREMES = 3
 
@@ -51,10 +53,13 @@ def holistic_tables(handle, *, min_coverage: float = DEFAULT_MIN_COVERAGE) -> di
     loaded / used / missing, descriptors, pairs), and the least and most likely descriptors;
     "holistic_bias_descriptors": per collection, axis and descriptor the median perplexity over its sentences and
     its rank in the axis (1 = most likely); "holistic_bias_templates": per collection and template the share of
-    pairs that differ (all axes pooled, as the paper's by-template table); "_pairs": every test}."""
+    pairs that differ (all axes pooled, as the paper's by-template table); "holistic_bias_sentiment": per
+    collection, axis and descriptor the share of its sentences below each collected sentiment template's median
+    (below_love, below_hate, below_best, below_worst: "I love / I hate / I think ... are the best / ... the
+    worst"), and love_hate_diff = below_love - below_hate; "_pairs": every test}."""
     ppl = perplexities(handle)
     loaded = _loaded(handle)
-    axes, descriptors, templates, all_pairs = [], [], [], []
+    axes, descriptors, templates, sentiment, all_pairs = [], [], [], [], []
     for (model_key, scheme), part in ppl.groupby(KEY, sort=True):
         table = stats.pairs(part)
         per_axis = stats.by_axis(table, part)
@@ -67,8 +72,9 @@ def holistic_tables(handle, *, min_coverage: float = DEFAULT_MIN_COVERAGE) -> di
                 for axis, g in medians.groupby("axis")}
         per_axis["most_likely"] = [ends[a][0] for a in per_axis["axis"]]
         per_axis["least_likely"] = [ends[a][1] for a in per_axis["axis"]]
-        for frame, out in ((per_axis, axes), (medians, descriptors),
-                           (stats.grouped(table, ["template"]), templates), (table, all_pairs)):
+        shares = stats.sentiment(part).rename(columns=SENTIMENT_NAMES)
+        for frame, out in ((per_axis, axes), (medians, descriptors), (stats.grouped(table, ["template"]), templates),
+                           (shares, sentiment), (table, all_pairs)):
             out.append(frame.assign(model_key=model_key, scheme=scheme))
     table = _front(pd.concat(axes, ignore_index=True))
     table = annotate(table, used="sentences", loaded=loaded, keys=["axis"], min_coverage=min_coverage,
@@ -77,6 +83,7 @@ def holistic_tables(handle, *, min_coverage: float = DEFAULT_MIN_COVERAGE) -> di
                  table[["axis"]].merge(loaded, on="axis", how="left")["descriptors_loaded"].to_numpy())
     return {"holistic_bias": table, "holistic_bias_descriptors": _front(pd.concat(descriptors, ignore_index=True)),
             "holistic_bias_templates": _front(pd.concat(templates, ignore_index=True)),
+            "holistic_bias_sentiment": _front(pd.concat(sentiment, ignore_index=True)),
             "_pairs": _front(pd.concat(all_pairs, ignore_index=True))}
 
 

@@ -17,7 +17,10 @@ COUNTS = {"winopron": 3600, "winogender": 240, "winobias": 1584, "gece-winobias"
           "genderlex": 837, "genderlex-person": 837, "genderlex-someone": 837, "misgendered": 3000, "tango": 1920,
           "ruff": 7200, "negation-examples": 24, "negation": 1200, "winoqueer": None,
           "crows-pairs": 2 * 1508, "crows-pairs-revised": 2 * 1677, "bbq": "the dataset card's per category",
-          "decodingtrust": 3 * 1152}
+          "decodingtrust": 3 * 1152, "holistic-bias": 8 * 26 * 32}
+#: loader options of this test: HolisticBias's 549,120 sentences (counted in tests/loaders/test_holistic_bias.py)
+#: loaded here one axis, nonce's 8 descriptors, so that loading every dataset twice stays quick
+OPTIONS = {"holistic-bias": ["--option", "axes=nonce"]}
 
 
 def expected(name: str, data_dir) -> int | None:
@@ -33,7 +36,8 @@ def expected(name: str, data_dir) -> int | None:
 
 def load(name: str, db: str, data_dir) -> tuple[int, int, int]:
     """(read, new, total in warehouse) from the command's one-line report."""
-    result = CliRunner().invoke(biaslab, ["data", "load", name, "--db", db, "--data-dir", str(data_dir)])
+    result = CliRunner().invoke(biaslab, ["data", "load", name, "--db", db, "--data-dir", str(data_dir),
+                                          *OPTIONS.get(name, [])])
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()  # a dataset missing optional files says so first (BBQ)
     m = re.fullmatch(rf"{re.escape(name)}: (\d+) stimuli read, (\d+) new; (\d+) {re.escape(name)} stimuli in .*",

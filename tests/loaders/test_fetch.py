@@ -26,7 +26,8 @@ from biaslab.loaders.readers import sha256_file
 #: Issue 3 counts for the fetchable datasets (default options).
 COUNTS = {"winopron": 3600, "winogender": 240, "winobias": 1584, "gece-winobias": 771, "gece-winogender": 178,
           "genderlex": 837, "genderlex-person": 837, "genderlex-someone": 837, "misgendered": 3000, "tango": 1920,
-          "ruff": 7200, "crows-pairs": 3016, "crows-pairs-revised": 3354, "bbq": 58492, "decodingtrust": 3456}
+          "ruff": 7200, "crows-pairs": 3016, "crows-pairs-revised": 3354, "bbq": 58492, "decodingtrust": 3456,
+          "holistic-bias": 549_120}
 FETCHABLE = sorted(COUNTS)
 RAW_URL = re.compile(r"^https://raw\.githubusercontent\.com/[\w.-]+/[\w.-]+/[0-9a-f]{40}/\S+$")
 

@@ -62,11 +62,18 @@ SENTENCES_ROWS, SENTENCES_DISTINCT = 566_625, 563_195
 SENTENCES_SHA256 = "8812b73fcf52ffc8219a22e5bb1fa8d1b4c640b39bb873d6c35505e19bcf37f8"
 #: the phrase types the likelihood-bias measure compares (a descriptor with a noun)
 LIKELIHOOD_TYPES = ("descriptor_noun", "noun_descriptor")
+#: where a sentence row holds its phrase type and its descriptor's gender
+_TYPE, _GENDER = SENTENCE_COLUMNS.index("noun_phrase_type"), SENTENCE_COLUMNS.index("descriptor_gender")
+
+
+def _path(folder: Path, name: str) -> Path:
+    """Where the dataset's file `name` (one of FILES) is."""
+    return Path(folder) / "dataset" / VERSION / name
 
 
 def _read(folder: Path, name: str) -> Any:
     """A JSON file of the dataset (`readers.read_text`: inside a dataset load, checked against its pin)."""
-    path = Path(folder) / "dataset" / VERSION / name
+    path = _path(folder, name)
     try:
         return json.loads(read_text(path))
     except json.JSONDecodeError as exc:
@@ -81,7 +88,7 @@ def article(word: str) -> str:
 
 def _nouns(folder: Path) -> list[tuple[str, str, str]]:
     """(gender, noun, plural) of nouns.json, in its order."""
-    path = Path(folder) / "dataset" / VERSION / "nouns.json"
+    path = _path(folder, "nouns.json")
     out = []
     for gender, pairs in _read(folder, "nouns.json").items():
         for i, pair in enumerate(pairs):
@@ -92,7 +99,7 @@ def _nouns(folder: Path) -> list[tuple[str, str, str]]:
 
 
 def _descriptor_phrases(folder: Path, nouns) -> Iterator[tuple[str, ...]]:
-    path = Path(folder) / "dataset" / VERSION / "descriptors.json"
+    path = _path(folder, "descriptors.json")
     for axis, buckets in _read(folder, "descriptors.json").items():
         for bucket, entries in buckets.items():
             for i, entry in enumerate(entries):
@@ -113,7 +120,7 @@ def _descriptor_phrases(folder: Path, nouns) -> Iterator[tuple[str, ...]]:
 
 
 def _standalone_phrases(folder: Path, nouns) -> Iterator[tuple[str, ...]]:
-    path = Path(folder) / "dataset" / VERSION / "standalone_noun_phrases.json"
+    path = _path(folder, "standalone_noun_phrases.json")
     for axis, entries in _read(folder, "standalone_noun_phrases.json").items():
         for i, entry in enumerate(entries):
             entry = {"noun_phrase": entry} if isinstance(entry, str) else entry
@@ -142,7 +149,7 @@ def noun_phrases(folder: Path) -> list[tuple[str, ...]]:
 
 def _templates(folder: Path) -> list[tuple[str, bool, bool, str]]:
     """(template, first_turn_only, must_be_noun, the phrase field it takes) of sentence_templates.json."""
-    path = Path(folder) / "dataset" / VERSION / "sentence_templates.json"
+    path = _path(folder, "sentence_templates.json")
     out = []
     for template, flags in _read(folder, "sentence_templates.json").items():
         field = ("noun_phrase" if "{noun_phrase}" in template else
@@ -172,7 +179,7 @@ def sentences(folder: Path) -> Iterator[tuple]:
 def likelihood_subset(row: tuple) -> bool:
     """Whether a sentence row is one the likelihood-bias measure compares: a descriptor with a noun, the descriptor
     without gender."""
-    return row[11] in LIKELIHOOD_TYPES and row[4] == NONE
+    return row[_TYPE] in LIKELIHOOD_TYPES and row[_GENDER] == NONE
 
 
 def write_sentences_csv(folder: Path, out) -> tuple[int, int, str]:
@@ -210,7 +217,7 @@ def load_stimuli(folder: Path, axes: str | None = None) -> list[Stimulus]:
         are the same as in a full load). None: all 13.
     """
     folder = Path(folder)
-    version = files_digest([folder / "dataset" / VERSION / name for name in FILES])
+    version = files_digest([_path(folder, name) for name in FILES])
     wanted = _axes(folder, axes)
     out = []
     for row in sentences(folder):

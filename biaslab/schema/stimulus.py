@@ -127,9 +127,11 @@ class Stimulus(BaseModel):
         """Content hash of every field (docs/design.md section 3): same content, same id, across runs and machines.
         Where the class does not key its attributes (`SeenStimulus`), they hash as absent (`attrs` {}, no rating),
         so a stimulus without attributes has the same id either way."""
-        if self.keys_attributes:
-            return self.content_id
-        return content_hash({**self.model_dump(mode="json"), "attrs": {}, "stereotype_rating": None})
+        return self._id_of(self.model_dump(mode="json"))
+
+    def _id_of(self, dump: dict[str, Any]) -> str:
+        """`stimulus_id` from this stimulus's `model_dump(mode="json")` (`to_row` hashes the dump it makes anyway)."""
+        return content_hash(dump if self.keys_attributes else {**dump, "attrs": {}, "stereotype_rating": None})
 
     def fill(self, option: str) -> str:
         """The realized text with `option` in the slot (with its agreement, when `option_texts` is set)."""
@@ -147,7 +149,7 @@ class Stimulus(BaseModel):
     def to_row(self) -> dict[str, Any]:
         """Flat row for the `stimuli` table (attrs as JSON text), its `stimulus_id` hashed from the same dump."""
         row = self.model_dump(mode="json")
-        sid = content_hash(row if self.keys_attributes else {**row, "attrs": {}, "stereotype_rating": None})
+        sid = self._id_of(row)
         row["options"] = list(self.options) if self.options is not None else None
         row["option_labels"] = list(self.option_labels) if self.option_labels is not None else None
         row["option_texts"] = list(self.option_texts) if self.option_texts is not None else None

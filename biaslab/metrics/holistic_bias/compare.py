@@ -5,8 +5,8 @@ Measures (item = the sentence, resampled by descriptor: a descriptor's sentences
 - log_ppl: the sentence's log perplexity, -sum_logprob / n_tokens (mean);
 - spread: |log_ppl - the mean log_ppl of the axis's descriptors in the same template with the same noun| (mean), the
   sentence-level counterpart of the likelihood bias: how far a descriptor's sentence sits from its peers (none
-  where the axis has a single descriptor in the collection). The paper's
-  share of differing pairs rests on whole samples per descriptor and has no per-sentence value to pair.
+  where the axis has a single descriptor in the collection). The paper's share of differing pairs rests on whole
+  samples per descriptor and has no per-sentence value to pair.
 
 A setting is (model_key, scheme).
 """
@@ -34,15 +34,13 @@ def observations(handle) -> Observations:
     bins = ppl.groupby([*KEY, "axis", "template", "noun"])["log_ppl"]
     # a sentence without a peer (its axis has one descriptor here) has no spread: NaN, left out of the pairing
     ppl["spread"] = (ppl["log_ppl"] - bins.transform("mean")).abs().where(bins.transform("size") > 1)
+    cluster = (ppl["axis"] + "." + ppl["descriptor"]).to_numpy()  # the descriptor, in its axis and in (all)
     parts = []
-    for group in (None, ALL):
-        frame = ppl if group is None else ppl.assign(axis=ALL)
+    for group in (ppl["axis"].to_numpy(), ALL):
         for name in MEASURES:
-            part = frame[KEY].copy()
-            part["measure"], part["group"], part["item"] = name, frame["axis"].to_numpy(), frame["stimulus_id"]
-            part["cluster"] = frame["axis"].to_numpy() + "." + frame["descriptor"].to_numpy() if group is None else \
-                ppl["axis"].to_numpy() + "." + ppl["descriptor"].to_numpy()
-            part["value"], part["covariate"] = frame[name].to_numpy(float), np.nan
+            part = ppl[KEY].copy()
+            part["measure"], part["group"], part["item"], part["cluster"] = name, group, ppl["stimulus_id"], cluster
+            part["value"], part["covariate"] = ppl[name].to_numpy(float), np.nan
             parts.append(part)
     values, settings = with_settings(pd.concat(parts, ignore_index=True), KEY, handle.models())
     counts = _loaded(handle)

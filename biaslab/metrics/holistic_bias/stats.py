@@ -86,23 +86,16 @@ def by_axis(table: pd.DataFrame, ppl: pd.DataFrame) -> pd.DataFrame:
     share (NaN) and 0 pairs."""
     per_template = grouped(table, ["axis", "template"])
     rows = []
-    for axis in sorted(set(ppl["axis"])):
+    for axis, sentences in ppl.groupby("axis", sort=True):
         part = per_template[per_template["axis"] == axis]
-        if part.empty:  # fewer than two descriptors in every template: nothing to compare, said by pairs 0
-            sentences = ppl[ppl["axis"] == axis]
-            rows.append({"axis": axis, "likelihood_bias": float("nan"), "ci_low": float("nan"),
-                         "ci_high": float("nan"), "templates": 0, "pairs": 0,
-                         "descriptors": int(sentences["descriptor"].nunique()), "sentences": len(sentences)})
-            continue
         shares = part["likelihood_bias"].to_numpy(float)
-        k = len(shares)
-        share = float(table.loc[table["axis"] == axis, "significant_difference"].mean())
+        k = len(shares)  # 0: fewer than two descriptors in every template, nothing to compare (pairs 0, no share)
+        share = float(table.loc[table["axis"] == axis, "significant_difference"].mean()) if k else float("nan")
         if k > 1:
             half = sps.t.ppf(0.975, k - 1) * shares.std(ddof=1) / np.sqrt(k)
             low, high = max(0.0, share - half), min(1.0, share + half)
         else:
             low = high = float("nan")
-        sentences = ppl[ppl["axis"] == axis]
         rows.append({"axis": axis, "likelihood_bias": share, "ci_low": low, "ci_high": high, "templates": k,
                      "pairs": int(part["pairs"].sum()),
                      "descriptors": int(sentences["descriptor"].nunique()), "sentences": len(sentences)})

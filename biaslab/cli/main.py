@@ -11,7 +11,8 @@ COMMANDS = {"sql": ".sql_cmd:sql_command", "info": ".sql_cmd:info_command", "mod
             "collections": ".catalog_cmd:collections_command", "data": ".data_cmd:data_group",
             "metrics": ".metrics_cmd:metrics_group", "report": ".metrics_cmd:report_group",
             "compare": ".compare_cmd:compare_command", "view": ".view_cmd:view_command",
-            "annotate": ".metrics_cmd:annotate_group", "audit": ".audit_cmd:audit_group"}
+            "annotate": ".metrics_cmd:annotate_group", "audit": ".audit_cmd:audit_group",
+            "import": ".import_cmd:import_command"}
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

@@ -102,6 +102,10 @@ SCHEMAS: dict[str, pa.Schema] = {
         _f("model_key", S, KEY), _f("request_id", S, KEY), _f("position", I32, KEY), _f("token", S, KEY),
         _f("logprob", F64, KEY), _f("top_tokens", pa.list_(S), KEY), _f("top_logprobs", pa.list_(F64), KEY),
         _f("answer_start", BOOL, KEY)]),
+    "imported_answers": pa.schema([
+        _f("model_key", S, KEY), _f("request_id", S, KEY), _f("stimulus_id", S, KEY), _f("tool", S, KEY),
+        _f("task", S, KEY), _f("option", S), _f("loglik", F64), _f("chosen", BOOL), _f("answer_text", S),
+        _f("source_line", I32, KEY), _f("run_id", S)]),
 }
 
 @dataclass(frozen=True)
@@ -169,6 +173,8 @@ ROLES: dict[str, Role] = {
     "samples": Role(("model_key", "request_id", "sample_index", "seed", "temperature", "top_k", "top_p",
                      "max_new_tokens"), evidence=True, names_stimulus=True, unit="samples",
                     values={"token_logprobs": "logprobs", **_SAMPLING}),
+    "imported_answers": Role(("model_key", "request_id"), evidence=True, names_stimulus=True,
+                             unit="imported answers", values={"loglik": "logprob"}),
     "api_batches": Role(("model_key", "batch_id")),
     "annotations": Role(("sample_id", "annotator"), merged=False),
 }

@@ -86,17 +86,34 @@ def _choice_sample(source: Source, labelled: ir.Table) -> ir.Table:
                     gold_label=j.gold_label)
 
 
+def _imported(source: Source, labelled: ir.Table) -> ir.Table:
+    """Another tool's answers (`biaslab import`): p(o) = 1 for the option the tool answered, 0 for the others; NULL
+    for every option of a stimulus whose answer the tool's output did not name (counted invalid). method 'import',
+    setting the tool and its task."""
+    a = source("imported_answers")
+    a = a.filter(a.option.notnull())
+    j = a.join(labelled, ["stimulus_id", "option"])
+    return j.select("model_key", "dataset", "stimulus_id", "item_id", method=ibis.literal("import"),
+                    setting=j.tool + " " + j.task, option=j.option, option_label=j.option_label,
+                    p=j.chosen.cast("float64"), valid_mass=ibis.null("float64"), n=ibis.null("int64"),
+                    gold_label=j.gold_label)
+
+
 def option_probs(source: Source) -> ir.Table:
     """Per model, collection setting, stimulus and option: the option's probability renormalized over the
     stimulus's options (`p`), the share that was a valid answer (`valid_mass`; NULL for prob), the samples drawn
     (`n`, sample mode) and the gold option's label (`gold_label`, NULL where there is none).
 
-    `method` is 'prob' (the sentence with the option filled in, scored), 'choice-exact', 'choice-sample' or
-    'choice-logprobs' (a chat API's approximation, docs/design.md section 6); `setting`
+    `method` is 'prob' (the sentence with the option filled in, scored), 'choice-exact', 'choice-sample',
+    'choice-logprobs' (a chat API's approximation, docs/design.md section 6) or 'import' (another tool's answers,
+    `biaslab import`: 1 for the option it answered); `setting`
     the scoring scheme (prob) or the prompt version and sampling settings (choice), so separate collections are
     never pooled. Only stimuli with labelled options take part; comprehension questions (protocol 'meta') do not.
     """
     labelled = _labelled(source)
     parts = [_prob(source, labelled), _choice_exact(source, labelled), _choice_sample(source, labelled),
-             _choice_exact(source, labelled, "logprobs")]
-    return parts[0].union(parts[1]).union(parts[2]).union(parts[3]).select(*COLUMNS)
+             _choice_exact(source, labelled, "logprobs"), _imported(source, labelled)]
+    table = parts[0]
+    for part in parts[1:]:
+        table = table.union(part)
+    return table.select(*COLUMNS)

@@ -81,6 +81,16 @@ _COLLECTION_KINDS = {
            q.scheme, NULL::VARCHAR[] AS run_ids
     FROM sequence_scores q JOIN stimuli s USING (stimulus_id) GROUP BY ALL),
 """),
+    "imported": ("imported_answers", """imported AS (  -- biaslab import: another tool's answers, one collection each
+    SELECT i.model_key, s.dataset, 'import' AS protocol, i.tool || ' ' || i.task AS settings,
+           count(DISTINCT i.stimulus_id) AS requests, count(DISTINCT i.stimulus_id) AS stored,
+           count(DISTINCT i.stimulus_id) FILTER (WHERE i.stimulus_id IN (SELECT stimulus_id FROM cur)) AS stored_cur,
+           count(*) AS rows,
+           NULL::VARCHAR AS mode, NULL::DOUBLE AS temperature, NULL::BIGINT AS top_k, NULL::DOUBLE AS top_p,
+           NULL::BIGINT AS max_new_tokens, NULL::BIGINT AS min_new_tokens, NULL::VARCHAR AS prompt_version,
+           NULL::VARCHAR AS scheme, list(DISTINCT i.run_id) FILTER (WHERE i.run_id IS NOT NULL) AS run_ids
+    FROM imported_answers i JOIN stimuli s USING (stimulus_id) GROUP BY ALL),
+"""),
 }
 _COLLECTIONS_TAIL = """runs_of AS (
     SELECT model_key, run_id, status, started_at, params->>'dataset' AS dataset, params->>'protocol' AS protocol,
@@ -102,7 +112,8 @@ matched AS (
            row_number() OVER (PARTITION BY c.collection ORDER BY ro.started_at DESC, ro.run_id DESC) AS recent
     FROM c LEFT JOIN seeds USING (collection)
     JOIN runs_of ro ON ro.model_key = c.model_key AND ro.dataset = c.dataset AND ro.protocol = c.protocol
-     AND CASE WHEN c.protocol = 'prob' THEN c.scheme = 'causal' OR ro.pll = c.scheme
+     AND CASE WHEN c.protocol = 'import' THEN true
+              WHEN c.protocol = 'prob' THEN c.scheme = 'causal' OR ro.pll = c.scheme
               ELSE ro.temperature = c.temperature AND ro.top_k = c.top_k AND ro.top_p = c.top_p
                    AND ro.max_new_tokens = c.max_new_tokens AND ro.prompt_version = c.prompt_version
                    AND (c.protocol <> 'choice' OR ro.mode = c.mode)
@@ -118,13 +129,13 @@ ORDER BY c.model_key, c.dataset, c.protocol, c.settings
 
 
 def collections_sql(kinds: Iterable[str] = tuple(_COLLECTION_KINDS)) -> str:
-    """The collections query (`collections` runs it whole) over the kinds of evidence named (default: all four):
+    """The collections query (`collections` runs it whole) over the kinds of evidence named (default: all five):
     leaving out a kind whose table is empty gives the same rows and a statement DuckDB plans in less time, which is
     what `biaslab info` and `biaslab collections` start up with (`present_kinds`).
 
     Parameters
     ----------
-    kinds : names among "exact", "sampled", "generated", "scored"; at least one.
+    kinds : names among "exact", "sampled", "generated", "scored", "imported"; at least one.
 
     Returns
     -------

@@ -247,6 +247,8 @@ def _open_export(folder: Path, engine: str) -> WarehouseHandle:
         try:
             for table, path in files.items():
                 con.execute(f"CREATE VIEW {identifier(table)} AS {_current_columns_sql(table, path)}")
+            for table in _absent(files):  # an older export: a table of a later schema version reads as empty
+                con.execute(f"CREATE VIEW {identifier(table)} AS {_empty_sql(table)}")
             for _name, sql in view_defs.statements():
                 con.execute(sql)
         except duckdb.Error as exc:
@@ -256,9 +258,23 @@ def _open_export(folder: Path, engine: str) -> WarehouseHandle:
     backend = ibis.datafusion.connect()
     for table, path in files.items():
         backend.read_parquet(str(path), table_name=table)
+    for table in _absent(files):
+        backend.create_table(table, evidence.SCHEMAS[table].empty_table())
     handle = WarehouseHandle(folder, engine, backend, manifest=manifest)
     handle._define_ibis_views()
     return handle
+
+
+def _absent(files: dict[str, Path]) -> list[str]:
+    """The tables of the current schema an export (of an older version) has no file for."""
+    return [t for t in evidence.SCHEMAS if t not in files]
+
+
+def _empty_sql(table: str) -> str:
+    """SELECT of no rows with the columns of `table` in the current schema."""
+    columns_sql = ", ".join(f"CAST(NULL AS {evidence.duckdb_type(f)}) AS {identifier(f.name)}"
+                            for f in evidence.SCHEMAS[table])
+    return f"SELECT {columns_sql} WHERE false"
 
 
 def _current_columns_sql(table: str, path: Path) -> str:

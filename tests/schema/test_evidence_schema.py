@@ -102,6 +102,6 @@ def test_roles_declare_parents_before_children_and_value_kinds_of_existing_colum
     assert evidence.MERGE_ORDER == ("stimuli", "user_datasets", "attribute_edits", "models", "runs",
                                     "sequence_scores", "token_scores", "choice_requests", "choice_nodes",
                                     "choice_edges", "choice_probs",
-                                    "chat_positions", "gen_requests", "samples", "api_batches")
+                                    "chat_positions", "gen_requests", "samples", "imported_answers", "api_batches")
     assert [evidence.added_unit(t) for t in ("choice_requests", "samples", "sequence_scores", "token_scores")] == [
         "requests", "samples", "scored sequences", "rows"]

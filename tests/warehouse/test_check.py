@@ -94,12 +94,12 @@ def test_clean_warehouse_is_all_ok(clean_path):
     assert {t for c, t in checks if c == "duplicate_keys"} == {
         "stimuli", "models", "runs", "sequence_scores", "token_scores", "choice_requests", "choice_nodes",
         "choice_edges", "choice_probs", "samples", "gen_requests", "annotations", "user_datasets", "chat_positions",
-        "api_batches", "attribute_edits"}
+        "api_batches", "attribute_edits", "imported_answers"}
     assert {t for c, t in checks if c == "orphan_rows"} == {"token_scores", "choice_nodes", "choice_edges",
                                                             "choice_probs", "chat_positions"}
     assert {t for c, t in checks if c == "unknown_stimulus"} == {"sequence_scores", "choice_requests", "samples",
-                                                                 "gen_requests", "attribute_edits"}
-    assert len([c for c, _ in checks if c == "unknown_model"]) == 9  # every evidence table (chat_positions too)
+                                                                 "gen_requests", "attribute_edits", "imported_answers"}
+    assert len([c for c, _ in checks if c == "unknown_model"]) == 10  # every evidence table (chat_positions, imports)
     assert format_findings(findings).endswith(f"all {len(findings)} check(s) ok")
 
 

@@ -4,6 +4,7 @@ bias types), from the same per-pair rows as `biaslab metrics crows-pairs`.
 Measures (item = unit = the pair):
 - metric: 1 where sent_more's shared-token score is higher (the paper's metric; a neutral pair is 0), binary
   (McNemar), shown in percent of pairs (values, differences and intervals x 100, as `biaslab metrics` shows it);
+  not for sentence scores without tokens (`biaslab import`), which have no shared tokens to score;
 - pct_stereotype: 1 where sent_more's whole-sentence log-likelihood is higher (lm-eval's), binary (McNemar), in
   percent likewise;
 - likelihood_diff: |ll_more - ll_less| (lm-eval's), mean.
@@ -38,12 +39,15 @@ def observations(handle) -> Observations:
     group = pairs["dataset"] + " · " + pairs["bias_type"]
     item = pairs["dataset"] + "." + pairs["pair"].astype(str)
     parts = []
-    for name, value in (("metric", pairs["paper_win"].astype(float)), ("pct_stereotype", pairs["lm_win"].astype(float)),
-                        ("likelihood_diff", (pairs["ll_more"] - pairs["ll_less"]).abs())):
+    everywhere = np.ones(len(pairs), bool)
+    paper = pairs["paper"].to_numpy(bool) if "paper" in pairs else everywhere  # imported scores: no paper's metric
+    for name, value, kept in (("metric", pairs["paper_win"].astype(float), paper),
+                              ("pct_stereotype", pairs["lm_win"].astype(float), everywhere),
+                              ("likelihood_diff", (pairs["ll_more"] - pairs["ll_less"]).abs(), everywhere)):
         part = pairs[KEY].copy()
         part["measure"], part["group"], part["item"], part["cluster"] = name, group.to_numpy(), item, item
         part["value"], part["covariate"] = np.asarray(value, float), np.nan
-        parts.append(part)
+        parts.append(part[kept])
     values, settings = with_settings(pd.concat(parts, ignore_index=True), KEY, handle.models())
     counts = _loaded(handle)
     groups = (counts["dataset"] + " · " + counts["bias_type"]).to_numpy()

@@ -78,7 +78,9 @@ def pair_frame(sentences: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     Returns
     -------
     DataFrame with keys, dataset, pair, direction, bias_type, ll_more, ll_less, shared (tokens shared),
-    paper_more, paper_less (the shared tokens' summed log-probabilities), neutral, paper_win, lm_win.
+    paper_more, paper_less (the shared tokens' summed log-probabilities), neutral, paper_win, lm_win, paper (whether
+    the paper's metric is computed: False for sentence scores without tokens, e.g. imported from lm-eval, whose
+    shared, paper_more and paper_less are NaN).
     """
     keys = list(keys)
     more = sentences[sentences["sentence"] == "more"]
@@ -88,6 +90,14 @@ def pair_frame(sentences: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     rows = []
     for row in joined.itertuples(index=False):
         get = row._asdict()
+        on_tokens = {k: get[f"token_ids_{k}"] for k in ("more", "less")}
+        if any(v is None or isinstance(v, float) for v in on_tokens.values()):  # scores without tokens (imported)
+            rows.append({**{k: get[k] for k in on}, "direction": get["direction_more"],
+                         "bias_type": get["bias_type_more"], "ll_more": float(get["sum_logprob_more"]),
+                         "ll_less": float(get["sum_logprob_less"]), "shared": np.nan, "paper_more": np.nan,
+                         "paper_less": np.nan, "neutral": False, "paper_win": False,
+                         "lm_win": float(get["sum_logprob_more"]) > float(get["sum_logprob_less"]), "paper": False})
+            continue
         ids = {"more": list(get["token_ids_more"]), "less": list(get["token_ids_less"])}
         lps = {"more": np.asarray(get["logprobs_more"], float), "less": np.asarray(get["logprobs_less"], float)}
         first, second = ("more", "less") if get["direction_more"] == "stereo" else ("less", "more")
@@ -101,9 +111,9 @@ def pair_frame(sentences: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
                      "ll_less": float(get["sum_logprob_less"]), "shared": len(pos_1), "paper_more": score["more"],
                      "paper_less": score["less"], "neutral": neutral,
                      "paper_win": (not neutral) and rounded["more"] > rounded["less"],
-                     "lm_win": float(get["sum_logprob_more"]) > float(get["sum_logprob_less"])})
+                     "lm_win": float(get["sum_logprob_more"]) > float(get["sum_logprob_less"]), "paper": True})
     columns = [*on, "direction", "bias_type", "ll_more", "ll_less", "shared", "paper_more", "paper_less", "neutral",
-               "paper_win", "lm_win"]
+               "paper_win", "lm_win", "paper"]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -122,6 +132,7 @@ def _boot(values: np.ndarray, draws: np.ndarray) -> tuple[float, float]:
 
 def _row(head: dict, group: pd.DataFrame, bootstrap: int, seed: int) -> dict:
     n = len(group)
+    paper = group["paper"].to_numpy(bool) if "paper" in group else np.ones(n, bool)
     win = group["paper_win"].to_numpy(bool)
     neutral = group["neutral"].to_numpy(bool)
     lm = group["lm_win"].to_numpy(bool)
@@ -137,10 +148,12 @@ def _row(head: dict, group: pd.DataFrame, bootstrap: int, seed: int) -> dict:
         scored = (direction == name) & ~neutral
         return float(100.0 * win[scored].mean()) if scored.any() else float("nan")
 
-    return {**head, "n_pairs": n, "metric_score": float(100.0 * win.mean()), "metric_low": metric[0],
-            "metric_high": metric[1], "metric_p": _sign_p(int(win.sum()), int((~neutral).sum())),
-            "n_neutral": int(neutral.sum()), "stereo_score": direction_score("stereo"),
-            "antistereo_score": direction_score("antistereo"), "pct_stereotype": float(100.0 * lm.mean()),
+    scored = {"metric_score": float(100.0 * win.mean()), "metric_low": metric[0], "metric_high": metric[1],
+              "metric_p": _sign_p(int(win.sum()), int((~neutral).sum())), "n_neutral": int(neutral.sum()),
+              "stereo_score": direction_score("stereo"), "antistereo_score": direction_score("antistereo")}
+    if not paper.all():  # sentence scores without tokens (imported): the paper's metric is not computed
+        scored = {k: float("nan") for k in scored}
+    return {**head, "n_pairs": n, **scored, "pct_stereotype": float(100.0 * lm.mean()),
             "pct_low": pct[0], "pct_high": pct[1], "pct_p": _sign_p(int(lm.sum()), int((diff != 0).sum())),
             "likelihood_diff": float(np.abs(diff).mean()), "diff_low": size[0], "diff_high": size[1]}
 

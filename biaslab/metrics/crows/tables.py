@@ -26,7 +26,8 @@ def sentences(handle, datasets=DATASETS) -> pd.DataFrame:
     seq = seq.filter((seq.protocol == "prob") & seq.option.isnull()).join(st, "stimulus_id")
     rows = handle.fetch(seq.select("model_key", "scheme", "request_id", "dataset", "pair", "sentence", "direction",
                                    "bias_type", "sum_logprob").order_by(["model_key", "request_id"]))
-    if rows.empty:
+    imported = _imported(handle, st)
+    if rows.empty and imported.empty:
         from ..missing import missing
 
         raise missing(handle, "CrowS-Pairs sentence score", list(datasets), "runners collect --dataset crows-pairs")
@@ -42,7 +43,22 @@ def sentences(handle, datasets=DATASETS) -> pd.DataFrame:
     wanted = rows["model_key"].astype(str) + "\x1f" + rows["request_id"].astype(str)
     rows["token_ids"] = [ids[slice(*bounds[k])].tolist() if k in bounds else [] for k in wanted]
     rows["logprobs"] = [lps[slice(*bounds[k])] if k in bounds else np.empty(0) for k in wanted]
-    return rows
+    return pd.concat([rows, imported], ignore_index=True) if not imported.empty else rows
+
+
+def _imported(handle, st) -> pd.DataFrame:
+    """Sentence scores another tool computed (`biaslab import`: lm-eval's crows_pairs tasks, a CSV), as rows of
+    `sentences` with scheme 'import' and no tokens (token_ids None: the paper's metric, which needs the tokens both
+    sentences share, is not computed for them)."""
+    if "imported_answers" not in handle.tables():
+        return pd.DataFrame()
+    a = handle.table("imported_answers")
+    a = a.filter(a.option.isnull()).join(st, "stimulus_id")
+    rows = handle.fetch(a.select("model_key", "request_id", "dataset", "pair", "sentence", "direction", "bias_type",
+                                 sum_logprob=a.loglik).order_by(["model_key", "request_id"]))
+    if rows.empty:
+        return rows
+    return rows.assign(scheme="import", token_ids=None, logprobs=None)
 
 
 def _loaded(handle) -> pd.DataFrame:

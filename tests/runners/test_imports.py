@@ -294,3 +294,21 @@ def test_crows_sentences_of_another_language_refused(tmp_path, data_dir):
     with pytest.raises(BiaslabError, match=r":3: .*matches no pair of crows-pairs-revised or crows-pairs"):
         import_answers(path, tmp_path / "w.duckdb", data_dir=data_dir)
     assert not (tmp_path / "w.duckdb").exists()
+
+
+def test_view_stimulus_page_shows_imported_answers(lm_eval_db):
+    """`biaslab view`: a stimulus's page lists what another tool stored for it (model, tool and version, task, the
+    log-likelihood, the file's line); its study page names the import's collection."""
+    from biaslab.cli.view.app import create_app
+
+    with Warehouse.open(lm_eval_db, read_only=True) as wh:
+        sid, loglik, line = wh.rows("SELECT stimulus_id, loglik, source_line FROM imported_answers "
+                                    "WHERE option IS NULL ORDER BY stimulus_id LIMIT 1")[0]
+    client = create_app(str(lm_eval_db)).test_client()
+    page = client.get(f"/stimulus/{sid}")
+    assert page.status_code == 200
+    text = page.data.decode()
+    assert "Imported answers" in text and "crows_pairs_english_local" in text and "lm-eval 0.4.13" in text
+    assert f">{line}<" in text and f"{loglik:.4g}" in text
+    study = client.get("/study/crows-pairs").data.decode()
+    assert "lm-eval" in study and "import" in study

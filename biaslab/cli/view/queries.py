@@ -435,8 +435,13 @@ def stimulus(wh, stimulus_id: str, wait: bool = True) -> dict[str, Any] | None:
             row["attrs"] = json.loads(attrs)
         except ValueError:
             pass
+    imported = _records(wh.query(
+        "SELECT a.model_key, coalesce(m.name, a.model_key) AS model_name, a.tool, m.backend_version AS version, "
+        "a.task, a.option, a.loglik, a.chosen, a.answer_text, a.source_line FROM imported_answers a "
+        "LEFT JOIN models m USING (model_key) WHERE a.stimulus_id = ? ORDER BY model_name, a.model_key, a.option",
+        [stimulus_id])) if "imported_answers" in wh.tables() else []
     return {"stimulus": row, "requests": requests, "scores": scores, "generations": generations,
-            "siblings": siblings, "variants": counterfactual_variants(wh, row)}
+            "siblings": siblings, "variants": counterfactual_variants(wh, row), "imported": imported}
 
 
 def counterfactual_variants(wh, row: dict) -> dict[str, Any] | None:

@@ -74,9 +74,9 @@ def _table(title: str, rows: list[dict], columns: list[str]) -> None:
                    "each into its own shard file) and a merge job that runs after every task has ended.")
 @click.option("--dry-run", is_flag=True,
               help="List the units, what each has stored and what it would compute, and the estimated cost of "
-                   "hosted models; runs nothing and writes nothing to the warehouse or the plan's folders. (A "
-                   "GGUF model read for the first time is still converted once into the per-user model cache, "
-                   "as any command reading it would: minutes for gemma3-270m.)")
+                   "hosted models; runs nothing and writes nothing to the warehouse or the plan's folders. Reads "
+                   "no model computed here (no tokenizer, no GGUF conversion): a unit whose work finished is "
+                   "answered from its run's record; one that never finished shows '?' for what needs the model.")
 @click.option("--yes", "-y", is_flag=True, help="Hosted models: send without asking (the cost is still printed).")
 def run_command(plan: str, db: str | None, executor: str, dry_run: bool, yes: bool) -> None:
     """Run the audit PLAN: every model x dataset x settings (x shard) unit whose evidence is not stored yet.
@@ -95,11 +95,16 @@ def run_command(plan: str, db: str | None, executor: str, dry_run: bool, yes: bo
 
 
 def _dry_run(plan, units) -> None:
-    from ..runners.collect import survey
+    from ..runners.collect import surveys
 
-    rows, pending, requests, surveyed = [], 0, 0, {}
-    for unit in units:
-        found = surveyed[unit.name] = survey(unit.config)
+    rows, pending, requests, surveyed, unknown = [], 0, 0, {}, 0
+    for unit, found in zip(units, surveys([u.config for u in units], prepare=False)):
+        if found is None:  # a model computed here, no finished run of this work: not prepared in a dry run
+            unknown += 1
+            rows.append({"unit": unit.label, "model key": "?", "stimuli": "?", "requests": "?", "stored": "?",
+                         "to compute": "?", "estimate": "known once the model is read"})
+            continue
+        surveyed[unit.name] = found
         pending += found.pending
         requests += found.requests
         rows.append({"unit": unit.label, "model key": found.model_key[:12], "stimuli": found.stimuli,
@@ -107,9 +112,14 @@ def _dry_run(plan, units) -> None:
                      "estimate": found.estimate or ("-" if found.pending else "nothing to do")})
     _table(f"audit {plan.name}: {_count(len(units))} into {plan.database}", rows,
            ["unit", "model key", "stimuli", "requests", "stored", "to compute", "estimate"])
-    todo = sum(1 for r in rows if r["to compute"])
-    click.echo(f"{_count(len(units))}: {todo} with work to do, {len(units) - todo} stored; {pending} of {requests} "
-               f"requests to compute (dry run: nothing was run or written)")
+    todo = sum(1 for r in rows if r["to compute"] != "?" and r["to compute"])
+    unread = f", {unknown} not known without their model" if unknown else ""
+    click.echo(f"{_count(len(units))}: {todo} with work to do, {len(units) - todo - unknown} stored{unread}; "
+               f"{pending} of {requests} requests to compute (dry run: nothing was run or written)")
+    if unknown:
+        click.echo(f"{_count(unknown)} of models computed here (hf, vllm) have no finished run of their work: a dry "
+                   f"run reads no such model (no tokenizer, no GGUF conversion), so their model key and requests are "
+                   f"known once the model is read (`biaslab audit run` reads it and computes them)")
     from ..runners.audit import budget
 
     for line in budget(plan, units, surveyed).lines():
@@ -189,12 +199,11 @@ def _summary(plan, units, computed: int, refused: dict[str, str], costs: list[st
 
 def _submit(plan, units, plan_file: Path) -> None:
     from ..runners.audit import pending_jobs, submit_slurm
-    from ..runners.collect import survey
+    from ..runners.collect import survey, surveys
 
     busy = pending_jobs(plan)
     todo, skipped = [], []
-    for unit in units:
-        found = survey(unit.config)
+    for unit, found in zip(units, surveys([u.config for u in units])):  # each model prepared once
         if found.pending == 0:
             skipped.append(f"{unit.label}: stored")
         elif unit.name in busy:
@@ -226,7 +235,7 @@ def status_command(plan: str, db: str | None, fmt: str) -> None:
     `squeue`. Reads only."""
     from ..runners.audit import unit_states
 
-    loaded, units = _plan(plan, db)
+    loaded, units = _plan(plan, db, validate=False)  # reads only: a unit's engine is imported only if it is read
     rows = unit_states(loaded, units)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=1))

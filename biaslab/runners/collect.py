@@ -23,9 +23,9 @@ from ..warehouse.store import wal_path
 from . import consent, runs, stimuli as stimuli_of
 from .config import CollectConfig
 from .handle import EngineHandle, assume_known, engine_handle
-from .survey import Survey, model_key, survey
+from .survey import Survey, model_key, survey, survey_record, surveys
 
-__all__ = ["CollectConfig", "CollectResult", "Survey", "collect", "collect_dataset", "model_key", "survey"]
+__all__ = ["CollectConfig", "CollectResult", "Survey", "collect", "collect_dataset", "model_key", "survey", "surveys"]
 
 
 @dataclass
@@ -92,6 +92,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
                 try:
                     stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
                                                   on_progress=advance)
+                    # what a finished run covered: `audit status` / `--dry-run` answer from it without the model
+                    stats["params"] = {"survey": survey_record(len(selected), len(requests))}
                 finally:
                     if _in_process(config):
                         use_threads(config.threads)  # a count chosen for this run does not outlive it

@@ -133,8 +133,10 @@ def test_dry_run_lists_the_units_and_writes_nothing(tmp_path, data_dir, tiny_gpt
     result = run("audit", str(plan), "--dry-run")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no warehouse, no work folder
-    # crows-pairs: 8 stimuli (4 pairs) over two shards; winopron: 4 prompts over two shards
-    assert "8 units: 8 with work to do, 0 stored; 24 of 24 requests to compute" in result.output
+    # a dry run reads no local model (issue 72, item 1): nothing has run yet, so each unit's key and requests are
+    # not known without it, and it says so
+    assert "8 units: 0 with work to do, 0 stored, 8 not known without their model; 0 of 0 requests" in result.output
+    assert "8 units of models computed here (hf, vllm) have no finished run" in result.output
 
 
 def test_the_local_executor_stores_what_runners_collect_stores_and_a_rerun_computes_nothing(

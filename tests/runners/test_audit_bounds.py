@@ -173,8 +173,10 @@ def test_status_reads_the_queue_after_every_unit_is_surveyed(tmp_path, monkeypat
     plan = load_plan(_plan(tmp_path, "name: p\nmodels: [{name: a, model: m}, {name: b, model: n}]\n"
                                      "datasets: [{dataset: crows-pairs}]\n"))
     calls: list[str] = []
-    monkeypatch.setattr(collect_module, "survey", lambda config: calls.append("survey") or Survey("k", 1, 2, 2))
+    monkeypatch.setattr(collect_module, "surveys", lambda configs, prepare: calls.append(f"surveys {prepare}")
+                        or [Survey("k", 1, 2, 2) for _ in configs])
     monkeypatch.setattr(slurm, "queued", lambda: calls.append("squeue") or {})
+    monkeypatch.setattr(slurm, "submitted", lambda plan: {"elsewhere": "7_0"})  # a job submitted: Slurm is asked
     rows = slurm.unit_states(plan, expand(plan, validate=False))
-    assert calls == ["survey", "survey", "squeue"]
+    assert calls == ["surveys started", "squeue"]  # every unit surveyed (models read only for unfinished work)
     assert [r["state"] for r in rows] == ["not started", "not started"] and rows[0]["requests"] == 2

@@ -56,12 +56,15 @@ LABEL = f"shared-prefix-v1(bucket={SUFFIX_BUCKET},encode={ENCODE_ROWS})+tree-lev
 
 
 def installed() -> tuple[bool, str]:
-    """(True, transformers version): transformers is a core dependency."""
+    """(True, transformers version): transformers is a core dependency. Its installed version is read from its
+    distribution's metadata (importing it costs a second or more, and validating a collection, or a plan of them,
+    needs only to know it is there)."""
+    from importlib import metadata
+
     try:
-        import transformers
-    except ImportError as exc:  # pragma: no cover - a core dependency
-        return False, f"transformers does not import ({exc})"
-    return True, f"transformers {transformers.__version__}"
+        return True, f"transformers {metadata.version('transformers')}"
+    except metadata.PackageNotFoundError:  # pragma: no cover - a core dependency
+        return False, "transformers is not installed"
 
 
 class Options(BaseModel):
@@ -75,9 +78,10 @@ def validate_options(options: BackendOptions) -> None:
     """Refuse what this backend cannot do, in one line, before anything is read or loaded: a --device that is not
     a device here; engine arguments (the hf backend takes none; its settings are --dtype, --quant, --device,
     --revision, --model-arg, --batch-tokens)."""
-    from .loading import resolve_device
+    if options.device and options.device != "auto":  # the default can always be resolved: no torch imported for it
+        from .loading import resolve_device
 
-    resolve_device(options.device)
+        resolve_device(options.device)
     if options.engine_args:
         raise UsageError(f"--backend hf takes no engine arguments (got {', '.join(k for k, _ in options.engine_args)})"
                          f"; they belong to --backend vllm / openai")

@@ -178,10 +178,11 @@ def unit_states(plan: Plan, units: list[Unit]) -> list[dict[str, Any]]:
     (not merged)), the requests, those stored in the plan's warehouse, the Slurm job, and the error of a failed
     task; from the warehouse (`survey`, read-only), the task state files and `squeue`. The surveys come first and
     the queue and the task states last, so the picture of the queue is as fresh as the answer."""
-    from ..collect import survey
+    from ..collect import surveys as survey_all
 
-    surveys = [survey(unit.config) for unit in units]
-    jobs, sent = queued(), submitted(plan)
+    surveys = survey_all([unit.config for unit in units], prepare="started")
+    sent = submitted(plan)
+    jobs = queued() if sent else {}  # nothing submitted: no need to ask Slurm (squeue can wait seconds for it)
     rows = []
     for unit, found in zip(units, surveys):
         task = read_state(plan, unit) or {}
@@ -190,7 +191,9 @@ def unit_states(plan: Plan, units: list[Unit]) -> list[dict[str, Any]]:
         if job and task.get("array_job") and f"{task['array_job']}_{task.get('task')}" != job:
             task = {}  # the state of an earlier submission's task: this one has not started yet
         state, error = "not started", ""
-        if found.pending == 0:
+        # None: no run of its work here (its requests need the model, which a status does not read)
+        requests, pending = (found.requests, found.pending) if found is not None else ("?", None)
+        if pending == 0:
             state = "stored"
         elif in_queue is not None:
             state = "running" if in_queue in ("running", "completing") else in_queue
@@ -202,11 +205,12 @@ def unit_states(plan: Plan, units: list[Unit]) -> list[dict[str, Any]]:
             state, error = "failed", f"task {job} ended without starting (cancelled while pending?)"
         elif task.get("state") == "finished":
             state = "stored in its shard file (not merged)"
-        elif found.pending < found.requests:
+        elif found is not None and found.pending < found.requests:
             state = "partly stored"
-        rows.append({"unit": unit.label, "state": state, "requests": found.requests,
-                     "stored": found.requests - found.pending, "job": job or "", "error": error,
-                     "model_key": found.model_key, "estimate": found.estimate})
+        rows.append({"unit": unit.label, "state": state, "requests": requests,
+                     "stored": found.requests - found.pending if found is not None else 0, "job": job or "",
+                     "error": error, "model_key": found.model_key if found is not None else "",
+                     "estimate": found.estimate if found is not None else ""})
     return rows
 
 

@@ -312,3 +312,30 @@ def test_view_stimulus_page_shows_imported_answers(lm_eval_db):
     assert f">{line}<" in text and f"{loglik:.4g}" in text
     study = client.get("/study/crows-pairs").data.decode()
     assert "lm-eval" in study and "import" in study
+
+
+def test_bad_csv_and_inspect_input(tmp_path, data_dir):
+    """A CSV: an unknown example, an answer that names no option, a number that is not a log-likelihood, a CrowS-Pairs
+    CSV without its dataset; an inspect log of another task. Each one line; nothing stored."""
+    from biaslab.errors import UsageError
+
+    db = tmp_path / "w.duckdb"
+    cases = [("example_id,answer\nReligion.0,0\nReligion.999999,1\n", {}, r"bad\.csv:3: .*Religion\.999999"),
+             ("example_id,answer\nReligion.0,the moon\n", {}, r"bad\.csv:2: field 'answer': 'the moon' names none"),
+             ("pair_id,score_more,score_less\n0,-1.5,2.0\n", {"dataset": "crows-pairs"},
+              r"bad\.csv:2: field 'score_less': not a log-likelihood"),
+             ("pair_id,score_more,score_less\n0,-1.5,-2.0\n", {}, r"needs --dataset crows-pairs-revised or "),
+             ("id,prediction\n1,2\n", {}, r"bad\.csv:1: columns \['id', 'prediction'\]")]
+    for text, extra, pattern in cases:
+        (tmp_path / "bad.csv").write_text(text, encoding="utf-8")
+        with pytest.raises((BiaslabError, UsageError), match=pattern):
+            import_answers(tmp_path / "bad.csv", db, model="m", data_dir=data_dir, **extra)
+        assert not db.exists()
+    with gzip.open(INSPECT / "bbq.json.gz", "rt", encoding="utf-8") as f:
+        log = json.load(f)
+    for sample in log["samples"]:
+        sample["metadata"] = {"subject": "math"}
+    (tmp_path / "other.json").write_text(json.dumps(log), encoding="utf-8")
+    with pytest.raises(BiaslabError, match=r"other\.json:1: .*not a BBQ log"):
+        import_answers(tmp_path / "other.json", db, data_dir=data_dir)
+    assert not db.exists()

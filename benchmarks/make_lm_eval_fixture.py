@@ -36,6 +36,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from bench_crows_lm_eval import TASK as CROWS_TASK  # the same local CrowS-Pairs task the side-by-side bench runs
+
 BBQ_TASK = """include: {include}
 task: bbq_local
 tag: []
@@ -44,16 +46,6 @@ dataset_name: null
 dataset_kwargs:
   data_files:
     test: "{data}"
-"""
-CROWS_TASK = """include: {include}
-task: crows_pairs_english_local
-tag: []
-dataset_path: csv
-dataset_name: null
-dataset_kwargs:
-  data_files:
-    test: "{data}"
-  delimiter: "\\t"
 """
 KEEP = {"bbq_local": ("example_id", "category", "context_condition", "question_polarity", "label", "ans0", "ans1",
                       "ans2"),

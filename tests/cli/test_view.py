@@ -464,3 +464,31 @@ def test_the_first_stimulus_page_never_waits_on_a_tokenizer(db, monkeypatch):
         threading.Event().wait(0.05)
     later = client.get(f"/stimulus/{stimulus_id}").get_data(as_text=True)
     assert 'class="tok"' in later and "still loading" not in later
+
+
+def test_a_study_row_links_to_the_stimuli_of_its_attributes(tmp_path, data_dir, tiny_gpt2):
+    """A CrowS-Pairs row of one bias type links to that bias type's stimuli the model scored (attr.bias_type, a
+    dataset without options: its stimuli with the model's evidence); attribute names are checked and bound."""
+    from biaslab.runners.collect import CollectConfig, collect
+
+    db = tmp_path / "w.duckdb"
+    collect(CollectConfig(dataset="crows-pairs", db=str(db), data_dir=str(data_dir), limit=6, threads=1),
+            loaded=tiny_gpt2)
+    client = create_app(str(db)).test_client()
+    page = client.get("/study/crows-pairs").data.decode()
+    links = sorted({link.replace("&amp;", "&") for link in re.findall(r'href="(/stimuli\?[^"]*attr[^"]*)"', page)})
+    assert links, page[:2000]
+    with Warehouse.open(db, read_only=True) as wh:
+        expected = {bias: {sid for (sid,) in wh.rows(
+            "SELECT stimulus_id FROM stimuli SEMI JOIN sequence_scores USING (stimulus_id) "
+            "WHERE dataset = 'crows-pairs' AND (attrs->>'bias_type') = ?", [bias])}
+            for (bias,) in wh.rows("SELECT DISTINCT attrs->>'bias_type' FROM stimuli s SEMI JOIN sequence_scores "
+                                  "USING (stimulus_id)")}
+    for link in links:
+        bias = re.search(r"attr\.bias_type=([^&]+)", link).group(1).replace("+", " ").replace("%2F", "/")
+        shown = set(re.findall(r'href="/stimulus/([0-9a-f]+)"', client.get(link).data.decode()))
+        assert shown == expected[bias], link
+    refused = client.get("/stimuli?dataset=crows-pairs&attr.bias_type')--=x").data.decode()
+    assert "not an attribute name" in refused
+    quoted = client.get("/stimuli?dataset=crows-pairs&attr.bias_type=x' OR '1'='1")
+    assert quoted.status_code == 200 and 'href="/stimulus/' not in quoted.data.decode()

@@ -40,6 +40,12 @@ STUDY_TABLES = {
 }
 #: row columns a study page turns into filters of the stimuli link
 LINK_COLUMNS = {"dataset": "dataset", "context": "context", "model_key": "model"}
+#: per study, the row columns that are stimulus attributes (`attrs`), linked as `attr.NAME=VALUE` filters
+ATTR_COLUMNS = {"holistic-bias": ("axis", "descriptor", "template"), "bbq": ("category", "context_condition"),
+                "crows-pairs": ("bias_type",), "decodingtrust": ("topic", "group"),
+                "counterfactual": ("attribute",)}
+#: row values that stand for a pooled group, not one value (no filter)
+POOLED = ("pooled", "sentence", "template", "(all)", "all", "ALL")
 
 
 class WarehouseCache:
@@ -160,12 +166,14 @@ def _error_pages(app: Flask) -> None:
         return render_template("message.html", title="Stopped", message=str(error)), 503
 
 
-def _stimuli_link(row: dict, dataset: str = "") -> str:
-    """/stimuli?... filtered by what a study row names (dataset, context, model)."""
+def _stimuli_link(row: dict, dataset: str = "", study: str = "") -> str:
+    """/stimuli?... filtered by what a study row names (dataset, context, model, and the study's attribute columns:
+    a HolisticBias row's axis and descriptor, a BBQ row's category)."""
     args = {}
-    for column, name in LINK_COLUMNS.items():
+    names = {**LINK_COLUMNS, **{c: f"attr.{c}" for c in ATTR_COLUMNS.get(study, ())}}
+    for column, name in names.items():
         value = row.get(column)
-        if isinstance(value, str) and value and value not in ("pooled", "sentence", "template"):
+        if isinstance(value, str) and value and value not in POOLED:
             args[name] = value
     if dataset and "dataset" not in args:
         args["dataset"] = dataset

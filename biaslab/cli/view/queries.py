@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import BiaslabError
+from ...schema import evidence
+from ...sql.quoting import identifier
 
 #: a stimulus id as biaslab writes it (16 hex characters); anything else is answered 404 before any query
 STIMULUS_ID = re.compile(r"[0-9a-f]{16}")
@@ -74,6 +76,8 @@ def overview(handle) -> dict[str, pd.DataFrame]:
 
 #: the longest text a search field takes (a longer one is refused, not searched)
 MAX_FIELD = 500
+#: a stimulus attribute a search may filter on (`attr.NAME=VALUE`): its name is bound into a JSON path
+ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 @dataclass
@@ -87,11 +91,23 @@ class Filters:
     text: str = ""
     p_min: float | None = None
     p_max: float | None = None
+    attrs: dict[str, str] = field(default_factory=dict)  # attr.NAME=VALUE: the stimulus attribute NAME equals VALUE
     errors: list[str] = field(default_factory=list)
+    model_evidence: bool = False  # set by `search`: a model asked of a dataset without options (its stimuli listed)
 
     @classmethod
     def parse(cls, args) -> Filters:
         out = cls(**{k: (args.get(k) or "").strip() for k in ("dataset", "context", "model", "option", "text")})
+        for key in args:
+            if not key.startswith("attr."):
+                continue
+            name, value = key[len("attr."):], (args.get(key) or "").strip()
+            if not ATTR_NAME.fullmatch(name):
+                out.errors.append(f"{key}: not an attribute name (letters, digits and _)")
+            elif len(value) > MAX_FIELD:
+                out.errors.append(f"{key}: longer than {MAX_FIELD} characters")
+            elif value:
+                out.attrs[name] = value
         for name in ("dataset", "context", "model", "option", "text"):
             if len(getattr(out, name)) > MAX_FIELD:
                 out.errors.append(f"{name}: longer than {MAX_FIELD} characters")
@@ -124,10 +140,26 @@ def search(wh, filters: Filters) -> tuple[pd.DataFrame, int]:
         if value:
             where.append(f"{column} = ?")
             params.append(value)
+    for name, value in sorted(filters.attrs.items()):  # the path and the value bound, never pasted
+        where.append("json_extract_string(s.attrs, ?) = ?")
+        params += [f"$.{name}", value]
     if filters.text:  # literal, case-insensitive: % and _ are characters, never a pattern (no LIKE backtracking)
         where.append("contains(lower(s.text), lower(?))")
         params.append(filters.text)
-    if filters.on_probabilities:
+    scored_only = filters.model and not (filters.option or filters.p_min is not None or filters.p_max is not None) \
+        and filters.dataset and not wh.rows("SELECT 1 FROM stimuli WHERE dataset = ? AND options IS NOT NULL LIMIT 1",
+                                            [filters.dataset])
+    if scored_only:  # a dataset without options (sentences scored, answers generated): the stimuli with the model's
+        # evidence, from every table whose rows name a stimulus and a model
+        tables = [t for t in evidence.STIMULUS_TABLES if "model_key" in evidence.column_names(t)
+                  and t in wh.tables()]
+        union_sql = " UNION ".join(f"SELECT stimulus_id FROM {identifier(t)} WHERE model_key IN "
+                                   f"(SELECT model_key FROM models WHERE starts_with(model_key, ?) OR name = ?)"
+                                   for t in tables)
+        where.append(f"s.stimulus_id IN ({union_sql})")
+        params += [filters.model, filters.model] * len(tables)
+        filters.model_evidence = True
+    if filters.on_probabilities and not scored_only:
         source_sql = ("stimuli s JOIN option_probs o USING (stimulus_id) LEFT JOIN models m USING (model_key)")
         columns_sql = ("s.stimulus_id, s.dataset, s.item_id, s.context, s.option_order, s.text, "
                    "coalesce(m.name, o.model_key) AS model_name, o.model_key, o.method, o.option, o.option_label, "

@@ -51,5 +51,6 @@ def import_command(path: str, kind: str | None, model: str | None, column: str |
         unit = "examples" if entry["dataset"] == "bbq" else "pairs"
         click.echo(f"{entry['model']} ({entry['tool']}{version}, task {entry['task']}): {entry['answers']} "
                    f"{entry['dataset']} {unit} read, {entry['added']} of {entry['rows']} rows new")
-    study = {"bbq": "bbq"}.get(done.imported[0]["dataset"], "crows-pairs") if done.imported else "bbq"
-    click.echo(f"stored in {done.db}; see them with: biaslab metrics {study} --db {done.db}")
+    studies = sorted({"bbq" if e["dataset"] == "bbq" else "crows-pairs" for e in done.imported})
+    shown = " / ".join(f"biaslab metrics {study} --db {done.db}" for study in studies)
+    click.echo(f"stored in {done.db}; see them with: {shown}")

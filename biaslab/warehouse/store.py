@@ -210,14 +210,14 @@ def check_wal(path: Path, config: Mapping[str, Any]) -> None:
     try:
         probe = duckdb.connect(str(path), read_only=True, config=dict(config))
     except duckdb.Error as exc:
-        if _is_lock_conflict(exc):
+        if _is_lock_conflict(exc) or not wal.exists():  # its writer holds it, or checkpointed it meanwhile
             return
         raise _wal_refusal(path, wal, str(exc).splitlines()[0][:200]) from None
     try:
         replayed = probe.execute("PRAGMA database_size").fetchone()[6]
     finally:
         probe.close()
-    if str(replayed).strip().startswith("0 bytes"):
+    if str(replayed).strip().startswith("0 bytes") and wal.exists():  # gone: its writer checkpointed it (a race)
         raise _wal_refusal(path, wal, "DuckDB read none of it: its header is not a DuckDB log's")
 
 

@@ -21,7 +21,7 @@ from ..schema import evidence
 from ..warehouse import Warehouse
 from ..warehouse.store import wal_path
 from . import consent, runs, stimuli as stimuli_of
-from .config import CollectConfig
+from .config import IN_PROCESS, CollectConfig
 from .handle import EngineHandle, assume_known, engine_handle
 from .survey import Survey, model_key, survey, survey_record, surveys
 
@@ -92,8 +92,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
                 try:
                     stats["added"] = protocol.run(wh, backend, work, run_id=run_id, chunk_size=config.chunk_size,
                                                   on_progress=advance)
-                    # what a finished run covered: `audit status` / `--dry-run` answer from it without the model
-                    stats["params"] = {"survey": survey_record(len(selected), len(requests))}
+                    stats["params"] = {"survey": survey_record(len(selected), len(requests))}  # for audit status
                 finally:
                     if _in_process(config):
                         use_threads(config.threads)  # a count chosen for this run does not outlive it
@@ -179,10 +178,6 @@ def _start_alone(wh, config, handle, protocol, requests, work, cores, notify):
         notify(f"{config.dataset}: run {run['run_id'][:8]} is marked running on host {run['host']} (not checkable "
                f"from here); if it is still collecting, this run may compute some of the same work")
     return run_id, work, threads, how
-
-
-#: the engines that compute in this process with torch (the others send requests: no torch is imported for them)
-IN_PROCESS = ("hf", "vllm")
 
 
 def _in_process(config: CollectConfig) -> bool:

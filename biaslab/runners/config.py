@@ -46,6 +46,10 @@ def one_line(exc: ValidationError, accepted: list[str] | None = None, protocol: 
     return UsageError(f"{flag(field)}: {error.message}{shown}")
 
 
+#: the engines that compute in this process with torch (the others send requests: no torch is imported for them)
+IN_PROCESS = ("hf", "vllm")
+
+
 class CollectConfig(BaseModel):
     """One collection: the common fields below, and any further keyword argument as a protocol setting."""
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import stimuli as stimuli_of
-from .config import CollectConfig
+from .config import IN_PROCESS, CollectConfig
 from .handle import assume_known, engine_handle, read_only
 
 __all__ = ["Survey", "known", "model_key", "survey", "survey_record", "surveys"]
@@ -142,8 +142,6 @@ def surveys(configs: list[CollectConfig], prepare: bool | str = True) -> list[Su
     -------
     One `Survey` (or None) per config, in order.
     """
-    from .collect import IN_PROCESS
-
     handles: dict[str, Any] = {}
     found_of: dict[str, list] = {}
     opened: dict[str, tuple] = {}  # database -> (warehouse, the index of its runs): each opened once

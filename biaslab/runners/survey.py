@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import stimuli as stimuli_of
@@ -80,7 +81,23 @@ def known(wh, config: CollectConfig, protocol, index: dict | None = None) -> Sur
     loads = _user_loads(wh, index)
     if config.dataset in loads and loads[config.dataset] > started:
         return None  # the dataset was loaded again since: its stimuli may differ
+    if not _unchanged_since(config.model, started):
+        return None  # a model folder or file written since: its key (a hash of its files) may differ
     return Survey(key, int(counts["stimuli"]), int(counts["requests"]), 0, known=True)
+
+
+def _unchanged_since(model: str, started) -> bool:
+    """Whether the model named by a local path has no file newer than `started` (naive UTC, as the runs table holds
+    times); a name that is no path (an alias, a hub id, a hosted model) is taken as it was (a hub id without
+    --revision follows what the run resolved; pin --revision where the hub's branch may move)."""
+    from datetime import UTC, datetime
+
+    path = Path(model).expanduser()
+    if not path.exists():
+        return True
+    files = [path] if path.is_file() else [p for p in path.iterdir() if p.is_file()]
+    newest = max((p.stat().st_mtime for p in files), default=0.0)
+    return datetime.fromtimestamp(newest, UTC).replace(tzinfo=None) <= started
 
 
 def _user_loads(wh, index: dict | None) -> dict[str, Any]:

@@ -78,6 +78,24 @@ def test_unfinished_older_or_other_version_runs_are_surveyed_in_full(stored, mon
     assert surveys([config], prepare=False) == [None]
 
 
+def test_a_model_folder_written_since_is_surveyed_in_full(tmp_path, data_dir, tiny_gpt2_dir, monkeypatch):
+    """A local model whose files changed after its run finished may have another key: not answered from the run."""
+    import os
+    import shutil
+    import time
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_gpt2_dir, folder)  # a copy: the session's tiny model is left as it is
+    config = CollectConfig(dataset="crows-pairs", model=str(folder), dtype="fp32", db=str(tmp_path / "w.duckdb"),
+                           data_dir=str(data_dir), limit=1, threads=1)
+    collect(config)
+    assert surveys([config], prepare=False)[0].known
+    later = time.time() + 3600
+    os.utime(next(p for p in folder.iterdir() if p.is_file()), (later, later))
+    _no_model(monkeypatch)
+    assert surveys([config], prepare=False) == [None]
+
+
 def test_runs_record_what_they_covered(stored):
     config, result = stored
     with Warehouse.open(config.db, read_only=True) as wh:

@@ -49,6 +49,7 @@ class WarehouseHandle:
         self._duckdb = duckdb_con
         self.manifest = manifest
         self._ibis_views: set[str] = set()
+        self._absent: dict[str, ir.Table] = {}  # tables an older export has no file for: empty, read by the views
 
     @classmethod
     def on(cls, warehouse) -> WarehouseHandle:
@@ -103,7 +104,10 @@ class WarehouseHandle:
         return self.backend.sql(query)
 
     def source(self, name: str) -> ir.Table:
-        """A base table as an Ibis table (the `Source` the view expressions of `biaslab.views` read)."""
+        """A base table as an Ibis table (the `Source` the view expressions of `biaslab.views` read); a table an older
+        export has no file for is an empty one with the current columns."""
+        if name in self._absent:
+            return self._absent[name]
         return self.backend.table(name)
 
     def fetch(self, expr: ir.Table):
@@ -258,9 +262,8 @@ def _open_export(folder: Path, engine: str) -> WarehouseHandle:
     backend = ibis.datafusion.connect()
     for table, path in files.items():
         backend.read_parquet(str(path), table_name=table)
-    for table in _absent(files):
-        backend.read_parquet(str(_empty_parquet(table)), table_name=table)
     handle = WarehouseHandle(folder, engine, backend, manifest=manifest)
+    handle._absent = {table: ibis.memtable(evidence.SCHEMAS[table].empty_table()) for table in _absent(files)}
     handle._define_ibis_views()
     return handle
 
@@ -268,24 +271,6 @@ def _open_export(folder: Path, engine: str) -> WarehouseHandle:
 def _absent(files: dict[str, Path]) -> list[str]:
     """The tables of the current schema an export (of an older version) has no file for."""
     return [t for t in evidence.SCHEMAS if t not in files]
-
-
-def _empty_parquet(table: str) -> Path:
-    """A Parquet file of no rows with the columns of `table` (DataFusion registers an empty in-memory table without its
-    columns): written once per schema into the temporary folder, the same bytes for every reader."""
-    import hashlib
-    import tempfile
-
-    import pyarrow.parquet as pq
-
-    schema = evidence.SCHEMAS[table]
-    digest = hashlib.sha256(schema.to_string(show_field_metadata=True).encode()).hexdigest()[:16]
-    path = Path(tempfile.gettempdir()) / f"biaslab-empty-{table}-{digest}.parquet"
-    if not path.is_file():
-        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
-        pq.write_table(schema.empty_table(), partial)
-        os.replace(partial, path)  # whole or absent, whichever reader writes it
-    return path
 
 
 def _empty_sql(table: str) -> str:

@@ -134,8 +134,10 @@ def test_imported_sentences_equal_biaslabs_own_collection(lm_eval_db, tmp_path, 
                        "USING (stimulus_id) WHERE a.option IS NULL")
     theirs, mine = np.array(rows).T
     assert len(rows) == 120
-    assert np.abs(theirs - mine).max() <= 1e-4
-    assert (np.abs(theirs - mine) / np.abs(mine)).max() <= 2e-6
+    # here: 2.7e-5 / 4.8e-7; bounded with room for another CPU kind's fp32 kernels (the fixture was made on AVX2),
+    # far below what a difference in what is scored gives (a token, the BOS: 1e-2 and more)
+    assert np.abs(theirs - mine).max() <= 5e-4
+    assert (np.abs(theirs - mine) / np.abs(mine)).max() <= 5e-6
     result = CliRunner().invoke(biaslab_cli, ["compare", "crows-pairs", "--db", str(db), "--format", "json"])
     assert result.exit_code == 0, result.output
     rows = {(r["measure"], r["group"]): r for r in json.loads(result.output)}
@@ -146,7 +148,7 @@ def test_imported_sentences_equal_biaslabs_own_collection(lm_eval_db, tmp_path, 
     ours = _results("crows_pairs_english_local")
     assert pct[f"value_{side}"] == pytest.approx(100 * ours["pct_stereotype,none"], abs=1e-9)
     gap = rows[("likelihood_diff", "crows-pairs-revised · (all)")]
-    assert abs(gap["estimate"]) <= 1e-4  # the same sentences scored twice: no difference beyond fp32 rounding
+    assert abs(gap["estimate"]) <= 5e-4  # the same sentences scored twice: no difference beyond fp32 rounding
     assert rows[("metric", "crows-pairs-revised · (all)")]["n_items"] == 0  # no tokens in lm-eval's log
 
 

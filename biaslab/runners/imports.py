@@ -45,6 +45,7 @@ from .. import loaders
 from ..errors import UsageError
 from ..loaders.bbq import label_text_prediction
 from ..loaders.errors import DataError
+from ..loaders.readers import read_text
 from ..schema import Stimulus
 from ..schema.identity import content_hash
 from ..warehouse import Rollback, Warehouse
@@ -102,26 +103,27 @@ class ImportResult:
 # ------------------------------------------------------------------------------------------------------ reading files
 
 def _text(path: Path) -> str:
-    """A file's text (gzip when it ends in .gz); a file that is not UTF-8 is refused naming it."""
+    """A file's text: `loaders.readers.read_text` (UTF-8, a BOM dropped, CRLF read as LF, a bad file named), or
+    gzip's, decoded the same way, when the name ends in .gz."""
+    if path.suffix != ".gz":
+        return read_text(path)
     try:
-        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        return raw.decode("utf-8")
+        return gzip.decompress(path.read_bytes()).decode("utf-8-sig").replace("\r\n", "\n")
     except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise DataError(path, f"cannot be read as {'gzip ' if path.suffix == '.gz' else ''}UTF-8 text ({exc})") \
-            from None
+        raise DataError(path, f"cannot be read as gzip UTF-8 text ({exc})") from None
 
 
 def _jsonl(path: Path) -> list[tuple[int, dict]]:
     """(line number, object) of every non-empty line; a line that is not a JSON object is refused."""
     rows = []
-    text = _text(path)
-    for number, line in enumerate(text.splitlines(), 1):
+    lines = _text(path).splitlines()
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
-            end = " (the file ends mid-line: truncated?)" if number == len(text.splitlines()) else ""
+            end = " (the file ends mid-line: truncated?)" if number == len(lines) else ""
             raise DataError(path, f"not valid JSON: {exc.msg}{end}", line=number) from None
         if not isinstance(value, dict):
             raise DataError(path, "not a JSON object", line=number)
@@ -251,7 +253,7 @@ def _lm_eval_choices(path: Path, line: int, sample: dict, n: int) -> list[str]:
 def _lm_eval_bbq(path: Path, line: int, item: str, options: tuple[str, ...], choices: list[str],
                  lls: list[float]) -> Answer:
     """lm-eval's BBQ multiple choice: its choices are the two named answers (ans0-2 in order without the unknown
-    one), then HELM's phrasings of "unknown". The option no named choice is is BBQ's unknown answer; every choice
+    one), then HELM's phrasings of "unknown". The option no named choice is, is BBQ's unknown answer; every choice
     after the named ones is that option. The answer is the first highest log-likelihood (numpy's argmax, as lm-eval's
     `acc`); an option's stored log-likelihood is that of its own text (the unknown option's where its phrasing is
     among the choices)."""
@@ -375,18 +377,21 @@ def read_bbq_results(path: Path, column: str | None = None) -> list[Read]:
     if not columns:
         raise DataError(path, "no prediction column (a column whose name holds 'pred'; or give --column)",
                         line=first_line)
+    examples = []  # (line, row, item, options, answer_info texts): each row checked once, whatever the columns
+    for line, row in rows:
+        item = _bbq_item(path, line, row.get("category"), row.get("example_id"))
+        options = tuple(_need(path, line, row, f"ans{k}") for k in range(3))
+        info = _need(path, line, row, "answer_info", dict)
+        try:
+            texts = [info[f"ans{k}"][0] for k in range(3)]
+        except (KeyError, IndexError, TypeError):
+            raise DataError(path, "expected ans0-2, each [text, group]", line=line, field="answer_info") from None
+        examples.append((line, row, item, options, texts))
     reads = []
     for name in columns:
         answers = []
-        for line, row in rows:
-            item = _bbq_item(path, line, row.get("category"), row.get("example_id"))
-            options = tuple(_need(path, line, row, f"ans{k}") for k in range(3))
+        for line, row, item, options, texts in examples:
             prediction = _need(path, line, row, name)
-            info = _need(path, line, row, "answer_info", dict)
-            try:
-                texts = [info[f"ans{k}"][0] for k in range(3)]
-            except (KeyError, IndexError, TypeError):
-                raise DataError(path, "expected ans0-2, each [text, group]", line=line, field="answer_info") from None
             chosen = label_text_prediction(prediction, list(options), texts)
             answers.append(Answer(line, item, options=options, chosen=chosen, answer_text=prediction))
         reads.append(Read(str(path), "bbq-results", None, "bbq", name, "bbq", answers))
@@ -546,10 +551,9 @@ def _match_crows(read: Read, found: dict[str, list[Stimulus]]) -> tuple[str, lis
     best = None
     for name, stimuli in found.items():
         by_text: dict[str, list[Stimulus]] = {}
+        pairs: dict[str, dict[str, Stimulus]] = {}
         for s in stimuli:
             by_text.setdefault(s.text, []).append(s)
-        pairs = {}
-        for s in stimuli:
             pairs.setdefault(s.item_id, {})[s.attrs["sentence"]] = s
         rows, first_miss = [], None
         answers = read.answers
@@ -639,10 +643,10 @@ def import_answers(path: PathLike, db: PathLike = "warehouse/biaslab.duckdb", *,
     for read in reads:
         if model:
             read.model = f"{model} {read.model}" if several else model
-        found = cache.setdefault(read.study, _stimuli(read.study, data_dir))
-        if read.study == "bbq":
-            if BBQ not in found:
-                raise UsageError("dataset bbq is not in the data folder")
+        if read.study not in cache:  # each dataset loaded once, however many files or columns name it
+            cache[read.study] = _stimuli(read.study, data_dir)
+        found = cache[read.study]
+        if read.study == "bbq":  # `_stimuli` refuses a data folder without it
             name, rows = BBQ, _match_bbq(read, found[BBQ])
         else:
             name, rows = _match_crows(read, found)
@@ -657,7 +661,8 @@ def import_answers(path: PathLike, db: PathLike = "warehouse/biaslab.duckdb", *,
         group["rows"] += rows
         group["files"].append(read.path)
         group["answers"] += len(read.answers) // (2 if read.study == "crows" else 1)
-        stimuli_rows.setdefault(name, [s.to_row() for s in found[name]])
+        if name not in stimuli_rows:
+            stimuli_rows[name] = [s.to_row() for s in found[name]]
     return ImportResult(str(db), tuple(_store(db, path, groups, stimuli_rows)))
 
 

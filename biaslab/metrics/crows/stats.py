@@ -90,31 +90,30 @@ def pair_frame(sentences: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     rows = []
     for row in joined.itertuples(index=False):
         get = row._asdict()
-        on_tokens = {k: get[f"token_ids_{k}"] for k in ("more", "less")}
-        if any(v is None or isinstance(v, float) for v in on_tokens.values()):  # scores without tokens (imported)
-            rows.append({**{k: get[k] for k in on}, "direction": get["direction_more"],
-                         "bias_type": get["bias_type_more"], "ll_more": float(get["sum_logprob_more"]),
-                         "ll_less": float(get["sum_logprob_less"]), "shared": np.nan, "paper_more": np.nan,
-                         "paper_less": np.nan, "neutral": False, "paper_win": False,
-                         "lm_win": float(get["sum_logprob_more"]) > float(get["sum_logprob_less"]), "paper": False})
-            continue
-        ids = {"more": list(get["token_ids_more"]), "less": list(get["token_ids_less"])}
-        lps = {"more": np.asarray(get["logprobs_more"], float), "less": np.asarray(get["logprobs_less"], float)}
-        first, second = ("more", "less") if get["direction_more"] == "stereo" else ("less", "more")
-        pos_1, pos_2 = shared_positions(ids[first], ids[second])
-        score = {first: float(lps[first][pos_1].sum()) if pos_1 else 0.0,
-                 second: float(lps[second][pos_2].sum()) if pos_2 else 0.0}
-        rounded = {k: round(v, 3) for k, v in score.items()}
-        neutral = rounded["more"] == rounded["less"]
-        rows.append({**{k: get[k] for k in on}, "direction": get["direction_more"],
-                     "bias_type": get["bias_type_more"], "ll_more": float(get["sum_logprob_more"]),
-                     "ll_less": float(get["sum_logprob_less"]), "shared": len(pos_1), "paper_more": score["more"],
-                     "paper_less": score["less"], "neutral": neutral,
-                     "paper_win": (not neutral) and rounded["more"] > rounded["less"],
-                     "lm_win": float(get["sum_logprob_more"]) > float(get["sum_logprob_less"]), "paper": True})
+        ll_more, ll_less = float(get["sum_logprob_more"]), float(get["sum_logprob_less"])
+        rows.append({**{k: get[k] for k in on}, "direction": get["direction_more"], "bias_type": get["bias_type_more"],
+                     "ll_more": ll_more, "ll_less": ll_less, "lm_win": ll_more > ll_less, **_paper(get)})
     columns = [*on, "direction", "bias_type", "ll_more", "ll_less", "shared", "paper_more", "paper_less", "neutral",
                "paper_win", "lm_win", "paper"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def _paper(get: dict) -> dict:
+    """The paper's metric of one joined pair (see `pair_frame`): shared, paper_more, paper_less, neutral, paper_win and
+    paper; not computed (NaN, paper False) for sentence scores without tokens (imported)."""
+    if any(get[f"token_ids_{k}"] is None or isinstance(get[f"token_ids_{k}"], float) for k in ("more", "less")):
+        return {"shared": np.nan, "paper_more": np.nan, "paper_less": np.nan, "neutral": False, "paper_win": False,
+                "paper": False}
+    ids = {"more": list(get["token_ids_more"]), "less": list(get["token_ids_less"])}
+    lps = {"more": np.asarray(get["logprobs_more"], float), "less": np.asarray(get["logprobs_less"], float)}
+    first, second = ("more", "less") if get["direction_more"] == "stereo" else ("less", "more")
+    pos_1, pos_2 = shared_positions(ids[first], ids[second])
+    score = {first: float(lps[first][pos_1].sum()) if pos_1 else 0.0,
+             second: float(lps[second][pos_2].sum()) if pos_2 else 0.0}
+    rounded = {k: round(v, 3) for k, v in score.items()}
+    neutral = rounded["more"] == rounded["less"]
+    return {"shared": len(pos_1), "paper_more": score["more"], "paper_less": score["less"], "neutral": neutral,
+            "paper_win": (not neutral) and rounded["more"] > rounded["less"], "paper": True}
 
 
 def _sign_p(wins: int, trials: int) -> float:

@@ -1,7 +1,8 @@
-"""Exact mode on a model with sliding-window layers (Gemma 3's kind) over prompts longer than its window: the trie
-levels run by cache copies there (tree attention's 4-D mask no longer matches a sliding layer's cut cache: a
-DecodingTrust prompt with its trie passed Gemma 3 270M's 512 and stopped with a shape error), equal to brute-force
-enumeration; forced onto tree attention past the window, the walk stops in one line."""
+"""Exact mode on a model with sliding-window layers (Gemma 3's kind). A prompt longer than the window runs its trie
+levels by cache copies (its sliding layers' prompt cache is already cut), equal to brute-force enumeration; forced
+onto tree attention, the walk stops in one line. A prompt inside the window whose trie passes it (a DecodingTrust
+prompt on Gemma 3 270M) runs as tree attention: the tree cache keeps every slot and the sliding layers' mask hides
+what the window leaves out, equal to brute force and to the cache copies node by node."""
 
 from __future__ import annotations
 
@@ -60,33 +61,86 @@ def test_tree_attention_past_the_window_stops_in_one_line(sliding):
                 stop_ids={tok.eos_token_id}, pad_id=0, temperature=1.0, top_k=5, tree=True)
 
 
-def test_a_trie_that_outgrows_the_window_is_explored_again_by_copies(sliding, tmp_path):
-    """A prompt shorter than the window starts as tree attention; its trie passes the window at the second level,
-    so the exploration (`choice._explore`, what `collect_exact` runs) is done again by cache copies: the same
-    probabilities as brute force."""
+def _backend(model, tok, folder):
     from biaslab.engines import reuse
     from biaslab.engines.hf.loading import load_model
+
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return reuse(load_model(str(folder), dtype="fp32", device="cpu"))[1]
+
+
+def test_a_trie_that_outgrows_the_window_runs_as_tree_attention_equal_to_brute_force(sliding, tmp_path):
+    """A prompt shorter than the window whose trie passes it (a DecodingTrust prompt on Gemma 3 270M: before, the
+    whole exploration was done again by cache copies, 25 s a prompt): the tree cache keeps every slot and the
+    sliding layers' mask hides what the window leaves out. The prompt is long enough that the window bites: its
+    deeper nodes no longer see its first tokens, as in the model's own cache. The probabilities equal brute force
+    (one full forward per path, the model's own sliding mask) and the cache copies."""
+    from biaslab.engines.hf.tree import TreeLevels
     from biaslab.runners.protocols.choice import _explore
-    from biaslab.runners.trie import probabilities
+    from biaslab.runners.trie import probabilities, walk
 
     model, tok = sliding
-    model.save_pretrained(tmp_path / "m")
-    tok.save_pretrained(tmp_path / "m")
-    _, backend = reuse(load_model(str(tmp_path / "m"), dtype="fp32", device="cpu"))
+    backend = _backend(model, tok, tmp_path / "m")
     prompt = tok("The nurse", add_special_tokens=False)["input_ids"]
-    assert len(prompt) < WINDOW
+    max_new = 4
+    assert len(prompt) < WINDOW <= len(prompt) + max_new - 1  # the window bites at the deeper levels
     parser = AnswerParser(("he", "she"), "'")
+    stops = set(backend.stop_ids)
+    expander = backend.expander([prompt], 64)
+    assert isinstance(expander.levels, TreeLevels)
+    [tree] = walk(expander, tok, [parser], max_new_tokens=max_new, stop_ids=stops, temperature=1.0, top_k=5)
+    assert max(tree.node_depth) + len(prompt) >= WINDOW and len(tree.node_parent) + len(prompt) > WINDOW
 
     class Params:
         temperature, top_k = 1.0, 5
-    from biaslab.engines.base import WindowExceeded
+    [explored] = _explore(backend, [prompt], [1], 64, tok, [parser], max_new, Params, 0.0)
+    [copies] = walk(backend.expander([prompt], 64, tree=False), tok, [parser], max_new_tokens=max_new,
+                    stop_ids=stops, temperature=1.0, top_k=5)
+    reference = brute_force(backend.model, tok, prompt, parser, 1.0, 5, max_new, stops)
+    for trie in (tree, explored):
+        exact = probabilities(trie, parser.options, 1.0, 5)
+        by_copies = probabilities(copies, parser.options, 1.0, 5)
+        for outcome, value in reference.items():
+            assert exact[outcome] == pytest.approx(value, abs=1e-5), outcome
+            assert exact[outcome] == pytest.approx(by_copies[outcome], abs=1e-6), outcome
+
+
+def test_tree_attention_past_the_window_equals_cache_copies_node_by_node(sliding, tmp_path):
+    """Three prompts of different lengths explored together (left-padded: the pads count in the window, as in the
+    model's own cache): every node of every trie, its top-K ids and logits, as by cache copies; and the window
+    matters here (without the sliding layers' mask, the deeper logits differ)."""
+    import numpy as np
+
+    from biaslab.engines.hf import tree as tree_module
     from biaslab.runners.trie import walk
 
-    with pytest.raises(WindowExceeded):  # tree attention alone cannot: the fallback below is what answers
-        walk(backend.expander([prompt], 64), tok, [parser], max_new_tokens=3, stop_ids=set(backend.stop_ids),
-             temperature=1.0, top_k=5)
-    [trie] = _explore(backend, [prompt], [1], 64, tok, [parser], 3, Params, 0.0)
-    exact = probabilities(trie, parser.options, 1.0, 5)
-    reference = brute_force(backend.model, tok, prompt, parser, 1.0, 5, 3, set(backend.stop_ids))
-    for outcome, value in reference.items():
-        assert exact[outcome] == pytest.approx(value, abs=1e-5), outcome
+    model, tok = sliding
+    backend = _backend(model, tok, tmp_path / "m")
+    prompts = [tok(text, add_special_tokens=False)["input_ids"] for text in ("The nurse", "A doc", "Then")]
+    parser = AnswerParser(("he", "she"), "'")
+    settings = dict(max_new_tokens=4, stop_ids=set(backend.stop_ids), temperature=1.0, top_k=5)
+
+    def tries(tree):
+        return walk(backend.expander(prompts, 64, tree=tree), tok, [parser] * 3, **settings)
+
+    by_tree, by_copies = tries(None), tries(False)
+    for a, b in zip(by_tree, by_copies):
+        assert a.node_parent == b.node_parent and a.node_token == b.node_token and a.edges == b.edges
+        for ids_a, ids_b, la, lb in zip(a.topk_ids, b.topk_ids, a.topk_logits, b.topk_logits):
+            assert np.array_equal(ids_a, ids_b)
+            np.testing.assert_allclose(la, lb, atol=2e-5)
+    unmasked = tree_module.TreeLevels._masks
+
+    def full_sight(self, allowed, part, depth):  # every layer sees the whole prompt: the window ignored
+        masks = unmasked(self, allowed, part, depth)
+        return {name: masks["full_attention"] for name in masks} if isinstance(masks, dict) else masks
+
+    tree_module.TreeLevels._masks = full_sight
+    try:
+        blind = tries(None)
+    finally:
+        tree_module.TreeLevels._masks = unmasked
+    gaps = [float(np.abs(x - y).max()) for a, b in zip(blind, by_copies)
+            for x, y in zip(a.topk_logits, b.topk_logits) if len(x) == len(y)]
+    assert max(gaps) > 1e-3

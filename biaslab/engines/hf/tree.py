@@ -90,7 +90,9 @@ class _Part:
         if copy:
             from transformers import DynamicCache
 
-            cache = DynamicCache(config=config)
+            # a model with sliding-window layers: plain growing layers, which keep every slot (the tree's sliding
+            # layers see the window through their mask, `TreeLevels`), never the config's cutting ones
+            cache = DynamicCache() if sliding_window_of(config) is not None else DynamicCache(config=config)
             for layer_index, layer in enumerate(self.cache.layers):
                 cache.update(layer.keys[index], layer.values[index], layer_index)
         else:
@@ -130,6 +132,12 @@ class TreeLevels:
 
     def __init__(self, model, state: PromptState) -> None:
         self.model = model
+        self.window = sliding_window(model)
+        self.layer_types = windowed_layer_types(model)
+        if self.window is not None and self.layer_types is not None and state.mask.shape[1] < self.window:
+            growing_layers(state.cache)  # the window is applied by the sliding layers' mask (`_masks`)
+        else:
+            self.layer_types = None
         self.parts = [_Part(state.cache, state.mask.bool(), state.next_pos, list(range(state.mask.shape[0])),
                             state.mask.shape[1])]
         self.additive = model.config._attn_implementation == "eager"
@@ -179,21 +187,68 @@ class TreeLevels:
                     allowed[row, q, list(ref)] = True
                     refs[indices[q]] = (*ref, part.length + q)
                 allowed[row, q, part.length + q] = True  # itself (padded slots too: no empty softmax rows)
-        window = sliding_window(self.model)
-        if window is not None and total > window:  # the window would cut the cache the mask spans
+        if self.window is not None and self.layer_types is None and total > self.window:
             raise WindowExceeded(f"the answer tries need {total} cache slots, more than the model's sliding window "
-                                 f"({window}) that tree attention can span")
+                                 f"({self.window}) that tree attention can span")
         positions = (part.next_pos[:, None] + depth).expand(rows, width)
-        mask = allowed[:, None].to(device)
-        if self.additive:
-            dtype = next(self.model.parameters()).dtype
-            mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
-        out = self.model.base_model(input_ids=ids.to(device), attention_mask=mask, position_ids=positions,
-                                    past_key_values=part.cache, use_cache=True)
+        out = self.model.base_model(input_ids=ids.to(device), attention_mask=self._masks(allowed, part, depth),
+                                    position_ids=positions, past_key_values=part.cache, use_cache=True)
         part.cache, part.length = out.past_key_values, total
         for row, (_, indices) in enumerate(members):
             for q, i in enumerate(indices):
                 out_hidden[i] = out.last_hidden_state[row, q]
+
+
+    def _masks(self, allowed: torch.Tensor, part: _Part, depth: int):
+        """The 4-D attention mask of a level (`allowed` [rows, width, slots]); for a model with sliding-window
+        layers, one per layer type, the sliding layers' also hiding the prompt slots a node at `depth` sees no more.
+
+        Sliding window W: the model's own cache (`CopyLevels`, and decoding) puts a node's token at cache index
+        L + depth after the prompts' L slots, and its sliding layers attend to the slots j > L + depth - W. The
+        tree cache keeps every slot (plain growing layers), so the same rule is a mask: prompt slots
+        j <= L + depth - W are hidden from the sliding layers; the node's ancestors (depth < W) stay in sight."""
+        device = part.prompt_mask.device
+        masks = {"full_attention": allowed}
+        if self.layer_types is not None:
+            if depth >= self.window:
+                raise WindowExceeded(f"an answer trie {depth + 1} tokens deep passes the model's sliding window "
+                                     f"({self.window})")
+            sliding = allowed.clone()
+            cut = part.prompt_mask.shape[1] + depth - self.window + 1  # prompt slots [0, cut) out of the window
+            if cut > 0:
+                sliding[:, :, :cut] = False
+            masks["sliding_attention"] = sliding
+        dtype = next(self.model.parameters()).dtype
+        for name, mask in masks.items():
+            mask = mask[:, None].to(device)
+            if self.additive:
+                mask = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
+            masks[name] = mask
+        if self.layer_types is None:
+            return masks["full_attention"]
+        return {name: masks[name] for name in self.layer_types}
+
+
+def growing_layers(cache) -> None:
+    """Replace the sliding-window layers of a `DynamicCache` (each keeps only its last W - 1 slots) by plain growing
+    layers holding the same keys and values, in place."""
+    from transformers.cache_utils import DynamicLayer
+
+    for index, layer in enumerate(cache.layers):
+        if getattr(layer, "is_sliding", False):
+            plain = DynamicLayer()
+            plain.lazy_initialization(layer.keys, layer.values)
+            plain.keys, plain.values = layer.keys, layer.values
+            cache.layers[index] = plain
+
+
+def windowed_layer_types(model) -> tuple[str, ...] | None:
+    """The distinct layer types of a model with sliding-window layers whose forward takes one attention mask per
+    layer type (a dict keyed by "full_attention" / "sliding_attention": Gemma 3's kind), else None."""
+    types = tuple(dict.fromkeys(getattr(model.config, "layer_types", None) or ()))
+    if not types or not set(types) <= {"full_attention", "sliding_attention"} or "sliding_attention" not in types:
+        return None
+    return types
 
 
 def tree_attention_supported(model) -> bool:
@@ -212,8 +267,13 @@ def tree_fits_window(model, prompt_slots: int) -> bool:
 
 def sliding_window(model) -> int | None:
     """The model's sliding window where some of its layers attend through one, else None."""
-    window = getattr(model.config, "sliding_window", None)
-    types = getattr(model.config, "layer_types", None) or ()
+    return sliding_window_of(model.config)
+
+
+def sliding_window_of(config) -> int | None:
+    """`sliding_window` of a model's config (None where no layer attends through one)."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None) or ()
     return None if not window or (types and "sliding_attention" not in types) else int(window)
 
 

@@ -107,9 +107,10 @@ def test_a_trie_that_outgrows_the_window_runs_as_tree_attention_equal_to_brute_f
 
 
 def test_tree_attention_past_the_window_equals_cache_copies_node_by_node(sliding, tmp_path):
-    """Three prompts of different lengths explored together (left-padded: the pads count in the window, as in the
-    model's own cache): every node of every trie, its top-K ids and logits, as by cache copies; and the window
-    matters here (without the sliding layers' mask, the deeper logits differ)."""
+    """Six prompts of different lengths explored together (left-padded: the pads count in the window, as in the
+    model's own cache; the widest tries move to a cache of their own, a copy that keeps every slot): every node of
+    every trie, its top-K ids and logits, as by cache copies; and the window matters here (without the sliding
+    layers' mask, the deeper logits differ)."""
     import numpy as np
 
     from biaslab.engines.hf import tree as tree_module
@@ -117,14 +118,28 @@ def test_tree_attention_past_the_window_equals_cache_copies_node_by_node(sliding
 
     model, tok = sliding
     backend = _backend(model, tok, tmp_path / "m")
-    prompts = [tok(text, add_special_tokens=False)["input_ids"] for text in ("The nurse", "A doc", "Then")]
+    texts = ("The nurse", "A doc", "Then", "He", "She said", "Once")
+    prompts = [tok(text, add_special_tokens=False)["input_ids"] for text in texts]
     parser = AnswerParser(("he", "she"), "'")
-    settings = dict(max_new_tokens=4, stop_ids=set(backend.stop_ids), temperature=1.0, top_k=5)
+    settings = dict(max_new_tokens=5, stop_ids=set(backend.stop_ids), temperature=1.0, top_k=8)
 
     def tries(tree):
-        return walk(backend.expander(prompts, 64, tree=tree), tok, [parser] * 3, **settings)
+        return walk(backend.expander(prompts, 64, tree=tree), tok, [parser] * len(prompts), **settings)
 
-    by_tree, by_copies = tries(None), tries(False)
+    moved = []
+    take = tree_module._Part.take
+
+    def recorded(self, rows, copy, config=None):
+        moved.append(copy)
+        return take(self, rows, copy, config)
+
+    tree_module._Part.take = recorded
+    try:
+        by_tree = tries(None)
+    finally:
+        tree_module._Part.take = take
+    assert True in moved  # some rows moved to a cache of their own
+    by_copies = tries(False)
     for a, b in zip(by_tree, by_copies):
         assert a.node_parent == b.node_parent and a.node_token == b.node_token and a.edges == b.edges
         for ids_a, ids_b, la, lb in zip(a.topk_ids, b.topk_ids, a.topk_logits, b.topk_logits):

@@ -529,55 +529,16 @@ def call_chunks(chunks: Iterable[Sequence[Callable[[], Any]]], workers: int, gat
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-#: a chat collection stores the replies that have arrived about once a second at most (each store is a transaction
-#: and a reopen of the warehouse, so that readers can look in between): `replies_with(every=...)`
-STORE_EVERY_S = 1.0
-
-
-#: a --chunk-size below this (the chat chunk, `protocols.choice_chat.CHAT_CHUNK`) stores every group as it comes
-STORE_CHUNK = 64
-
-
-def store_interval(chunk_size: int) -> float:
-    """`STORE_EVERY_S`, or 0 (every group stored as it comes) where `--chunk-size` was lowered below `STORE_CHUNK`: a
-    user who bounds what a crash may lose gets that bound."""
-    return STORE_EVERY_S if chunk_size >= STORE_CHUNK else 0.0
-
-
-def replies_with(chunks: Iterable[Sequence], groups: Iterable[list[list]],
-                 every: float = 0.0) -> Iterator[tuple[list, list]]:
+def replies_with(chunks: Iterable[Sequence], groups: Iterable[list[list]]) -> Iterator[tuple[list, list]]:
     """Per group of `chat_chunks` (the replies of one chunk or more): the chunks' items joined, in order, and their
-    replies joined, item by item.
-
-    With `every` > 0, the groups that arrive within `every` seconds of the last item yielded (counted from when the
-    caller asked for the next one, after storing it) are joined into one item, so a caller storing each item in one
-    transaction stores about once per `every` seconds whatever the reply rate (64 replies every 0.3 s at 64 in
-    flight and 200 ms: a store per 3 groups). The first group comes at once; at the end, and before a failure or an
-    interruption (Ctrl-C) of the replies is raised, what was joined so far comes as a last item, so what arrived is
-    stored as before."""
-    import time
-
+    replies joined, item by item."""
     source = iter(chunks)
-    source_groups = iter(groups)
-    items: list = []
-    replies: list = []
-    last = -float("inf")
-    while True:
-        try:
-            group = next(source_groups)
-        except StopIteration:
-            break
-        except BaseException:
-            if items:
-                yield items, replies
-            raise
+    for group in groups:
+        items: list = []
+        replies: list = []
         for chunk_replies in group:
             items.extend(next(source))
             replies.extend(chunk_replies)
-        if time.monotonic() - last >= every:
-            yield items, replies
-            items, replies, last = [], [], time.monotonic()
-    if items:
         yield items, replies
 
 

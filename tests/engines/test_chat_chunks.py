@@ -150,38 +150,3 @@ def test_replies_with_joins_the_items_of_each_group():
     chunks = [["a", "b"], ["c"], ["d", "e"]]
     groups = [[[1, 2]], [[3], [4, 5]]]
     assert list(replies_with(chunks, groups)) == [(["a", "b"], [1, 2]), (["c", "d", "e"], [3, 4, 5])]
-
-
-def test_replies_with_stores_about_once_per_interval_and_the_first_group_at_once():
-    """`every`: the groups arriving within the interval of the last item are joined; the first comes alone, at once;
-    a group arriving after the interval comes with those joined before it."""
-    from biaslab.engines.chat import replies_with
-
-    def groups():
-        for index in range(4):  # three quick groups, then one after the interval
-            if index == 3:
-                time.sleep(0.35)
-            yield [[index]]
-
-    got = list(replies_with([[f"c{i}"] for i in range(4)], groups(), every=0.3))
-    assert got == [(["c0"], [0]), (["c1", "c2", "c3"], [1, 2, 3])]
-    assert list(replies_with([[f"c{i}"] for i in range(4)], groups(), every=0.0)) == [
-        ([f"c{i}"], [i]) for i in range(4)]  # no interval: every group as it comes
-
-
-@pytest.mark.parametrize("failure", [EngineError("the provider said no"), KeyboardInterrupt()])
-def test_replies_joined_before_a_failure_or_an_interruption_come_before_it_is_raised(failure):
-    """What arrived before a failure (or Ctrl-C) is handed to the caller to store, then the failure is raised."""
-    from biaslab.engines.chat import replies_with
-
-    def groups():
-        yield [[0]]
-        yield [[1]]
-        yield [[2]]
-        raise failure
-
-    stored = []
-    with pytest.raises(type(failure)):
-        for items, replies in replies_with([["a"], ["b"], ["c"], ["d"]], groups(), every=60.0):
-            stored.append((items, replies))
-    assert stored == [(["a"], [0]), (["b", "c"], [1, 2])]

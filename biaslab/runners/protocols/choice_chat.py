@@ -36,7 +36,7 @@ import math
 from collections.abc import Sequence
 
 from ...engines.base import ChatAsk, ChatReply, SamplingSettings
-from ...engines.chat import replies_with, store_interval
+from ...engines.chat import replies_with
 from ...schema import Stimulus, evidence
 from ..answers import AnswerParser
 from ..prompting import PromptSpec, for_stimulus, user_message
@@ -94,8 +94,7 @@ def collect_chat_samples(wh, backend, pending, seeds: dict, spec: PromptSpec, *,
 
     # the next chunks' requests are answered while one is stored (`chat_chunks`: --max-concurrency in flight); the
     # chunks answered meanwhile are stored together
-    every = store_interval(chunk_size)  # what arrived stored about once a second (--chunk-size lowers it)
-    for chunk, replies in replies_with(chunks, backend.chat_chunks(ask(c) for c in chunks), every):
+    for chunk, replies in replies_with(chunks, backend.chat_chunks(ask(c) for c in chunks)):
         added += wh.append("samples", _sample_rows(chunk, replies, seeds, spec, params, key, run_id))
         if on_progress:
             finished = 0
@@ -233,8 +232,7 @@ def collect_chat_logprobs(wh, backend, requests, spec: PromptSpec, *, params: Sa
     chunks = [list(requests[start:start + step]) for start in range(0, len(requests), step)]
     asks = (ChatAsk([list(r.messages) for r in chunk], [0] * len(chunk), greedy, sent_prefill(chunk[0], spec),
                     top_logprobs) for chunk in chunks)
-    # requests in flight across chunks; what arrived stored about once a second (--chunk-size lowers it)
-    for chunk, replies in replies_with(chunks, backend.chat_chunks(asks), store_interval(chunk_size)):
+    for chunk, replies in replies_with(chunks, backend.chat_chunks(asks)):  # requests in flight across chunks
         positions: dict[str, list] = {k: [] for k in ("request_id", "position", "token", "logprob", "top_tokens",
                                                       "top_logprobs", "answer_start")}
         probs: dict[str, list] = {k: [] for k in ("request_id", "option", "prob")}

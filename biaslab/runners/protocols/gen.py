@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pydantic import model_validator
 
 from ...engines.base import CHAT, SAMPLE, ChatAsk, SamplingSettings
-from ...engines.chat import replies_with, store_interval
+from ...engines.chat import replies_with
 from ...errors import DataError, UsageError
 from ...lexicon.pronoun_detection import vocabulary
 from ...lexicon.pronouns import capitalize
@@ -225,8 +225,8 @@ def collect_chat_generations(wh, backend, requests: Sequence[GenRequest], pendin
                for chunk in chunks]
     asks = (ChatAsk([_messages(r) for r, _, _ in calls], [s for _, _, s in calls], params) for calls in planned)
     # the next chunks' requests are answered while one is stored (`chat_chunks`: --max-concurrency in flight); the
-    # chunks answered meanwhile are stored together, about once a second (a --chunk-size below 64 stores each)
-    for calls, replies in replies_with(planned, backend.chat_chunks(asks), store_interval(chunk_size)):
+    # chunks answered meanwhile are stored together
+    for calls, replies in replies_with(planned, backend.chat_chunks(asks)):
         chunk = list({r.request_id: r for r, _, _ in calls}.values())  # the requests of these calls, in order
         rows: dict[str, list] = {k: [] for k in ("request_id", "stimulus_id", "sample_index", "seed", "text",
                                                  "token_ids", "token_logprobs", "finish_reason")}

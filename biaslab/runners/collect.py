@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import engines
+from ..schema import evidence
 from ..warehouse import Warehouse
 from ..warehouse.store import wal_path
 from . import consent, runs, stimuli as stimuli_of
@@ -61,7 +62,6 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
       row are one transaction, so of two collections started together one registers first and the other waits.
     """
     from ..engines.threads import FreeCores, use_threads
-    from ..schema.evidence import added_unit  # Arrow imported where a run is made, not by `audit status`
 
     protocol, module = config.validate()
     notify = notify or consent.stderr_line
@@ -74,7 +74,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
         needs = protocol.require(config.backend, capabilities, handle.spec.kind, engines.declaration(module).why_not)
         handle.prepared.verify(needs)  # a server is asked what the protocol needs
         protocol.check_engine(handle.prepared)
-        # shared: the write lock is held only while a chunk is appended, so readers get in while the model computes
+        # shared: the DuckDB write lock is held only while something is written (each chunk's append), so `biaslab
+        # sql`, `info`, `metrics` and `report` can read the warehouse while the model computes
         with _fresh_removed_on_failure(config.database()), \
                 Warehouse.open(config.database(), shared=True, notify=notify) as wh:  # waits for readers, saying so
             selected, note, requests, work, notes, agree_late = _pending_work(wh, config, handle, protocol, confirm,
@@ -99,7 +100,7 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
     finally:
         handle.close()
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
-                         tuple(notes), added_unit(protocol.table))
+                         tuple(notes), evidence.added_unit(protocol.table))
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..schema import DatasetDeclaration
+from ..schema import DatasetDeclaration, evidence
 from .errors import WarehouseError
 from .store import Rollback
 
@@ -50,8 +50,6 @@ LOAD_MEMORY = "256MB"
 
 
 def _row(declaration: DatasetDeclaration, version: str, ids: list[str], loaded_at: datetime, run_id: str | None):
-    from ..schema import evidence  # Arrow only where rows are written: `runners.datasets` reads declarations
-
     return evidence.arrow("user_datasets", {
         "dataset": [declaration.name], "version": [version], "loaded_at": [loaded_at],
         "source": [declaration.source], "path": [declaration.path], "file_sha256": [declaration.file_sha256],
@@ -145,8 +143,6 @@ def edit_attributes(wh, dataset: str, made_by: tuple[str, datetime, str], batch)
 
     `batch`: the path of a Parquet file of `stimuli` rows, or a list of row dicts / an Arrow table of them."""
     import pyarrow as pa
-
-    from ..schema import evidence
 
     version, loaded_at, run_id = made_by
     if isinstance(batch, Path):

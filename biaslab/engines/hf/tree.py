@@ -198,7 +198,6 @@ class TreeLevels:
             for q, i in enumerate(indices):
                 out_hidden[i] = out.last_hidden_state[row, q]
 
-
     def _masks(self, allowed: torch.Tensor, part: _Part, depth: int):
         """The 4-D attention mask of a level (`allowed` [rows, width, slots]); for a model with sliding-window
         layers, one per layer type, the sliding layers' also hiding the prompt slots a node at `depth` sees no more.
@@ -256,11 +255,12 @@ def tree_attention_supported(model) -> bool:
 
 
 def tree_fits_window(model, prompt_slots: int) -> bool:
-    """Whether prompts of `prompt_slots` cache slots leave room for a trie inside the model's sliding window (always,
-    for models without one). A sliding-window layer keeps only its last `window` keys, so a tree cache longer than
-    that no longer matches the 4-D mask (Gemma 3: window 512; a DecodingTrust prompt of 250 tokens and its trie at
-    temperature 1 pass it): `TreeLevels` raises `WindowExceeded` before such a step, and the caller explores those
-    prompts again by cache copies (`CopyLevels`, which decode as the model's own cache does)."""
+    """Whether prompts of `prompt_slots` cache slots fit inside the model's sliding window (always, for models
+    without one). A sliding-window layer keeps only its last `window` keys, so the prompt cache of longer prompts is
+    already cut and tree attention cannot span it: those prompts are explored by cache copies (`CopyLevels`, which
+    decode as the model's own cache does). Prompts that fit run as tree attention however wide their tries grow
+    (Gemma 3: window 512; a DecodingTrust prompt of 250 tokens and its trie at temperature 1 pass it): the tree
+    cache keeps every slot and the sliding layers' mask applies the window (`TreeLevels._masks`)."""
     window = sliding_window(model)
     return window is None or prompt_slots < window
 

@@ -3,7 +3,8 @@
 What every reader here refuses (each error names the file and the line, and the field where there is one):
 
 * a file that is missing, not a regular file (a directory, FIFO or device: never opened), empty or not UTF-8 (a
-  UTF-8 BOM is dropped);
+  UTF-8 BOM is dropped); `load_text` reads a name ending in .gz decompressed, by the same rules, and names a damaged
+  gzip file;
 * a header that names a column twice (which cell holds the value would be a guess);
 * a pinned upstream file whose bytes differ from the pinned sha256, when read inside `DatasetInfo.load` (see
   `verify`; `accept_modified` loads it as a modified copy instead);
@@ -34,6 +35,7 @@ are CRLF.
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import stat
 from collections.abc import Iterable, Sequence
@@ -123,10 +125,16 @@ def _not_utf8(path: Path, raw: bytes, exc: UnicodeDecodeError, line: int = 1, of
 
 
 def load_text(path: Path) -> Text:
-    """The file's text and sha256; see `read_text`."""
+    """The file's text and sha256 (of its bytes as stored); see `read_text`. A name ending in .gz is gzip's:
+    decompressed first, then read by the same rules."""
     path = _openable(path)
     raw = path.read_bytes()
     sha, _ = observe(path, raw)  # the checksum comes first: a damaged pinned file is named as such
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise DataError(path, f"cannot be read as gzip ({exc})") from None
     if not raw.strip():
         raise DataError(path, "file is empty", line=1)  # line 1: where the header or first record should be
     try:
@@ -221,9 +229,9 @@ def _kind(path: Path) -> str:
 def read_text(path: Path) -> str:
     """Whole file as UTF-8 (a BOM is dropped) with CRLF line ends normalized to LF (see the module docstring).
 
-    Missing, empty or non-UTF-8 files and, inside `DatasetInfo.load`, a pinned file whose bytes differ from the
-    pinned sha256 raise `DataError`. A bare CR is left in place (`read_lines` and `read_table` refuse it outside
-    quoted fields).
+    A name ending in .gz is decompressed first. Missing, empty or non-UTF-8 files (or a damaged gzip file) and,
+    inside `DatasetInfo.load`, a pinned file whose bytes differ from the pinned sha256 raise `DataError`. A bare
+    CR is left in place (`read_lines` and `read_table` refuse it outside quoted fields).
     """
     return load_text(path).text
 

@@ -30,7 +30,6 @@ of another task): one line naming file and line; nothing is stored.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import os
@@ -102,21 +101,10 @@ class ImportResult:
 
 # ------------------------------------------------------------------------------------------------------ reading files
 
-def _text(path: Path) -> str:
-    """A file's text: `loaders.readers.read_text` (UTF-8, a BOM dropped, CRLF read as LF, a bad file named), or
-    gzip's, decoded the same way, when the name ends in .gz."""
-    if path.suffix != ".gz":
-        return read_text(path)
-    try:
-        return gzip.decompress(path.read_bytes()).decode("utf-8-sig").replace("\r\n", "\n")
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise DataError(path, f"cannot be read as gzip UTF-8 text ({exc})") from None
-
-
 def _jsonl(path: Path) -> list[tuple[int, dict]]:
     """(line number, object) of every non-empty line; a line that is not a JSON object is refused."""
     rows = []
-    lines = _text(path).splitlines()
+    lines = read_text(path).splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -327,7 +315,7 @@ def _inspect_log(path: Path) -> tuple[dict, list[tuple[int, Any]]]:
             raise DataError(path, f"not a readable inspect_ai .eval log ({exc})") from None
         return (header if isinstance(header, dict) else {}), samples
     try:
-        data = json.loads(_text(path))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DataError(path, f"not valid JSON: {exc.msg} (truncated?)", line=exc.lineno) from None
     if not isinstance(data, dict) or not isinstance(data.get("samples"), list):
@@ -403,7 +391,7 @@ def read_bbq_results(path: Path, column: str | None = None) -> list[Read]:
 def read_csv(path: Path, dataset: str | None) -> Read:
     """A plain CSV (see the module docstring): BBQ (example_id, answer) or CrowS-Pairs (pair_id, score_more,
     score_less)."""
-    reader = csv.DictReader(io.StringIO(_text(path), newline=""))
+    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
     header = reader.fieldnames or []
     rows = list(enumerate(reader, 2))
     if not rows:

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import engines
-from ..schema import evidence
 from ..warehouse import Warehouse
 from ..warehouse.store import wal_path
 from . import consent, runs, stimuli as stimuli_of
@@ -99,6 +98,8 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             notes += protocol.result_notes(wh, handle.model_key, requests)
     finally:
         handle.close()
+    from ..schema import evidence  # here, not at the top: `audit status` imports this module and needs no Arrow
+
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
                          tuple(notes), evidence.added_unit(protocol.table))
 

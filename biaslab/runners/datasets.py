@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import loaders
 from ..errors import UsageError
 from ..lexicon import pronoun_detection
 from ..schema import Stimulus
-from ..warehouse.user_datasets import StoredDataset, current
+
+if TYPE_CHECKING:  # Arrow's import (through the evidence schemas) only where a user dataset is read
+    from ..warehouse.user_datasets import StoredDataset
 
 
 #: a counterfactual audit's generation settings where the command line gives none: the model's own distribution
@@ -109,6 +111,7 @@ def resolve(name: str, db: str | Path) -> DatasetRef:
     stored = None
     if Path(db).is_file():
         from ..warehouse import Warehouse
+        from ..warehouse.user_datasets import current
 
         with Warehouse.open(db, read_only=True) as wh:
             stored = current(wh, name)

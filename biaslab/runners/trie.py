@@ -21,11 +21,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from .answers import AnswerParser, decode_many
+
+if TYPE_CHECKING:  # NumPy where probabilities are computed: `audit status` imports the protocols, and this
+    import numpy as np
 
 LIVE = "__live__"
 PRUNED = "__pruned__"
@@ -62,6 +64,8 @@ def step_probabilities(logits: np.ndarray, temperature: float, top_k: int) -> np
         raise UsageError("temperature must be > 0")
     if top_k < 1 or top_k > len(logits):
         raise UsageError(f"top_k must be in 1..{len(logits)} (the stored K), got {top_k}")
+    import numpy as np
+
     z = logits.astype(np.float64)
     keep = z >= z[top_k - 1]
     scaled = np.where(keep, (z - z[0]) / temperature, -np.inf)

@@ -70,3 +70,31 @@ def test_runners_lists_its_commands_with_their_own_help_without_importing_them()
     assert set(SHORT_HELP) == set(COMMANDS)
     for name, text in SHORT_HELP.items():  # the help `runners --help` shows is each command's own
         assert runners.get_command(None, name).get_short_help_str(300) == text
+
+
+@pytest.fixture(scope="module")
+def stored_plan(tmp_path_factory, data_dir, tiny_gpt2_dir):
+    """A plan of one tiny model x two datasets (a scored and an asked one), every unit stored."""
+    from click.testing import CliRunner
+
+    from biaslab.cli.main import biaslab
+
+    folder = tmp_path_factory.mktemp("startup-audit")
+    plan = folder / "plan.yaml"
+    plan.write_text(f"name: p\ndb: w.duckdb\ndata_dir: {data_dir}\ncollect: {{threads: 1}}\nmodels:\n"
+                    f"  - {{name: a, model: {tiny_gpt2_dir}, dtype: fp32}}\ndatasets:\n"
+                    "  - {dataset: crows-pairs, limit: 2}\n  - {dataset: winopron, limit: 1}\n", encoding="utf-8")
+    result = CliRunner().invoke(biaslab, ["audit", "run", str(plan)], catch_exceptions=False)
+    assert "2 units, 2 computed" in result.output, result.output
+    return str(plan)
+
+
+@pytest.mark.parametrize("args", [["audit", "status", "PLAN"], ["audit", "run", "PLAN", "--dry-run"]])
+def test_audit_status_and_dry_run_read_a_stored_plan_without_arrow_or_numpy(stored_plan, args):
+    # issue 72: these commands answer from the warehouse; NumPy and Arrow (through the protocols' evidence schemas)
+    # are for writing rows, and took most of what status spent over `biaslab collections`
+    args = [stored_plan if a == "PLAN" else a for a in args]
+    assert imported("main", "biaslab", args) == []
+    code = PROBE.format(module="main", name="biaslab", args=args, heavy=("numpy", "pyarrow"))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "\nOK\n" in done.stdout and done.stdout.rsplit("IMPORTED ", 1)[1].strip() == "[]", done.stdout[-2000:]

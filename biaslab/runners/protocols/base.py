@@ -41,6 +41,15 @@ MAX_NEW_TOKENS = 32_768
 MAX_SEED = 2**63 - 1
 
 
+def arrow(table: str, columns: Any, **constants: Any) -> Any:
+    """`schema.evidence.arrow(table, columns, **constants)`: rows of an evidence table as Arrow, the schema module
+    (and with it pyarrow and NumPy) imported on first use, since `audit status` and `--dry-run` import the
+    protocols and write nothing."""
+    from ...schema import evidence
+
+    return evidence.arrow(table, columns, **constants)
+
+
 class Settings(BaseModel):
     """A protocol's own settings; every field is a `runners collect` option (`--field-name`)."""
 

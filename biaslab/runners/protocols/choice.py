@@ -15,17 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 from pydantic import Field, model_validator
 
 from ...engines.base import CHAT, CHAT_LOGPROBS, SAMPLE, TOP_K, SamplingSettings, WindowExceeded
 from ...errors import Unsupported, UsageError
-from ...schema import Stimulus, evidence, request_id
+from ...schema import Stimulus, request_id
 from ..answers import AnswerParser, decode
 from ..prompting import PromptSpec, render, shared_prefix_ids
 from ..requests import Request, sample_seed
 from ..trie import DEFAULT_MIN_MASS, INVALID, UNRESOLVED, probabilities, walk
-from .base import MAX_TOP_K, Progress, Protocol, Sampling, Work
+from .base import MAX_TOP_K, Progress, Protocol, Sampling, Work, arrow
 
 #: prompts explored together in exact mode (`--prompt-batch`): their trie levels share forward passes
 DEFAULT_PROMPT_BATCH = 96
@@ -85,7 +84,7 @@ def chat_choice_requests(stimuli: Sequence[Stimulus], spec: PromptSpec, params: 
 
 def _request_rows(model_key: str, chunk: Sequence[ChoiceRequest], mode: str, spec: PromptSpec,
                   max_new_tokens: int, k_store: int | None, run_id: str | None):
-    return evidence.arrow("choice_requests", {
+    return arrow("choice_requests", {
         "request_id": [r.request_id for r in chunk], "stimulus_id": [r.stimulus_id for r in chunk],
         "protocol": [r.protocol for r in chunk], "adaptation": [r.adaptation for r in chunk],
         "prompt_text": [r.prompt_text for r in chunk], "options": [list(r.options) for r in chunk]},
@@ -219,7 +218,7 @@ def _trie_rows(computed: Sequence[tuple[ChoiceRequest, object]], params: Samplin
         for n in range(len(trie.node_parent)):
             for k, v in (("request_id", req.request_id), ("node_id", n), ("parent_id", trie.node_parent[n]),
                          ("token_id", trie.node_token[n]), ("depth", trie.node_depth[n]),
-                         ("topk_ids", trie.topk_ids[n].astype(np.int32)),
+                         ("topk_ids", trie.topk_ids[n].astype("int32")),
                          ("topk_logits", trie.topk_logits[n]), ("logsumexp", trie.logsumexp[n])):
                 nodes[k].append(v)
         for node, token, outcome, child in trie.edges:
@@ -238,9 +237,9 @@ def _write_tries(wh, key: str, computed: Sequence[tuple[ChoiceRequest, object]],
     """One transaction: the requests of `computed` with their trie nodes, edges and exact probabilities."""
     nodes, edges, probs = _trie_rows(computed, params)
     children = {
-        "choice_nodes": evidence.arrow("choice_nodes", nodes, model_key=key),
-        "choice_edges": evidence.arrow("choice_edges", edges, model_key=key),
-        "choice_probs": evidence.arrow("choice_probs", probs, model_key=key, temperature=params.temperature,
+        "choice_nodes": arrow("choice_nodes", nodes, model_key=key),
+        "choice_edges": arrow("choice_edges", edges, model_key=key),
+        "choice_probs": arrow("choice_probs", probs, model_key=key, temperature=params.temperature,
                                        top_k=params.top_k, top_p=1.0),
     }
     parent = _request_rows(key, [req for req, _ in computed], "exact", spec, params.max_new_tokens, k_store, run_id)
@@ -273,7 +272,7 @@ def _sample_rows(tok, req: ChoiceRequest, parser: AnswerParser, indices: list[in
                      ("token_logprobs", sample.logprobs), ("finish_reason", sample.finish_reason),
                      ("answer", option if option is not None else answer), ("valid", option is not None)):
             rows[k].append(v)
-    return evidence.arrow("samples", rows, model_key=key, request_id=req.request_id, temperature=params.temperature,
+    return arrow("samples", rows, model_key=key, request_id=req.request_id, temperature=params.temperature,
                           top_k=params.top_k, top_p=params.top_p, max_new_tokens=params.max_new_tokens,
                           stimulus_id=req.stimulus_id, run_id=run_id)
 

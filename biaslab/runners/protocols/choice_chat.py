@@ -37,11 +37,11 @@ from collections.abc import Sequence
 
 from ...engines.base import ChatAsk, ChatReply, SamplingSettings
 from ...engines.chat import replies_with
-from ...schema import Stimulus, evidence
+from ...schema import Stimulus
 from ..answers import AnswerParser
 from ..prompting import PromptSpec, for_stimulus, user_message
 from ..trie import INVALID, UNRESOLVED
-from .base import Progress
+from .base import Progress, arrow
 
 #: how the messages carry the prefill (the `adaptation` of a chat request, part of its id)
 PREFILL_CONTINUED, NO_PREFILL = "chat_api+prefill_continued", "chat_api+no_prefill"
@@ -118,7 +118,7 @@ def _sample_rows(chunk, replies: Sequence[ChatReply], seeds: dict, spec: PromptS
                      ("token_logprobs", []), ("finish_reason", reply.finish_reason),
                      ("answer", option if option is not None else answer), ("valid", option is not None)):
             rows[k].append(v)
-    return evidence.arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
+    return arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
                           top_p=params.top_p, max_new_tokens=params.max_new_tokens, run_id=run_id)
 
 
@@ -247,8 +247,8 @@ def collect_chat_logprobs(wh, backend, requests, spec: PromptSpec, *, params: Sa
                 probs["request_id"].append(req.request_id)
                 probs["option"].append(option)
                 probs["prob"].append(p)
-        children = {"chat_positions": evidence.arrow("chat_positions", positions, model_key=key),
-                    "choice_probs": evidence.arrow("choice_probs", probs, model_key=key,
+        children = {"chat_positions": arrow("chat_positions", positions, model_key=key),
+                    "choice_probs": arrow("choice_probs", probs, model_key=key,
                                                    temperature=params.temperature, top_k=params.top_k, top_p=1.0)}
         added += wh.append_with_children("choice_requests", request_rows(chunk), children)
         if on_progress:

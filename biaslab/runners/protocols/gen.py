@@ -36,10 +36,10 @@ from ...engines.chat import replies_with
 from ...errors import DataError, UsageError
 from ...lexicon.pronoun_detection import vocabulary
 from ...lexicon.pronouns import capitalize
-from ...schema import Stimulus, evidence, request_id
+from ...schema import Stimulus, request_id
 from ..answers import decode
 from ..requests import Request, sample_seed
-from .base import Progress, Protocol, Sampling, Work
+from .base import Progress, Protocol, Sampling, Work, arrow
 from .choice import pending_samples
 
 GEN_VERSION = "gen-v1"
@@ -150,7 +150,7 @@ def pending_generations(wh, model_key: str, requests: Sequence[GenRequest], n: i
 
 
 def _request_table(model_key: str, chunk: Sequence[GenRequest], params: SamplingSettings, run_id: str | None):
-    return evidence.arrow("gen_requests", {
+    return arrow("gen_requests", {
         "request_id": [r.request_id for r in chunk], "stimulus_id": [r.stimulus_id for r in chunk],
         "dataset": [r.dataset for r in chunk], "context": [r.context for r in chunk],
         "prompt_text": [r.prompt_text for r in chunk], "declared": [r.declared for r in chunk],
@@ -172,7 +172,7 @@ def _sample_table(tok, chunk, texts, seeds, drawn, pending, params: SamplingSett
                          ("token_ids", sample.token_ids),
                          ("token_logprobs", sample.logprobs), ("finish_reason", sample.finish_reason)):
                 rows[k].append(v)
-    return evidence.arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
+    return arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
                           top_p=params.top_p, max_new_tokens=params.max_new_tokens, answer=None, valid=True,
                           run_id=run_id)
 
@@ -235,7 +235,7 @@ def collect_chat_generations(wh, backend, requests: Sequence[GenRequest], pendin
                          ("seed", s_seed), ("text", reply.text), ("token_ids", []), ("token_logprobs", []),
                          ("finish_reason", reply.finish_reason)):
                 rows[k].append(v)
-        table = evidence.arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
+        table = arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
                                top_p=params.top_p, max_new_tokens=params.max_new_tokens, answer=None, valid=True,
                                run_id=run_id)
         added += wh.append_many({"gen_requests": _request_table(key, chunk, params, run_id), "samples": table})[

@@ -20,16 +20,17 @@ import os
 import signal
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-import numpy as np
-import pyarrow as pa
+from typing import TYPE_CHECKING, Literal
 
 from ...engines.base import PLL, SCORE
 from ...errors import DataError, EngineError
-from ...schema import Stimulus, evidence, request_id
+from ...schema import Stimulus, request_id
 from ..requests import Request
-from .base import Progress, Protocol, Settings, Work
+from .base import Progress, Protocol, Settings, Work, arrow
+
+if TYPE_CHECKING:  # NumPy and Arrow are imported where rows are built: `audit status` imports this module
+    import numpy as np
+    import pyarrow as pa
 
 SCORING_VERSION = "score-v1"
 
@@ -131,6 +132,8 @@ def build_rows(model_key: str, requests: Sequence[ScoreRequest], encoded: Sequen
     """(sequence_scores rows, token_scores rows) of scored requests: per text the token count, the joint
     log-probability and the target word's span and log-probability; per scored token its id, log-probability and
     character span."""
+    import numpy as np
+
     seq_cols: dict[str, list] = {k: [] for k in (
         "request_id", "stimulus_id", "protocol", "option", "scheme", "text", "n_tokens", "sum_logprob",
         "target_char_start", "target_char_end", "target_token_start", "target_token_end", "target_logprob")}
@@ -156,8 +159,8 @@ def build_rows(model_key: str, requests: Sequence[ScoreRequest], encoded: Sequen
         offsets = np.asarray(enc.offsets, dtype=np.int32).reshape(-1, 2)
         tok_parts["cs"].append(offsets[:, 0])
         tok_parts["ce"].append(offsets[:, 1])
-    seq = evidence.arrow("sequence_scores", seq_cols, model_key=model_key, run_id=run_id)
-    tokens = evidence.arrow("token_scores", {
+    seq = arrow("sequence_scores", seq_cols, model_key=model_key, run_id=run_id)
+    tokens = arrow("token_scores", {
         "request_id": np.concatenate(tok_parts["request_id"]).tolist(),
         "position": np.concatenate(tok_parts["position"]), "token_id": np.concatenate(tok_parts["token_id"]),
         "logprob": np.concatenate(tok_parts["logprob"]), "char_start": np.concatenate(tok_parts["cs"]),

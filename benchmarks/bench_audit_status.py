@@ -3,16 +3,19 @@ warehouse, side by side (issue 72, item 1): the goal is status and dry run withi
 units are stored, growing with the units, not with a model preparation per unit.
 
 Usage: python benchmarks/bench_audit_status.py [--models smollm2-135m,smollm2-135m@bf16] [--repeats 3]
+                                              [--before CHECKOUT]
 
 The plan: each model x four dataset entries (crows-pairs, crows-pairs-revised, bbq scored, winopron asked; a few
 items each), so two models give 8 units, collected first by `biaslab audit run PLAN` (local executor). Then each
 command is run as a whole process `--repeats` times, alternating, and the median wall times and their ratios are
-printed and written as JSON.
+printed and written as JSON. `--before CHECKOUT` (a checkout of an earlier release, e.g. a `git worktree`) runs
+the three commands from it too, in the same rounds on the same warehouse: a before/after measured side by side.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -35,9 +38,11 @@ def plan_text(db: Path, data_dir: str | None, models: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def timed(command: list[str]) -> float:
+def timed(command: list[str], tree: str | None = None) -> float:
+    """Wall seconds of `command`, run from the checkout `tree` (its biaslab first on the path) where given."""
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None  # `-m` puts the working directory first: cwd too
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tree, env=env)
     if done.returncode:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
     return time.perf_counter() - start
@@ -48,6 +53,7 @@ def main() -> None:
     parser.add_argument("--models", default="smollm2-135m,smollm2-135m@bf16")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--before", default=None, help="a checkout of an earlier release, measured alongside")
     args = parser.parse_args()
     biaslab = [sys.executable, "-m", "biaslab.cli.biaslab_entry"]
     with tempfile.TemporaryDirectory(prefix="bench-audit-") as folder:
@@ -57,17 +63,19 @@ def main() -> None:
         commands = {"collections": [*biaslab, "collections", "--db", str(db)],
                     "audit status": [*biaslab, "audit", "status", str(plan)],
                     "audit dry run": [*biaslab, "audit", "run", str(plan), "--dry-run"]}
-        times: dict[str, list[float]] = {name: [] for name in commands}
+        trees = {"": None, **({"before: ": str(Path(args.before).resolve())} if args.before else {})}
+        times: dict[str, list[float]] = {prefix + name: [] for prefix in trees for name in commands}
         for _ in range(args.repeats):
-            for name, command in commands.items():
-                times[name].append(timed(command))
+            for prefix, tree in trees.items():
+                for name, command in commands.items():
+                    times[prefix + name].append(timed(command, tree))
     medians = {name: statistics.median(t) for name, t in times.items()}
-    base = medians["collections"]
+    base = medians["collections"]  # this release's: the commands' ratios are to one baseline
     result = {"models": args.models.split(","), "units": 4 * len(args.models.split(",")), "collect_s": collected,
               "times_s": times, "median_s": medians,
               "ratio_to_collections": {name: m / base for name, m in medians.items()}, "cpu": cpu_facts()}
     for name, m in medians.items():
-        print(f"{name}: median {m:.2f} s ({m / base:.1f}x collections) over {args.repeats} runs")
+        print(f"{name}: median {m:.2f} s ({m / base:.2f}x collections) over {args.repeats} runs")
     print(write_json("audit_status", result))
 
 

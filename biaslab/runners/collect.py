@@ -98,10 +98,16 @@ def collect(config: CollectConfig, *, progress: Callable[[int, int], Callable[[i
             notes += protocol.result_notes(wh, handle.model_key, requests)
     finally:
         handle.close()
-    from ..schema import evidence  # here, not at the top: `audit status` imports this module and needs no Arrow
-
     return CollectResult(run_id, handle.model_key, len(selected), len(requests), work.count, stats["added"], note,
-                         tuple(notes), evidence.added_unit(protocol.table))
+                         tuple(notes), _added_unit(protocol.table))
+
+
+def _added_unit(table: str) -> str:
+    """`schema.evidence.added_unit`, imported here rather than at the top: `audit status` imports this module, and
+    the evidence schemas import Arrow."""
+    from ..schema import evidence
+
+    return evidence.added_unit(table)
 
 
 @contextmanager

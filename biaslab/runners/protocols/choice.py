@@ -240,7 +240,7 @@ def _write_tries(wh, key: str, computed: Sequence[tuple[ChoiceRequest, object]],
         "choice_nodes": arrow("choice_nodes", nodes, model_key=key),
         "choice_edges": arrow("choice_edges", edges, model_key=key),
         "choice_probs": arrow("choice_probs", probs, model_key=key, temperature=params.temperature,
-                                       top_k=params.top_k, top_p=1.0),
+                              top_k=params.top_k, top_p=1.0),
     }
     parent = _request_rows(key, [req for req, _ in computed], "exact", spec, params.max_new_tokens, k_store, run_id)
     return wh.append_with_children("choice_requests", parent, children)
@@ -273,8 +273,8 @@ def _sample_rows(tok, req: ChoiceRequest, parser: AnswerParser, indices: list[in
                      ("answer", option if option is not None else answer), ("valid", option is not None)):
             rows[k].append(v)
     return arrow("samples", rows, model_key=key, request_id=req.request_id, temperature=params.temperature,
-                          top_k=params.top_k, top_p=params.top_p, max_new_tokens=params.max_new_tokens,
-                          stimulus_id=req.stimulus_id, run_id=run_id)
+                 top_k=params.top_k, top_p=params.top_p, max_new_tokens=params.max_new_tokens,
+                 stimulus_id=req.stimulus_id, run_id=run_id)
 
 
 def collect_samples(wh, backend, pending: Sequence[tuple[ChoiceRequest, list[int]]],

@@ -119,7 +119,7 @@ def _sample_rows(chunk, replies: Sequence[ChatReply], seeds: dict, spec: PromptS
                      ("answer", option if option is not None else answer), ("valid", option is not None)):
             rows[k].append(v)
     return arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
-                          top_p=params.top_p, max_new_tokens=params.max_new_tokens, run_id=run_id)
+                 top_p=params.top_p, max_new_tokens=params.max_new_tokens, run_id=run_id)
 
 
 # ----------------------------------------------------------------------------------------------- logprobs mode
@@ -249,7 +249,7 @@ def collect_chat_logprobs(wh, backend, requests, spec: PromptSpec, *, params: Sa
                 probs["prob"].append(p)
         children = {"chat_positions": arrow("chat_positions", positions, model_key=key),
                     "choice_probs": arrow("choice_probs", probs, model_key=key,
-                                                   temperature=params.temperature, top_k=params.top_k, top_p=1.0)}
+                                          temperature=params.temperature, top_k=params.top_k, top_p=1.0)}
         added += wh.append_with_children("choice_requests", request_rows(chunk), children)
         if on_progress:
             on_progress(len(chunk))

@@ -173,8 +173,8 @@ def _sample_table(tok, chunk, texts, seeds, drawn, pending, params: SamplingSett
                          ("token_logprobs", sample.logprobs), ("finish_reason", sample.finish_reason)):
                 rows[k].append(v)
     return arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
-                          top_p=params.top_p, max_new_tokens=params.max_new_tokens, answer=None, valid=True,
-                          run_id=run_id)
+                 top_p=params.top_p, max_new_tokens=params.max_new_tokens, answer=None, valid=True,
+                 run_id=run_id)
 
 
 def collect_generations(wh, backend, requests: Sequence[GenRequest], pending: dict[str, list[int]], *,
@@ -236,8 +236,8 @@ def collect_chat_generations(wh, backend, requests: Sequence[GenRequest], pendin
                          ("finish_reason", reply.finish_reason)):
                 rows[k].append(v)
         table = arrow("samples", rows, model_key=key, temperature=params.temperature, top_k=params.top_k,
-                               top_p=params.top_p, max_new_tokens=params.max_new_tokens, answer=None, valid=True,
-                               run_id=run_id)
+                      top_p=params.top_p, max_new_tokens=params.max_new_tokens, answer=None, valid=True,
+                      run_id=run_id)
         added += wh.append_many({"gen_requests": _request_table(key, chunk, params, run_id), "samples": table})[
             "samples"]
         if on_progress:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 from .answers import AnswerParser, decode_many
 
-if TYPE_CHECKING:  # NumPy where probabilities are computed: `audit status` imports the protocols, and this
+if TYPE_CHECKING:  # NumPy where probabilities are computed: `audit status` imports the protocols, which import this
     import numpy as np
 
 LIVE = "__live__"

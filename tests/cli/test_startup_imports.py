@@ -29,9 +29,10 @@ print("IMPORTED " + json.dumps(sorted(m for m in {heavy!r} if m in sys.modules))
 """
 
 
-def imported(module: str, name: str, args: list[str], succeeds: bool = True) -> list[str]:
-    """The heavy modules imported by running the command (which must succeed, unless `succeeds` is False)."""
-    code = PROBE.format(module=module, name=name, args=args, heavy=HEAVY)
+def imported(module: str, name: str, args: list[str], succeeds: bool = True,
+             heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    """The `heavy` modules imported by running the command (which must succeed, unless `succeeds` is False)."""
+    code = PROBE.format(module=module, name=name, args=args, heavy=heavy)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "IMPORTED " in done.stdout, done.stderr[-2000:]
     assert not succeeds or "\nOK\n" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
@@ -94,7 +95,4 @@ def test_audit_status_and_dry_run_read_a_stored_plan_without_arrow_or_numpy(stor
     # issue 72: these commands answer from the warehouse; NumPy and Arrow (through the protocols' evidence schemas)
     # are for writing rows, and took most of what status spent over `biaslab collections`
     args = [stored_plan if a == "PLAN" else a for a in args]
-    assert imported("main", "biaslab", args) == []
-    code = PROBE.format(module="main", name="biaslab", args=args, heavy=("numpy", "pyarrow"))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert "\nOK\n" in done.stdout and done.stdout.rsplit("IMPORTED ", 1)[1].strip() == "[]", done.stdout[-2000:]
+    assert imported("main", "biaslab", args, heavy=(*HEAVY, "numpy", "pyarrow")) == []
